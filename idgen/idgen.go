@@ -1,0 +1,352 @@
+// Package idgen generates unique, time-ordered 63-bit IDs for sharded
+// databases. It is pure: no I/O, no logging, and the clock is injected.
+//
+// An ID is a positive int64 (bit 63 is always 0):
+//
+//	62 ................... 21 | 20 ........ | ............ | ........ 0
+//	  42-bit milliseconds    |  server-id   |    shard     |   random
+//	  since the epoch        |  (id-range)  | (shard-range)|(random-range)
+//
+// id-range + shard-range + random-range = 21; the default is 2 / 9 / 10 with
+// the epoch 2015-01-01 00:00 UTC+8, which lasts until the year 2154.
+//
+// A Generator's state is one counter u = ms<<S | shard (S = shard-range).
+// Every ID consumes one unit: u_next = max(u_last+1, now_ms<<S). When a
+// millisecond's 2^S shard slots are used up, u carries into the next
+// millisecond ("borrowing ahead"); when the clock steps backwards, u simply
+// continues. IDs of one Generator therefore never repeat and always increase,
+// whatever the clock does. How far the time field may run ahead of the clock
+// (the lead) is bounded by Settings.MaxLead.
+//
+// The random field is taken in turn from a permutation of 0..2^R-1 shuffled
+// with a cryptographic seed, so every 2^R consecutive IDs use each value
+// exactly once: id mod 2^k (k <= R) is exactly even, and id mod N near-even,
+// whatever the traffic pattern.
+package idgen
+
+import (
+	crand "crypto/rand"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// Bits is the width of everything below the time field.
+const Bits = 21
+
+// TimeBits is the width of the time field.
+const TimeBits = 63 - Bits
+
+// DefaultEpoch is 2015-01-01 00:00 UTC+8, the epoch of the Redis-based
+// generator idserver replaces, so a site that switches keeps increasing IDs.
+var DefaultEpoch = time.UnixMilli(1420041600000)
+
+// DefaultLayout is the layout of the Redis-based generator idserver replaces.
+var DefaultLayout = Layout{IDBits: 2, ShardBits: 9, RandomBits: 10}
+
+// Defaults for the zero fields of Settings.
+const (
+	DefaultMaxLead = 5 * time.Second
+	DefaultMaxWait = 100 * time.Millisecond
+)
+
+// ErrOverflow is returned when the time field no longer fits in 42 bits.
+var ErrOverflow = errors.New("idgen: time field overflows 42 bits (epoch too old or clock too far ahead)")
+
+// ErrLeadExceeded is wrapped by every *LeadError.
+var ErrLeadExceeded = errors.New("idgen: lead bound exceeded")
+
+// LeadError is returned when issuing the requested IDs would put their time
+// field more than MaxLead ahead of the clock, and waiting up to MaxWait did
+// not help.
+type LeadError struct {
+	Lead       time.Duration // the lead the request would have needed
+	Max        time.Duration // Settings.MaxLead
+	RetryAfter time.Duration // when the clock will have caught up enough
+}
+
+func (e *LeadError) Error() string {
+	return fmt.Sprintf("lead %dms would exceed max-lead-ms %d (IDs issued ahead of the clock); retry in %dms",
+		e.Lead.Milliseconds(), e.Max.Milliseconds(), max(e.RetryAfter.Milliseconds(), 1))
+}
+
+// Unwrap makes errors.Is(err, ErrLeadExceeded) true.
+func (e *LeadError) Unwrap() error { return ErrLeadExceeded }
+
+// Layout is the split of the 21 low bits between server-id, shard and random.
+type Layout struct {
+	IDBits     int // id-range: width of the server-id field
+	ShardBits  int // shard-range: width of the shard (sequence) field, >= 1
+	RandomBits int // random-range: width of the random field
+}
+
+// Validate reports whether the widths add up to 21 and are each in range.
+func (l Layout) Validate() error {
+	switch {
+	case l.IDBits < 0 || l.IDBits > Bits-1:
+		return fmt.Errorf("id-range %d out of range 0..%d", l.IDBits, Bits-1)
+	case l.ShardBits < 1 || l.ShardBits > Bits:
+		return fmt.Errorf("shard-range %d out of range 1..%d", l.ShardBits, Bits)
+	case l.RandomBits < 0 || l.RandomBits > Bits-1:
+		return fmt.Errorf("random-range %d out of range 0..%d", l.RandomBits, Bits-1)
+	case l.IDBits+l.ShardBits+l.RandomBits != Bits:
+		return fmt.Errorf("id-range %d + shard-range %d + random-range %d = %d, must be %d",
+			l.IDBits, l.ShardBits, l.RandomBits, l.IDBits+l.ShardBits+l.RandomBits, Bits)
+	}
+	return nil
+}
+
+// MaxServerID is the largest server-id the layout can hold.
+func (l Layout) MaxServerID() int64 { return 1<<l.IDBits - 1 }
+
+// Settings configures a Generator. Zero fields mean the documented defaults.
+type Settings struct {
+	Layout   Layout    // zero means DefaultLayout
+	Epoch    time.Time // zero means DefaultEpoch
+	ServerID int64     // 0 .. Layout.MaxServerID()
+	// MaxLead bounds how far an ID's time field may run ahead of the clock.
+	// Zero means DefaultMaxLead.
+	MaxLead time.Duration
+	// MaxWait is how long a request may wait for the clock when it would
+	// exceed MaxLead. Zero means DefaultMaxWait; negative means never wait.
+	MaxWait time.Duration
+}
+
+// Parts are the fields of an ID.
+type Parts struct {
+	Time     time.Time // the time field as wall-clock time (millisecond precision)
+	ServerID int64
+	Shard    int64
+	Random   int64
+}
+
+// Stats is a snapshot of a Generator's counters.
+type Stats struct {
+	Issued      uint64        // IDs issued since New
+	Lead        time.Duration // how far the last issued ID's time is ahead of the clock now (0 if not)
+	MaxLeadSeen time.Duration // the largest lead any issued ID had
+	Borrowed    uint64        // calls that issued IDs ahead of the clock
+	ClockSteps  uint64        // times the clock was seen to step backwards
+	LastStep    time.Duration // size of the latest backward step
+	Refused     uint64        // calls refused with a *LeadError
+	Waits       uint64        // calls that waited for the clock
+}
+
+// Generator issues IDs. It is safe for concurrent use.
+type Generator struct {
+	layout     Layout
+	epochMs    int64
+	serverBits int64 // server-id, already shifted into place
+	maxLeadMs  int64
+	maxWaitMs  int64 // < 0: never wait
+	shardMask  int64
+	randMask   uint64
+	table      []uint32 // permutation of 0..2^R-1, read-only after New
+
+	nowMs func() int64 // ms since the Unix epoch
+	sleep func(time.Duration)
+
+	mu      sync.Mutex
+	last    int64  // u of the last issued ID; -1 before the first
+	lastNow int64  // the clock reading of the last call, to see steps back
+	next    uint64 // index into table of the next ID
+	stats   Stats
+}
+
+// New returns a Generator for st, starting at the current time.
+func New(st Settings) (*Generator, error) {
+	return newGenerator(st, func() int64 { return time.Now().UnixMilli() }, time.Sleep)
+}
+
+func newGenerator(st Settings, nowMs func() int64, sleep func(time.Duration)) (*Generator, error) {
+	if st.Layout == (Layout{}) {
+		st.Layout = DefaultLayout
+	}
+	if err := st.Layout.Validate(); err != nil {
+		return nil, fmt.Errorf("idgen: %w", err)
+	}
+	if st.ServerID < 0 || st.ServerID > st.Layout.MaxServerID() {
+		return nil, fmt.Errorf("idgen: server-id %d out of range 0..%d (id-range %d)",
+			st.ServerID, st.Layout.MaxServerID(), st.Layout.IDBits)
+	}
+	if st.Epoch.IsZero() {
+		st.Epoch = DefaultEpoch
+	}
+	if st.MaxLead == 0 {
+		st.MaxLead = DefaultMaxLead
+	}
+	if st.MaxLead < time.Millisecond {
+		return nil, fmt.Errorf("idgen: max lead %v must be at least 1ms", st.MaxLead)
+	}
+	if st.MaxWait == 0 {
+		st.MaxWait = DefaultMaxWait
+	}
+	l := st.Layout
+	g := &Generator{
+		layout:     l,
+		epochMs:    st.Epoch.UnixMilli(),
+		serverBits: st.ServerID << (l.ShardBits + l.RandomBits),
+		maxLeadMs:  st.MaxLead.Milliseconds(),
+		maxWaitMs:  st.MaxWait.Milliseconds(),
+		shardMask:  1<<l.ShardBits - 1,
+		randMask:   1<<l.RandomBits - 1,
+		table:      shuffledTable(l.RandomBits),
+		nowMs:      nowMs,
+		sleep:      sleep,
+	}
+	if st.MaxWait < 0 {
+		g.maxWaitMs = -1
+	}
+	now := g.now()
+	g.lastNow = now
+	g.last = max(now, 0)<<l.ShardBits - 1
+	return g, nil
+}
+
+// shuffledTable returns a permutation of 0..2^bits-1 shuffled with a seed
+// from crypto/rand, so the order of the random field differs at every start.
+func shuffledTable(bits int) []uint32 {
+	var seed [32]byte
+	crand.Read(seed[:]) // never fails on Linux; see crypto/rand.Read
+	r := rand.New(rand.NewChaCha8(seed))
+	t := make([]uint32, 1<<bits)
+	for i := range t {
+		t[i] = uint32(i)
+	}
+	r.Shuffle(len(t), func(i, j int) { t[i], t[j] = t[j], t[i] })
+	return t
+}
+
+// now is the clock in ms since the epoch.
+func (g *Generator) now() int64 { return g.nowMs() - g.epochMs }
+
+// Layout returns the generator's layout.
+func (g *Generator) Layout() Layout { return g.layout }
+
+// Epoch returns the generator's epoch.
+func (g *Generator) Epoch() time.Time { return time.UnixMilli(g.epochMs) }
+
+// ServerID returns the generator's server-id.
+func (g *Generator) ServerID() int64 {
+	return g.serverBits >> (g.layout.ShardBits + g.layout.RandomBits)
+}
+
+// Next returns one new ID.
+func (g *Generator) Next() (int64, error) {
+	u, k, err := g.reserve(1)
+	if err != nil {
+		return 0, err
+	}
+	return g.compose(u, k), nil
+}
+
+// NextN fills dst with len(dst) new IDs, consecutive units reserved in one
+// step, in increasing order. It allocates nothing.
+func (g *Generator) NextN(dst []int64) error {
+	if len(dst) == 0 {
+		return nil
+	}
+	u, k, err := g.reserve(int64(len(dst)))
+	if err != nil {
+		return err
+	}
+	for i := range dst {
+		dst[i] = g.compose(u+int64(i), k+uint64(i))
+	}
+	return nil
+}
+
+func (g *Generator) compose(u int64, k uint64) int64 {
+	return (u>>g.layout.ShardBits)<<Bits | g.serverBits |
+		(u&g.shardMask)<<g.layout.RandomBits | int64(g.table[k&g.randMask])
+}
+
+// reserve takes n consecutive units and as many table slots. It returns the
+// first unit and the first table index.
+func (g *Generator) reserve(n int64) (int64, uint64, error) {
+	var waited int64
+	for {
+		g.mu.Lock()
+		// Read the clock under the lock: readings taken outside it can
+		// arrive out of order and would look like backward steps.
+		now := g.now()
+		if now < g.lastNow {
+			g.stats.ClockSteps++
+			g.stats.LastStep = time.Duration(g.lastNow-now) * time.Millisecond
+		}
+		g.lastNow = now
+		first := max(g.last+1, max(now, 0)<<g.layout.ShardBits)
+		end := first + n - 1
+		endMs := end >> g.layout.ShardBits
+		lead := endMs - now
+		if lead > g.maxLeadMs {
+			wait := lead - g.maxLeadMs
+			if g.maxWaitMs < 0 || waited+wait > g.maxWaitMs {
+				g.stats.Refused++
+				g.mu.Unlock()
+				return 0, 0, &LeadError{
+					Lead:       time.Duration(lead) * time.Millisecond,
+					Max:        time.Duration(g.maxLeadMs) * time.Millisecond,
+					RetryAfter: time.Duration(wait) * time.Millisecond,
+				}
+			}
+			if waited == 0 {
+				g.stats.Waits++
+			}
+			g.mu.Unlock()
+			g.sleep(time.Duration(wait) * time.Millisecond)
+			waited += wait
+			continue
+		}
+		if endMs >= 1<<TimeBits || end < first {
+			g.mu.Unlock()
+			return 0, 0, ErrOverflow
+		}
+		g.last = end
+		k := g.next
+		g.next += uint64(n)
+		g.stats.Issued += uint64(n)
+		if lead > 0 {
+			g.stats.Borrowed++
+			if d := time.Duration(lead) * time.Millisecond; d > g.stats.MaxLeadSeen {
+				g.stats.MaxLeadSeen = d
+			}
+		}
+		g.mu.Unlock()
+		return first, k, nil
+	}
+}
+
+// Stats returns a snapshot of the generator's counters.
+func (g *Generator) Stats() Stats {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s := g.stats
+	if lead := g.last>>g.layout.ShardBits - g.now(); lead > 0 {
+		s.Lead = time.Duration(lead) * time.Millisecond
+	}
+	return s
+}
+
+// Decode splits id into its fields under the generator's layout and epoch.
+func (g *Generator) Decode(id int64) (Parts, error) {
+	return Decode(id, g.layout, g.Epoch())
+}
+
+// Decode splits id into its fields under layout l and epoch.
+func Decode(id int64, l Layout, epoch time.Time) (Parts, error) {
+	if id < 0 {
+		return Parts{}, fmt.Errorf("idgen: id %d is negative", id)
+	}
+	if err := l.Validate(); err != nil {
+		return Parts{}, fmt.Errorf("idgen: %w", err)
+	}
+	return Parts{
+		Time:     time.UnixMilli(epoch.UnixMilli() + id>>Bits),
+		ServerID: id >> (l.ShardBits + l.RandomBits) & (1<<l.IDBits - 1),
+		Shard:    id >> l.RandomBits & (1<<l.ShardBits - 1),
+		Random:   id & (1<<l.RandomBits - 1),
+	}, nil
+}

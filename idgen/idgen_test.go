@@ -1,0 +1,482 @@
+package idgen
+
+import (
+	"errors"
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// fakeClock is a clock tests move by hand. Sleeping advances it when
+// sleepAdvances is set, as a real clock would; otherwise it stays frozen.
+type fakeClock struct {
+	ms            atomic.Int64 // unix ms
+	sleepAdvances bool
+	slept         atomic.Int64 // total ms requested from sleep
+}
+
+func (c *fakeClock) now() int64 { return c.ms.Load() }
+
+func (c *fakeClock) sleep(d time.Duration) {
+	c.slept.Add(d.Milliseconds())
+	if c.sleepAdvances {
+		c.ms.Add(d.Milliseconds())
+	}
+}
+
+// testEpoch keeps fake clock readings small and readable.
+var testEpoch = time.UnixMilli(1_700_000_000_000)
+
+func newFake(t testing.TB, st Settings, startMs int64) (*Generator, *fakeClock) {
+	t.Helper()
+	c := &fakeClock{}
+	c.ms.Store(testEpoch.UnixMilli() + startMs)
+	if st.Epoch.IsZero() {
+		st.Epoch = testEpoch
+	}
+	g, err := newGenerator(st, c.now, c.sleep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g, c
+}
+
+func mustNext(t testing.TB, g *Generator) int64 {
+	t.Helper()
+	id, err := g.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func mustDecode(t testing.TB, g *Generator, id int64) Parts {
+	t.Helper()
+	p, err := g.Decode(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// ms returns the time field of p relative to testEpoch.
+func ms(p Parts) int64 { return p.Time.UnixMilli() - testEpoch.UnixMilli() }
+
+func TestUniqueAndIncreasingConcurrent(t *testing.T) {
+	const goroutines = 8
+	tests := []struct {
+		name string
+		st   Settings
+		perG int
+	}{
+		// The default layout holds 512 IDs per ms, far fewer than this
+		// test asks for: it borrows ahead the whole time. 10M IDs in all.
+		{"default layout borrowing", Settings{MaxLead: time.Hour}, 1_250_000},
+		{"wide shard field", Settings{Layout: Layout{IDBits: 2, ShardBits: 16, RandomBits: 3}, ServerID: 3}, 250_000},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g, err := New(tt.st)
+			if err != nil {
+				t.Fatal(err)
+			}
+			perG := tt.perG
+			got := make([][]int64, goroutines)
+			var wg sync.WaitGroup
+			for w := range goroutines {
+				wg.Go(func() {
+					ids := make([]int64, perG)
+					for i := 0; i < perG; {
+						// Mix single IDs and batches, as GETID and MGETID do.
+						if n := min(1+i%7, perG-i); n > 1 {
+							if err := g.NextN(ids[i : i+n]); err != nil {
+								t.Error(err)
+								return
+							}
+							i += n
+						} else {
+							id, err := g.Next()
+							if err != nil {
+								t.Error(err)
+								return
+							}
+							ids[i] = id
+							i++
+						}
+					}
+					got[w] = ids
+				})
+			}
+			wg.Wait()
+			all := make([]int64, 0, goroutines*perG)
+			for w, ids := range got {
+				for i := 1; i < len(ids); i++ {
+					if ids[i] <= ids[i-1] {
+						t.Fatalf("goroutine %d: id[%d]=%d not above id[%d]=%d", w, i, ids[i], i-1, ids[i-1])
+					}
+				}
+				all = append(all, ids...)
+			}
+			slices.Sort(all)
+			for i := 1; i < len(all); i++ {
+				if all[i] == all[i-1] {
+					t.Fatalf("duplicate id %d", all[i])
+				}
+			}
+			if all[0] <= 0 {
+				t.Fatalf("non-positive id %d", all[0])
+			}
+			if s := g.Stats(); s.Issued != uint64(goroutines*perG) {
+				t.Fatalf("Stats().Issued = %d, want %d", s.Issued, goroutines*perG)
+			}
+		})
+	}
+}
+
+func TestBorrowAheadFrozenClock(t *testing.T) {
+	g, _ := newFake(t, Settings{MaxLead: time.Second}, 1000)
+	shards := int64(1) << DefaultLayout.ShardBits
+	prev := int64(-1)
+	for i := range 5 * shards {
+		id := mustNext(t, g)
+		if id <= prev {
+			t.Fatalf("id %d: %d not above previous %d", i, id, prev)
+		}
+		prev = id
+		p := mustDecode(t, g, id)
+		// The time field advances every 2^S IDs although the clock is frozen.
+		if want := 1000 + i/shards; ms(p) != want {
+			t.Fatalf("id %d: time field %d, want %d", i, ms(p), want)
+		}
+		if p.Shard != i%shards {
+			t.Fatalf("id %d: shard %d, want %d", i, p.Shard, i%shards)
+		}
+	}
+	s := g.Stats()
+	if s.Lead != 4*time.Millisecond || s.Borrowed == 0 || s.MaxLeadSeen != 4*time.Millisecond {
+		t.Fatalf("stats after borrowing 4ms: %+v", s)
+	}
+}
+
+func TestClockStepBack(t *testing.T) {
+	g, c := newFake(t, Settings{}, 10_000)
+	prev := int64(-1)
+	seen := map[int64]bool{}
+	for i := range 4000 {
+		if i == 2000 {
+			c.ms.Add(-1000) // NTP or an operator sets the clock back 1 s
+		} else {
+			c.ms.Add(1)
+		}
+		id, err := g.Next()
+		if err != nil {
+			t.Fatalf("id %d after step back: %v", i, err)
+		}
+		if id <= prev || seen[id] {
+			t.Fatalf("id %d: %d repeats or is below %d", i, id, prev)
+		}
+		seen[id] = true
+		prev = id
+	}
+	s := g.Stats()
+	if s.ClockSteps != 1 || s.LastStep != time.Second {
+		t.Fatalf("ClockSteps=%d LastStep=%v, want 1 step of 1s", s.ClockSteps, s.LastStep)
+	}
+	if s.Refused != 0 {
+		t.Fatalf("%d requests refused for a 1s step", s.Refused)
+	}
+}
+
+// fill issues IDs one by one until the lead is exactly maxLeadMs.
+func fillToLead(t *testing.T, g *Generator, maxLeadMs int64) int64 {
+	t.Helper()
+	shards := int64(1) << g.layout.ShardBits
+	var last int64
+	for range (maxLeadMs + 1) * shards {
+		last = mustNext(t, g)
+	}
+	if s := g.Stats(); s.Lead != time.Duration(maxLeadMs)*time.Millisecond {
+		t.Fatalf("lead %v after filling, want %dms", s.Lead, maxLeadMs)
+	}
+	return last
+}
+
+func TestLeadBound(t *testing.T) {
+	l := Layout{IDBits: 2, ShardBits: 4, RandomBits: 15}
+	t.Run("frozen clock: waits, then errors", func(t *testing.T) {
+		g, c := newFake(t, Settings{Layout: l, MaxLead: 10 * time.Millisecond, MaxWait: 5 * time.Millisecond}, 0)
+		last := fillToLead(t, g, 10)
+		_, err := g.Next()
+		var le *LeadError
+		if !errors.As(err, &le) || !errors.Is(err, ErrLeadExceeded) {
+			t.Fatalf("Next at the bound: err %v, want *LeadError", err)
+		}
+		if le.Lead != 11*time.Millisecond || le.Max != 10*time.Millisecond || le.RetryAfter != time.Millisecond {
+			t.Fatalf("LeadError %+v", le)
+		}
+		if got := c.slept.Load(); got != 5 {
+			t.Fatalf("waited %dms in all, want max-wait 5ms", got)
+		}
+		// Nothing was consumed by the refused request.
+		c.ms.Add(1)
+		if id := mustNext(t, g); id>>Bits != last>>Bits+1 {
+			t.Fatalf("after the clock moved: time field %d, want %d", id>>Bits, last>>Bits+1)
+		}
+		if s := g.Stats(); s.Refused != 1 || s.Waits != 1 {
+			t.Fatalf("stats %+v, want 1 refused after 1 wait", s)
+		}
+	})
+	t.Run("clock moves while waiting: succeeds", func(t *testing.T) {
+		g, c := newFake(t, Settings{Layout: l, MaxLead: 10 * time.Millisecond, MaxWait: 5 * time.Millisecond}, 0)
+		c.sleepAdvances = true
+		last := fillToLead(t, g, 10)
+		id := mustNext(t, g)
+		if id <= last || c.slept.Load() != 1 {
+			t.Fatalf("id %d after %d, slept %dms; want a 1ms wait then a larger id", id, last, c.slept.Load())
+		}
+	})
+	t.Run("negative max wait: refuses at once", func(t *testing.T) {
+		g, c := newFake(t, Settings{Layout: l, MaxLead: 10 * time.Millisecond, MaxWait: -1}, 0)
+		fillToLead(t, g, 10)
+		if _, err := g.Next(); !errors.Is(err, ErrLeadExceeded) || c.slept.Load() != 0 {
+			t.Fatalf("err %v after %dms, want ErrLeadExceeded without waiting", err, c.slept.Load())
+		}
+	})
+	t.Run("batch too large for the bound: refused whole", func(t *testing.T) {
+		g, c := newFake(t, Settings{Layout: l, MaxLead: 10 * time.Millisecond, MaxWait: 5 * time.Millisecond}, 0)
+		c.sleepAdvances = true
+		first := mustNext(t, g)
+		// 16 units per ms: 500 IDs need a lead of 31ms, more than waiting can fix.
+		buf := make([]int64, 500)
+		if err := g.NextN(buf); !errors.Is(err, ErrLeadExceeded) {
+			t.Fatalf("NextN(500): %v, want ErrLeadExceeded", err)
+		}
+		if c.slept.Load() != 0 {
+			t.Fatalf("slept %dms for a wait longer than max-wait", c.slept.Load())
+		}
+		second := mustNext(t, g)
+		if p1, p2 := mustDecode(t, g, first), mustDecode(t, g, second); ms(p2) != ms(p1) || p2.Shard != p1.Shard+1 {
+			t.Fatalf("refused batch consumed units: %+v then %+v", p1, p2)
+		}
+	})
+}
+
+func TestEvenSpread(t *testing.T) {
+	l := DefaultLayout
+	size := 1 << l.RandomBits
+	patterns := []struct {
+		name string
+		tick int64 // ms the clock moves before each ID
+	}{
+		{"burst", 0},
+		{"one per ms", 1},
+		{"one per 3 ms", 3},
+	}
+	for _, p := range patterns {
+		t.Run(p.name, func(t *testing.T) {
+			g, c := newFake(t, Settings{Layout: l, MaxLead: time.Hour}, 0)
+			for range 37 { // start anywhere in the table
+				mustNext(t, g)
+			}
+			const cycles = 1000
+			ids := make([]int64, size*cycles)
+			for i := range ids {
+				c.ms.Add(p.tick)
+				ids[i] = mustNext(t, g)
+			}
+			// Exactly even for every power of two up to 2^R, in every window
+			// of 2^R consecutive IDs.
+			for k := 1; k <= l.RandomBits; k++ {
+				mod := int64(1) << k
+				for w := 0; w < len(ids); w += size * 97 {
+					counts := make([]int, mod)
+					for _, id := range ids[w : w+size] {
+						counts[id%mod]++
+					}
+					for r, n := range counts {
+						if n != size/int(mod) {
+							t.Fatalf("window %d, id mod %d == %d: %d times, want %d", w, mod, r, n, size/int(mod))
+						}
+					}
+				}
+			}
+			// Near-even for a modulus that is not a power of two.
+			const mod = 1000
+			counts := make([]int, mod)
+			for _, id := range ids {
+				counts[id%mod]++
+			}
+			mean := float64(len(ids)) / mod
+			for r, n := range counts {
+				if math.Abs(float64(n)-mean) > 0.15*mean {
+					t.Fatalf("id mod %d == %d: %d times, mean %.0f", mod, r, n, mean)
+				}
+			}
+		})
+	}
+}
+
+// allLayouts lists every valid layout.
+func allLayouts() []Layout {
+	var ls []Layout
+	for i := 0; i <= Bits-1; i++ {
+		for s := 1; i+s <= Bits; s++ {
+			ls = append(ls, Layout{IDBits: i, ShardBits: s, RandomBits: Bits - i - s})
+		}
+	}
+	return ls
+}
+
+func TestFieldsStayInWidth(t *testing.T) {
+	for _, l := range allLayouts() {
+		for _, sid := range []int64{0, l.MaxServerID() / 2, l.MaxServerID()} {
+			checkFields(t, l, sid, []int64{0, 5, -3, 0, 7, 1 << 20})
+		}
+	}
+}
+
+// checkFields issues IDs under clock moves and checks every field of every
+// ID against the unit counter rule.
+func checkFields(t *testing.T, l Layout, serverID int64, moves []int64) {
+	t.Helper()
+	g, c := newFake(t, Settings{Layout: l, ServerID: serverID, MaxLead: time.Hour}, 1<<30)
+	prev := int64(-1)
+	buf := make([]int64, 3)
+	for _, mv := range moves {
+		c.ms.Add(mv)
+		// Enough IDs to cross a millisecond for every shard width.
+		n := min(1<<l.ShardBits+2, 600)
+		for i := 0; i < n; i += len(buf) {
+			if err := g.NextN(buf); err != nil {
+				t.Fatalf("layout %+v: %v", l, err)
+			}
+			for _, id := range buf {
+				p := mustDecode(t, g, id)
+				if id <= prev || p.ServerID != serverID || p.Shard>>l.ShardBits != 0 || p.Random>>l.RandomBits != 0 {
+					t.Fatalf("layout %+v server %d: id %d (prev %d) decodes to %+v", l, serverID, id, prev, p)
+				}
+				if back := ms(p)<<Bits | serverID<<(l.ShardBits+l.RandomBits) | p.Shard<<l.RandomBits | p.Random; back != id {
+					t.Fatalf("layout %+v: fields of %d recompose to %d", l, id, back)
+				}
+				prev = id
+			}
+		}
+	}
+}
+
+func FuzzFields(f *testing.F) {
+	f.Add(uint8(2), uint8(9), int64(3), int64(5), int64(-7))
+	f.Add(uint8(0), uint8(21), int64(0), int64(-1<<20), int64(1))
+	f.Add(uint8(20), uint8(1), int64(1<<20-1), int64(0), int64(0))
+	f.Fuzz(func(t *testing.T, idBits, shardBits uint8, serverID, move1, move2 int64) {
+		i, s := int(idBits%Bits), int(shardBits%Bits)+1
+		if i+s > Bits {
+			return
+		}
+		l := Layout{IDBits: i, ShardBits: s, RandomBits: Bits - i - s}
+		serverID &= l.MaxServerID()
+		checkFields(t, l, serverID, []int64{move1 % (1 << 30), move2 % (1 << 30)})
+	})
+}
+
+func TestSettingsErrors(t *testing.T) {
+	tests := []struct {
+		st   Settings
+		want string
+	}{
+		{Settings{Layout: Layout{IDBits: 3, ShardBits: 9, RandomBits: 10}}, "id-range 3 + shard-range 9 + random-range 10 = 22, must be 21"},
+		{Settings{Layout: Layout{IDBits: 11, ShardBits: 0, RandomBits: 10}}, "shard-range 0 out of range 1..21"},
+		{Settings{Layout: Layout{IDBits: -1, ShardBits: 12, RandomBits: 10}}, "id-range -1 out of range 0..20"},
+		{Settings{ServerID: 4}, "server-id 4 out of range 0..3 (id-range 2)"},
+		{Settings{ServerID: -1}, "server-id -1 out of range 0..3 (id-range 2)"},
+		{Settings{Layout: Layout{ShardBits: 21}, ServerID: 1}, "server-id 1 out of range 0..0 (id-range 0)"},
+		{Settings{MaxLead: time.Microsecond}, "max lead 1µs must be at least 1ms"},
+	}
+	for _, tt := range tests {
+		_, err := New(tt.st)
+		if err == nil || err.Error() != "idgen: "+tt.want {
+			t.Errorf("New(%+v) = %v, want %q", tt.st, err, tt.want)
+		}
+	}
+}
+
+func TestOverflow(t *testing.T) {
+	g, _ := newFake(t, Settings{}, 1<<TimeBits-1)
+	if _, err := g.Next(); err != nil {
+		t.Fatalf("last millisecond: %v", err)
+	}
+	buf := make([]int64, 1<<DefaultLayout.ShardBits)
+	if err := g.NextN(buf); !errors.Is(err, ErrOverflow) {
+		t.Fatalf("past the last millisecond: %v, want ErrOverflow", err)
+	}
+}
+
+func TestDecode(t *testing.T) {
+	g, _ := newFake(t, Settings{ServerID: 2}, 123_456)
+	id := mustNext(t, g)
+	p := mustDecode(t, g, id)
+	want := Parts{Time: time.UnixMilli(testEpoch.UnixMilli() + 123_456), ServerID: 2, Shard: 0, Random: p.Random}
+	if p != want {
+		t.Fatalf("Decode(%d) = %+v, want %+v", id, p, want)
+	}
+	if _, err := g.Decode(-1); err == nil {
+		t.Fatal("Decode(-1) succeeded")
+	}
+}
+
+func BenchmarkNext(b *testing.B) {
+	for _, goroutines := range []int{1, 2} {
+		b.Run(map[int]string{1: "1goroutine", 2: "2goroutines"}[goroutines], func(b *testing.B) {
+			benchParallel(b, goroutines, func(g *Generator, _ []int64) error {
+				_, err := g.Next()
+				return err
+			})
+		})
+	}
+}
+
+func BenchmarkNextN100(b *testing.B) {
+	for _, goroutines := range []int{1, 2} {
+		b.Run(map[int]string{1: "1goroutine", 2: "2goroutines"}[goroutines], func(b *testing.B) {
+			benchParallel(b, goroutines, func(g *Generator, buf []int64) error {
+				return g.NextN(buf)
+			})
+		})
+	}
+}
+
+// benchParallel runs call from the benchmark goroutine and goroutines-1
+// others sharing one Generator, as concurrent clients of a server do.
+func benchParallel(b *testing.B, goroutines int, call func(*Generator, []int64) error) {
+	// The default layout caps a server at 512 IDs per ms; a long lead keeps
+	// the benchmark measuring the hot path rather than the lead bound.
+	g, err := New(Settings{MaxLead: 24 * time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for range goroutines - 1 {
+		wg.Go(func() {
+			buf := make([]int64, 100)
+			for !stop.Load() {
+				if err := call(g, buf); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	buf := make([]int64, 100)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := call(g, buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+}
