@@ -1,0 +1,493 @@
+package respserver
+
+import (
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tidwall/match"
+	"github.com/tidwall/redcon"
+
+	"github.com/idserver/idserver/idgen"
+)
+
+// command is one entry of the command table.
+type command struct {
+	// arity as Redis counts it: the number of arguments including the
+	// name; negative means at least -arity.
+	arity int
+	// noAuth commands run before AUTH.
+	noAuth bool
+	run    func(s *Server, c *client, conn redcon.Conn, args [][]byte) error
+}
+
+// commands is the dispatch table, by lower-case name. It is filled in init
+// because handlers such as COMMAND read it.
+var commands map[string]command
+
+func init() {
+	commands = map[string]command{
+		"getid":    {arity: 1, run: cmdGetID},
+		"mgetid":   {arity: 2, run: cmdMGetID},
+		"decodeid": {arity: 2, run: cmdDecodeID},
+		"ping":     {arity: -1, run: cmdPing},
+		"echo":     {arity: 2, run: cmdEcho},
+		"quit":     {arity: -1, noAuth: true, run: cmdQuit},
+		"hello":    {arity: -1, noAuth: true, run: cmdHello},
+		"auth":     {arity: -2, noAuth: true, run: cmdAuth},
+		"select":   {arity: 2, run: cmdSelect},
+		"client":   {arity: -2, run: cmdClient},
+		"command":  {arity: -1, run: cmdCommand},
+		"config":   {arity: -2, run: cmdConfig},
+		"info":     {arity: -1, run: cmdInfo},
+		"time":     {arity: 1, run: cmdTime},
+	}
+}
+
+// Replies whose wording clients and users know from Redis.
+var (
+	errNotInteger = errors.New("ERR value is not an integer or out of range")
+	errNoAuth     = errors.New("NOAUTH Authentication required.")
+	errWrongPass  = errors.New("WRONGPASS invalid username-password pair or user is disabled.")
+	errNoPassword = errors.New("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
+)
+
+func errArity(name string) error {
+	return fmt.Errorf("ERR wrong number of arguments for '%s' command", name)
+}
+
+func errSubcommand(sub []byte, cmd string) error {
+	return fmt.Errorf("ERR unknown subcommand '%.128s'. Try %s HELP.", sub, strings.ToUpper(cmd))
+}
+
+// errUnknown words the reply as Redis 7 does, quoting what the client sent.
+func errUnknown(args [][]byte) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "ERR unknown command '%.128s', with args beginning with: ", args[0])
+	for _, a := range args[1:] {
+		if b.Len() > 256 {
+			break
+		}
+		fmt.Fprintf(&b, "'%.128s' ", a)
+	}
+	return errors.New(b.String())
+}
+
+// handle is redcon's handler: one command of a connection, in order.
+func (s *Server) handle(conn redcon.Conn, cmd redcon.Command) {
+	c := conn.Context().(*client)
+	s.commands.Add(1)
+	if err := s.dispatch(c, conn, cmd.Args); err != nil {
+		s.errors.Add(1)
+		conn.WriteError(replyText(err))
+	}
+}
+
+func (s *Server) dispatch(c *client, conn redcon.Conn, args [][]byte) error {
+	name := args[0]
+	if len(name) > len(c.lower) {
+		return errUnknown(args)
+	}
+	lower := c.lower[:len(name)]
+	for i, ch := range name {
+		if 'A' <= ch && ch <= 'Z' {
+			ch += 'a' - 'A'
+		}
+		lower[i] = ch
+	}
+	cmd, ok := commands[string(lower)] // no allocation: the compiler sees the lookup
+	if !ok {
+		return errUnknown(args)
+	}
+	if !c.authed && !cmd.noAuth {
+		return errNoAuth
+	}
+	if cmd.arity > 0 && len(args) != cmd.arity || cmd.arity < 0 && len(args) < -cmd.arity {
+		return errArity(string(lower))
+	}
+	return cmd.run(s, c, conn, args)
+}
+
+// replyText turns an error into the text of an error reply: a Redis error
+// code first, and no CR or LF, which would break the framing.
+func replyText(err error) string {
+	var le *idgen.LeadError
+	var msg string
+	switch {
+	case errors.As(err, &le):
+		msg = "BUSY " + le.Error()
+	default:
+		msg = err.Error()
+		if i := strings.IndexByte(msg, ' '); i <= 0 || strings.ToUpper(msg[:i]) != msg[:i] {
+			msg = "ERR " + msg
+		}
+	}
+	return strings.Map(func(r rune) rune {
+		if r == '\r' || r == '\n' {
+			return ' '
+		}
+		return r
+	}, msg)
+}
+
+// parseInt parses a decimal int64 as Redis does: optional minus, digits,
+// nothing else. It does not allocate, unlike strconv on a []byte.
+func parseInt(b []byte) (int64, bool) {
+	neg := len(b) > 0 && b[0] == '-'
+	if neg {
+		b = b[1:]
+	}
+	if len(b) == 0 || len(b) > 19 {
+		return 0, false
+	}
+	var n uint64
+	for _, ch := range b {
+		if ch < '0' || ch > '9' {
+			return 0, false
+		}
+		n = n*10 + uint64(ch-'0')
+	}
+	switch {
+	case !neg && n <= 1<<63-1:
+		return int64(n), true
+	case neg && n <= 1<<63:
+		return int64(-n), true
+	}
+	return 0, false
+}
+
+func cmdGetID(s *Server, c *client, conn redcon.Conn, args [][]byte) error {
+	id, err := s.gen.Next()
+	if err != nil {
+		return err
+	}
+	conn.WriteInt64(id)
+	return nil
+}
+
+func cmdMGetID(s *Server, c *client, conn redcon.Conn, args [][]byte) error {
+	n, ok := parseInt(args[1])
+	if !ok {
+		return errNotInteger
+	}
+	if n < 1 || n > int64(s.opts.MGetIDMax) {
+		return fmt.Errorf("ERR count %d out of range, must be 1..%d (mgetid-max)", n, s.opts.MGetIDMax)
+	}
+	if int64(cap(c.ids)) < n {
+		c.ids = make([]int64, n)
+	}
+	ids := c.ids[:n]
+	if err := s.gen.NextN(ids); err != nil {
+		return err
+	}
+	conn.WriteArray(len(ids))
+	for _, id := range ids {
+		c.num = strconv.AppendInt(c.num[:0], id, 10)
+		conn.WriteBulk(c.num)
+	}
+	return nil
+}
+
+func cmdDecodeID(s *Server, c *client, conn redcon.Conn, args [][]byte) error {
+	id, ok := parseInt(args[1])
+	if !ok {
+		return errNotInteger
+	}
+	p, err := s.gen.Decode(id)
+	if err != nil {
+		return fmt.Errorf("ERR invalid id: %w", err)
+	}
+	c.writeMap(conn, 5)
+	conn.WriteBulkString("unix-ms")
+	conn.WriteInt64(p.Time.UnixMilli())
+	conn.WriteBulkString("time")
+	conn.WriteBulkString(p.Time.UTC().Format("2006-01-02T15:04:05.000Z07:00"))
+	conn.WriteBulkString("server-id")
+	conn.WriteInt64(p.ServerID)
+	conn.WriteBulkString("shard")
+	conn.WriteInt64(p.Shard)
+	conn.WriteBulkString("random")
+	conn.WriteInt64(p.Random)
+	return nil
+}
+
+// writeMap writes the header of a map of n pairs: a map in RESP3, a flat
+// array of 2n elements in RESP2, as Redis does.
+func (c *client) writeMap(conn redcon.Conn, n int) {
+	if !c.resp3 {
+		conn.WriteArray(2 * n)
+		return
+	}
+	c.num = append(strconv.AppendInt(append(c.num[:0], '%'), int64(n), 10), '\r', '\n')
+	conn.WriteRaw(c.num)
+}
+
+func cmdPing(s *Server, c *client, conn redcon.Conn, args [][]byte) error {
+	switch len(args) {
+	case 1:
+		conn.WriteString("PONG")
+	case 2:
+		conn.WriteBulk(args[1])
+	default:
+		return errArity("ping")
+	}
+	return nil
+}
+
+func cmdEcho(s *Server, c *client, conn redcon.Conn, args [][]byte) error {
+	conn.WriteBulk(args[1])
+	return nil
+}
+
+func cmdQuit(s *Server, c *client, conn redcon.Conn, args [][]byte) error {
+	conn.WriteString("OK")
+	conn.Close() // flushes the reply first
+	return nil
+}
+
+func cmdSelect(s *Server, c *client, conn redcon.Conn, args [][]byte) error {
+	db, ok := parseInt(args[1])
+	switch {
+	case !ok:
+		return errNotInteger
+	case db != 0:
+		return errors.New("ERR DB index is out of range")
+	}
+	conn.WriteString("OK")
+	return nil
+}
+
+// checkPass compares in constant time so the reply time does not leak
+// how much of the password was right.
+func (s *Server) checkPass(user, pass []byte) error {
+	if s.opts.RequirePass == "" {
+		return errNoPassword
+	}
+	ok := subtle.ConstantTimeCompare(pass, []byte(s.opts.RequirePass)) == 1
+	if !ok || user != nil && string(user) != "default" {
+		return errWrongPass
+	}
+	return nil
+}
+
+func cmdAuth(s *Server, c *client, conn redcon.Conn, args [][]byte) error {
+	var err error
+	switch len(args) {
+	case 2:
+		err = s.checkPass(nil, args[1])
+	case 3:
+		err = s.checkPass(args[1], args[2])
+	default:
+		return errArity("auth")
+	}
+	if err != nil {
+		return err
+	}
+	c.authed = true
+	conn.WriteString("OK")
+	return nil
+}
+
+// cmdHello is HELLO [protover [AUTH user pass] [SETNAME name]].
+func cmdHello(s *Server, c *client, conn redcon.Conn, args [][]byte) error {
+	resp3 := c.resp3
+	if len(args) > 1 {
+		v, ok := parseInt(args[1])
+		if !ok {
+			return errors.New("ERR Protocol version is not an integer or out of range")
+		}
+		if v != 2 && v != 3 {
+			return errors.New("NOPROTO unsupported protocol version")
+		}
+		resp3 = v == 3
+	}
+	authed, name := c.authed, c.name
+	for i := 2; i < len(args); i++ {
+		switch opt := strings.ToLower(string(args[i])); {
+		case opt == "auth" && i+2 < len(args):
+			if err := s.checkPass(args[i+1], args[i+2]); err != nil {
+				return err
+			}
+			authed = true
+			i += 2
+		case opt == "setname" && i+1 < len(args):
+			name = string(args[i+1])
+			i++
+		default:
+			return fmt.Errorf("ERR Syntax error in HELLO option '%.128s'", args[i])
+		}
+	}
+	if !authed {
+		return errors.New("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time")
+	}
+	c.resp3, c.authed, c.name = resp3, authed, name
+	proto := int64(2)
+	if c.resp3 {
+		proto = 3
+	}
+	c.writeMap(conn, 7)
+	conn.WriteBulkString("server")
+	conn.WriteBulkString("idserver")
+	conn.WriteBulkString("version")
+	conn.WriteBulkString(RedisVersion)
+	conn.WriteBulkString("proto")
+	conn.WriteInt64(proto)
+	conn.WriteBulkString("id")
+	conn.WriteInt64(c.id)
+	conn.WriteBulkString("mode")
+	conn.WriteBulkString("standalone")
+	conn.WriteBulkString("role")
+	conn.WriteBulkString("master")
+	conn.WriteBulkString("modules")
+	conn.WriteArray(0)
+	return nil
+}
+
+func cmdClient(s *Server, c *client, conn redcon.Conn, args [][]byte) error {
+	sub := strings.ToLower(string(args[1]))
+	wantArgs := map[string]int{"setinfo": 4, "setname": 3, "getname": 2, "id": 2, "info": 2, "no-evict": 3, "no-touch": 3}
+	n, ok := wantArgs[sub]
+	if !ok {
+		return errSubcommand(args[1], "client")
+	}
+	if len(args) != n {
+		return errArity("client|" + sub)
+	}
+	switch sub {
+	case "setinfo":
+		switch strings.ToLower(string(args[2])) {
+		case "lib-name", "lib-ver":
+		default:
+			return fmt.Errorf("ERR Unrecognized option '%.128s'", args[2])
+		}
+		conn.WriteString("OK")
+	case "setname":
+		if strings.ContainsAny(string(args[2]), " \n") {
+			return errors.New("ERR Client names cannot contain spaces, newlines or special characters.")
+		}
+		c.name = string(args[2])
+		conn.WriteString("OK")
+	case "getname":
+		if c.name == "" {
+			conn.WriteNull()
+		} else {
+			conn.WriteBulkString(c.name)
+		}
+	case "id":
+		conn.WriteInt64(c.id)
+	case "info":
+		conn.WriteBulkString(fmt.Sprintf("id=%d addr=%s name=%s resp=%d\n", c.id, conn.RemoteAddr(), c.name, map[bool]int{false: 2, true: 3}[c.resp3]))
+	default: // no-evict, no-touch: nothing to evict or touch here
+		conn.WriteString("OK")
+	}
+	return nil
+}
+
+// cmdCommand answers COMMAND, COMMAND COUNT, COMMAND INFO, COMMAND LIST
+// and COMMAND DOCS enough for redis-cli's hints and clients' key routing.
+func cmdCommand(s *Server, c *client, conn redcon.Conn, args [][]byte) error {
+	names := commandNames()
+	if len(args) == 1 {
+		conn.WriteArray(len(names))
+		for _, n := range names {
+			writeCommandInfo(conn, n)
+		}
+		return nil
+	}
+	switch sub := strings.ToLower(string(args[1])); sub {
+	case "count":
+		conn.WriteInt(len(names))
+	case "list":
+		conn.WriteArray(len(names))
+		for _, n := range names {
+			conn.WriteBulkString(n)
+		}
+	case "info":
+		conn.WriteArray(len(args) - 2)
+		for _, a := range args[2:] {
+			if _, ok := commands[strings.ToLower(string(a))]; ok {
+				writeCommandInfo(conn, strings.ToLower(string(a)))
+			} else {
+				conn.WriteNull()
+			}
+		}
+	case "docs":
+		c.writeMap(conn, 0) // no docs: redis-cli then shows no hints
+	default:
+		return errSubcommand(args[1], "command")
+	}
+	return nil
+}
+
+func commandNames() []string {
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// writeCommandInfo writes Redis 7's COMMAND entry for name: no command
+// here takes a key, so the key positions are 0.
+func writeCommandInfo(conn redcon.Conn, name string) {
+	cmd := commands[name]
+	conn.WriteArray(10)
+	conn.WriteBulkString(name)
+	conn.WriteInt(cmd.arity)
+	conn.WriteArray(1)
+	if name == "getid" || name == "mgetid" {
+		conn.WriteString("write")
+	} else {
+		conn.WriteString("fast")
+	}
+	conn.WriteInt(0)
+	conn.WriteInt(0)
+	conn.WriteInt(0)
+	for range 4 { // ACL categories, tips, key specs, subcommands
+		conn.WriteArray(0)
+	}
+}
+
+func cmdConfig(s *Server, c *client, conn redcon.Conn, args [][]byte) error {
+	switch sub := strings.ToLower(string(args[1])); sub {
+	case "get":
+		if len(args) < 3 {
+			return errArity("config|get")
+		}
+		var hits [][2]string
+		for _, kv := range s.opts.Config {
+			for _, pat := range args[2:] {
+				if match.Match(kv[0], strings.ToLower(string(pat))) {
+					hits = append(hits, kv)
+					break
+				}
+			}
+		}
+		c.writeMap(conn, len(hits))
+		for _, kv := range hits {
+			conn.WriteBulkString(kv[0])
+			conn.WriteBulkString(kv[1])
+		}
+	case "set":
+		if len(args) < 4 {
+			return errArity("config|set")
+		}
+		return fmt.Errorf("ERR CONFIG SET is not supported: idserver reads its configuration at start ('%.128s')", args[2])
+	default:
+		return errSubcommand(args[1], "config")
+	}
+	return nil
+}
+
+func cmdTime(s *Server, c *client, conn redcon.Conn, args [][]byte) error {
+	now := time.Now()
+	conn.WriteArray(2)
+	conn.WriteBulkString(strconv.FormatInt(now.Unix(), 10))
+	conn.WriteBulkString(strconv.FormatInt(int64(now.Nanosecond()/1000), 10))
+	return nil
+}

@@ -1,0 +1,200 @@
+// Package respserver serves an idgen.Generator over the Redis protocol
+// (RESP2, and RESP3 after HELLO 3) with redcon: GETID, MGETID and DECODEID,
+// plus the connection-level commands redis-cli, redis-benchmark and the
+// common client libraries send, so they connect and work unchanged.
+package respserver
+
+import (
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/tidwall/redcon"
+
+	"github.com/idserver/idserver/idgen"
+	"github.com/idserver/idserver/resplimit"
+)
+
+// RedisVersion is the Redis version idserver reports in HELLO and INFO:
+// clients pick features by it, and idserver speaks Redis 7's protocol.
+const RedisVersion = "7.0.0"
+
+// Options configures a Server. Zero fields mean the documented defaults.
+type Options struct {
+	Generator *idgen.Generator // required
+	Logger    zerolog.Logger
+	Version   string // idserver's own version, shown in INFO
+
+	MGetIDMax   int              // largest MGETID count; zero means 10000
+	RequirePass string           // password for AUTH; empty means none
+	MaxClients  int              // zero means 10000
+	IdleTimeout time.Duration    // close clients idle this long; zero means never
+	Limits      resplimit.Limits // zero fields mean 64 KiB bulks, 1024 elements
+
+	// Config lists the configuration for CONFIG GET; nil means none.
+	Config [][2]string
+}
+
+// Server is an ID server on one listener.
+type Server struct {
+	opts Options
+	gen  *idgen.Generator
+	log  zerolog.Logger
+	rs   *redcon.Server
+
+	started time.Time
+	port    int
+	nextID  atomic.Int64 // client ids, as CLIENT ID shows
+
+	clients  atomic.Int64
+	accepted atomic.Uint64
+	rejected atomic.Uint64
+	commands atomic.Uint64
+	errors   atomic.Uint64
+
+	mu      sync.Mutex
+	serving bool
+	closed  bool
+	done    chan struct{} // closed when Close is called
+}
+
+// ErrServerClosed is returned by Serve after Close.
+var ErrServerClosed = errors.New("respserver: server closed")
+
+// New returns a Server for opts.
+func New(opts Options) *Server {
+	if opts.MGetIDMax == 0 {
+		opts.MGetIDMax = 10000
+	}
+	if opts.MaxClients == 0 {
+		opts.MaxClients = 10000
+	}
+	if opts.Limits.MaxBulkLen == 0 {
+		opts.Limits.MaxBulkLen = 64 << 10
+	}
+	if opts.Limits.MaxMultibulkLen == 0 {
+		opts.Limits.MaxMultibulkLen = 1024
+	}
+	s := &Server{
+		opts:    opts,
+		gen:     opts.Generator,
+		log:     opts.Logger,
+		started: time.Now(),
+		done:    make(chan struct{}),
+	}
+	s.rs = redcon.NewServer("", s.handle, s.accept, s.closedConn)
+	s.rs.SetIdleClose(opts.IdleTimeout)
+	return s
+}
+
+// Serve answers clients on ln until Close. It always returns a non-nil
+// error: ErrServerClosed after Close.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		ln.Close()
+		return ErrServerClosed
+	}
+	s.serving = true
+	if a, ok := ln.Addr().(*net.TCPAddr); ok {
+		s.port = a.Port
+	}
+	s.mu.Unlock()
+	go s.watch()
+	err := s.rs.Serve(resplimit.Listener(ln, s.opts.Limits))
+	select {
+	case <-s.done:
+		return ErrServerClosed
+	default:
+	}
+	if err == nil {
+		err = errors.New("respserver: listener stopped")
+	}
+	return err
+}
+
+// Close stops accepting and drops every open connection at once.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	close(s.done)
+	if !s.serving {
+		return nil
+	}
+	return s.rs.Close()
+}
+
+// client is the state of one connection.
+type client struct {
+	id     int64
+	resp3  bool
+	authed bool
+	name   string
+	lower  [32]byte // the command name, lower-cased, without allocating
+	num    []byte   // scratch for formatting numbers
+	ids    []int64  // scratch for MGETID
+}
+
+func (s *Server) accept(conn redcon.Conn) bool {
+	if s.clients.Load() >= int64(s.opts.MaxClients) {
+		s.rejected.Add(1)
+		conn.NetConn().Write([]byte("-ERR max number of clients reached\r\n"))
+		return false
+	}
+	s.clients.Add(1)
+	s.accepted.Add(1)
+	conn.SetContext(&client{
+		id:     s.nextID.Add(1),
+		authed: s.opts.RequirePass == "",
+		num:    make([]byte, 0, 32),
+	})
+	return true
+}
+
+func (s *Server) closedConn(conn redcon.Conn, err error) {
+	if conn.Context() == nil {
+		return // refused in accept
+	}
+	s.clients.Add(-1)
+	if err != nil && !errors.Is(err, net.ErrClosed) {
+		s.log.Debug().Err(err).Str("client", conn.RemoteAddr()).Msg("connection closed")
+	}
+}
+
+// watch logs what the generator did that an operator should know about,
+// at most one line per kind per second: never a line per ID.
+func (s *Server) watch() {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	prev := s.gen.Stats()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-t.C:
+		}
+		st := s.gen.Stats()
+		if n := st.Borrowed - prev.Borrowed; n > 0 {
+			s.log.Warn().Uint64("calls", n).Int64("lead_ms", st.Lead.Milliseconds()).
+				Int64("max_lead_seen_ms", st.MaxLeadSeen.Milliseconds()).
+				Msg("issuing IDs ahead of the clock: a millisecond's shard slots ran out or the clock stepped back")
+		}
+		if st.ClockSteps > prev.ClockSteps {
+			s.log.Warn().Uint64("steps", st.ClockSteps-prev.ClockSteps).Int64("last_step_ms", st.LastStep.Milliseconds()).
+				Msg("clock stepped backwards; IDs continue from the last one issued")
+		}
+		if n := st.Refused - prev.Refused; n > 0 {
+			s.log.Error().Uint64("refused", n).Int64("lead_ms", st.Lead.Milliseconds()).
+				Msg("requests refused with -BUSY: they would exceed max-lead-ms")
+		}
+		prev = st
+	}
+}
