@@ -1,0 +1,321 @@
+// Package conf loads idserver's configuration: defaults, a redis.conf-style
+// file, IDSERVER_* environment variables, then command-line flags, with one
+// Validate that names the key and the allowed range.
+//
+// Every key is declared once, as a tagged field of Config; the tags drive
+// the defaults, the flags, the environment names, CONFIG GET and the check
+// that redis.conf.example documents every key.
+package conf
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+
+	"github.com/idserver/idserver/idgen"
+)
+
+// Config is idserver's effective configuration. A field's key tag is its
+// name in the file, as a flag (--key) and, upper-cased with '_' for '-' and
+// prefixed with IDSERVER_, in the environment.
+type Config struct {
+	Bind string `key:"bind" default:"127.0.0.1" usage:"address to listen on"`
+	Port int    `key:"port" default:"6551" usage:"TCP port; 0 picks a free one"`
+
+	ServerID    int   `key:"server-id" default:"0" usage:"this server's id, 0 .. 2^id-range - 1"`
+	IDRange     int   `key:"id-range" default:"2" usage:"bits of the server-id field"`
+	ShardRange  int   `key:"shard-range" default:"9" usage:"bits of the shard field (IDs per ms = 2^shard-range)"`
+	RandomRange int   `key:"random-range" default:"10" usage:"bits of the random field"`
+	Epoch       int64 `key:"epoch" default:"1420041600000" usage:"epoch of the time field, unix milliseconds"`
+
+	MaxLead time.Duration `key:"max-lead-ms" default:"5000" unit:"ms" usage:"how far IDs may run ahead of the clock"`
+	MaxWait time.Duration `key:"max-wait-ms" default:"100" unit:"ms" usage:"how long a request may wait for the clock before -BUSY; 0 = never wait"`
+
+	MGetIDMax            int           `key:"mgetid-max" default:"10000" usage:"largest MGETID count"`
+	MaxClients           int           `key:"maxclients" default:"10000" usage:"most clients connected at once"`
+	Timeout              time.Duration `key:"timeout" default:"0" unit:"s" usage:"close a client idle this many seconds; 0 = never"`
+	ProtoMaxBulkLen      int           `key:"proto-max-bulk-len" default:"64kb" unit:"bytes" usage:"largest bulk string or inline command a client may send"`
+	ProtoMaxMultibulkLen int           `key:"proto-max-multibulk-len" default:"1024" usage:"most arguments in one command"`
+	RequirePass          string        `key:"requirepass" default:"" usage:"password clients must AUTH with; empty = none"`
+
+	LogLevel    string `key:"loglevel" default:"notice" usage:"debug, verbose, notice or warning"`
+	MetricsAddr string `key:"metrics-addr" default:"" usage:"address for Prometheus metrics; empty = off"`
+
+	// File is the config file that was read, "" if none.
+	File string
+}
+
+// field is one key of Config, read from its tags.
+type field struct {
+	key, def, unit, usage string
+	index                 int
+}
+
+// typ names the field's kind in --help. The names are not pflag's own
+// ("int"): viper would convert such flags itself, turning "abc" into 0.
+func (f field) typ() string {
+	switch f.unit {
+	case "":
+		return map[bool]string{true: "string", false: "integer"}[reflect.TypeFor[Config]().Field(f.index).Type.Kind() == reflect.String]
+	case "bytes":
+		return "size"
+	}
+	return f.unit
+}
+
+// flagValue holds a flag's text as given: every source of a value (file,
+// environment, flag) is converted by the same code in set.
+type flagValue struct{ s, typ string }
+
+func (v *flagValue) String() string     { return v.s }
+func (v *flagValue) Set(s string) error { v.s = s; return nil }
+func (v *flagValue) Type() string       { return v.typ }
+
+// fields lists Config's keys in declaration order.
+var fields = func() []field {
+	var fs []field
+	t := reflect.TypeFor[Config]()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if key, ok := f.Tag.Lookup("key"); ok {
+			fs = append(fs, field{key, f.Tag.Get("default"), f.Tag.Get("unit"), f.Tag.Get("usage"), i})
+		}
+	}
+	return fs
+}()
+
+// Keys returns every configuration key, in the order of redis.conf.example.
+func Keys() []string {
+	keys := make([]string, len(fields))
+	for i, f := range fields {
+		keys[i] = f.key
+	}
+	return keys
+}
+
+func isKey(name string) bool {
+	for _, f := range fields {
+		if f.key == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Load builds the Config from args (as os.Args[1:]) and the environment:
+// defaults, then the file (--config path, or a sole positional argument as
+// redis-server takes it), then IDSERVER_* variables, then flags. It returns
+// an error wrapping pflag.ErrHelp after printing usage for --help.
+func Load(args []string) (*Config, error) {
+	fs := pflag.NewFlagSet("idserver", pflag.ContinueOnError)
+	fs.SortFlags = false
+	file := fs.String("config", "", "redis.conf-style file to read")
+	for _, f := range fields {
+		fs.Var(&flagValue{s: f.def, typ: f.typ()}, f.key, f.usage)
+		fs.Lookup(f.key).DefValue = f.def
+	}
+	fs.Usage = func() {
+		fmt.Fprintf(os.Stderr, "Usage: idserver [config-file] [--key value ...]\n\n%s", fs.FlagUsages())
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, fmt.Errorf("command line: %w", err)
+	}
+	switch rest := fs.Args(); {
+	case len(rest) == 1 && *file == "":
+		*file = rest[0]
+	case len(rest) > 0:
+		return nil, fmt.Errorf("command line: unexpected arguments %q (one config file, then --key value flags)", rest)
+	}
+
+	v := viper.New()
+	for _, f := range fields {
+		v.SetDefault(f.key, f.def)
+	}
+	if *file != "" {
+		values, err := ReadFile(*file)
+		if err != nil {
+			return nil, err
+		}
+		m := make(map[string]any, len(values))
+		for k, val := range values {
+			m[k] = val
+		}
+		if err := v.MergeConfigMap(m); err != nil {
+			return nil, fmt.Errorf("read config %s: %w", *file, err)
+		}
+	}
+	v.SetEnvPrefix("IDSERVER")
+	v.SetEnvKeyReplacer(strings.NewReplacer("-", "_"))
+	v.AutomaticEnv()
+	for _, f := range fields {
+		if err := v.BindPFlag(f.key, fs.Lookup(f.key)); err != nil {
+			return nil, fmt.Errorf("flag --%s: %w", f.key, err)
+		}
+	}
+
+	c := &Config{File: *file}
+	rv := reflect.ValueOf(c).Elem()
+	for _, f := range fields {
+		if err := set(rv.Field(f.index), f, v.GetString(f.key)); err != nil {
+			return nil, err
+		}
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// set stores the text s into the field, by the field's type and unit.
+func set(fv reflect.Value, f field, s string) error {
+	if fv.Kind() == reflect.String {
+		fv.SetString(s)
+		return nil
+	}
+	n, err := parseNumber(s, f.unit == "bytes")
+	if err != nil {
+		return fmt.Errorf("invalid config: %s %q: %w", f.key, s, err)
+	}
+	// Validate checks the ranges; this only keeps the numbers from
+	// overflowing on their way there.
+	scale := map[string]int64{"ms": int64(time.Millisecond), "s": int64(time.Second)}[f.unit]
+	if scale == 0 {
+		scale = 1
+	}
+	if n > (1<<63-1)/scale || n < -(1<<63-1)/scale || fv.OverflowInt(n*scale) {
+		return fmt.Errorf("invalid config: %s %q is out of range", f.key, s)
+	}
+	fv.SetInt(n * scale)
+	return nil
+}
+
+// parseNumber parses a decimal integer; with memory set it also takes
+// Redis's units (1k = 1000, 1kb = 1024, and m, mb, g, gb alike).
+func parseNumber(s string, memory bool) (int64, error) {
+	mult := int64(1)
+	if memory {
+		lower := strings.ToLower(s)
+		for _, u := range []struct {
+			suffix string
+			mult   int64
+		}{{"kb", 1 << 10}, {"mb", 1 << 20}, {"gb", 1 << 30}, {"k", 1e3}, {"m", 1e6}, {"g", 1e9}, {"b", 1}} {
+			if strings.HasSuffix(lower, u.suffix) {
+				s, mult = s[:len(s)-len(u.suffix)], u.mult
+				break
+			}
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		if memory {
+			return 0, errors.New("not a size (bytes, or a number with k, kb, m, mb, g or gb)")
+		}
+		return 0, errors.New("not an integer")
+	}
+	if n > (1<<63-1)/mult || n < -(1<<63-1)/mult {
+		return 0, errors.New("out of range")
+	}
+	return n * mult, nil
+}
+
+// Validate reports the first invalid key: one line naming the key, its
+// value and the allowed range.
+func (c *Config) Validate() error {
+	if err := c.validate(); err != nil {
+		return fmt.Errorf("invalid config: %w", err)
+	}
+	return nil
+}
+
+func (c *Config) validate() error {
+	inRange := func(key string, v, lo, hi int64) error {
+		if v < lo || v > hi {
+			return fmt.Errorf("%s %d out of range %d..%d", key, v, lo, hi)
+		}
+		return nil
+	}
+	layout := idgen.Layout{IDBits: c.IDRange, ShardBits: c.ShardRange, RandomBits: c.RandomRange}
+	nowMs := time.Now().UnixMilli()
+	checks := []func() error{
+		func() error {
+			if strings.TrimSpace(c.Bind) == "" {
+				return errors.New("bind must not be empty")
+			}
+			return nil
+		},
+		func() error { return inRange("port", int64(c.Port), 0, 65535) },
+		layout.Validate,
+		func() error {
+			if c.ServerID < 0 || int64(c.ServerID) > layout.MaxServerID() {
+				return fmt.Errorf("server-id %d out of range 0..%d (id-range %d)", c.ServerID, layout.MaxServerID(), c.IDRange)
+			}
+			return nil
+		},
+		func() error {
+			if c.Epoch < 0 || c.Epoch > nowMs {
+				return fmt.Errorf("epoch %d out of range 0..%d (now): it must not be in the future", c.Epoch, nowMs)
+			}
+			return nil
+		},
+		func() error { return inRange("max-lead-ms", c.MaxLead.Milliseconds(), 1, 3_600_000) },
+		func() error { return inRange("max-wait-ms", c.MaxWait.Milliseconds(), 0, 60_000) },
+		func() error { return inRange("mgetid-max", int64(c.MGetIDMax), 1, 1_000_000) },
+		func() error {
+			// One MGETID takes mgetid-max consecutive units: it must fit
+			// in the lead bound or it could never succeed.
+			if fit := int64(1) << c.ShardRange * c.MaxLead.Milliseconds(); int64(c.MGetIDMax) > fit {
+				return fmt.Errorf("mgetid-max %d exceeds the %d IDs that fit in max-lead-ms %d at shard-range %d (2^%d per ms)",
+					c.MGetIDMax, fit, c.MaxLead.Milliseconds(), c.ShardRange, c.ShardRange)
+			}
+			return nil
+		},
+		func() error { return inRange("maxclients", int64(c.MaxClients), 1, 1_000_000) },
+		func() error { return inRange("timeout", int64(c.Timeout/time.Second), 0, 31_536_000) },
+		func() error { return inRange("proto-max-bulk-len", int64(c.ProtoMaxBulkLen), 1024, 512<<20) },
+		func() error { return inRange("proto-max-multibulk-len", int64(c.ProtoMaxMultibulkLen), 16, 1<<20) },
+		func() error {
+			switch c.LogLevel {
+			case "debug", "verbose", "notice", "warning":
+				return nil
+			}
+			return fmt.Errorf("loglevel %q must be one of debug, verbose, notice, warning", c.LogLevel)
+		},
+	}
+	for _, check := range checks {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Pairs returns every key with its effective value as CONFIG GET shows
+// it, in a stable order, then "save" and "appendonly": redis-benchmark asks
+// for them, and they are true of idserver, which keeps no RDB or AOF.
+func (c *Config) Pairs() [][2]string {
+	rv := reflect.ValueOf(c).Elem()
+	pairs := make([][2]string, 0, len(fields)+2)
+	for _, f := range fields {
+		fv := rv.Field(f.index)
+		var s string
+		switch {
+		case fv.Kind() == reflect.String:
+			s = fv.String()
+		case f.unit == "ms":
+			s = strconv.FormatInt(fv.Int()/int64(time.Millisecond), 10)
+		case f.unit == "s":
+			s = strconv.FormatInt(fv.Int()/int64(time.Second), 10)
+		default:
+			s = strconv.FormatInt(fv.Int(), 10)
+		}
+		pairs = append(pairs, [2]string{f.key, s})
+	}
+	return append(pairs, [2]string{"save", ""}, [2]string{"appendonly", "no"})
+}

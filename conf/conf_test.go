@@ -1,0 +1,265 @@
+package conf
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+func writeFile(t *testing.T, text string) string {
+	t.Helper()
+	name := filepath.Join(t.TempDir(), "idserver.conf")
+	if err := os.WriteFile(name, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+func defaults() Config {
+	return Config{
+		Bind: "127.0.0.1", Port: 6551,
+		ServerID: 0, IDRange: 2, ShardRange: 9, RandomRange: 10, Epoch: 1420041600000,
+		MaxLead: 5 * time.Second, MaxWait: 100 * time.Millisecond,
+		MGetIDMax: 10000, MaxClients: 10000, Timeout: 0,
+		ProtoMaxBulkLen: 64 << 10, ProtoMaxMultibulkLen: 1024,
+		LogLevel: "notice",
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	c, err := Load(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := defaults(); *c != want {
+		t.Fatalf("Load(nil) = %+v\nwant %+v", *c, want)
+	}
+}
+
+func TestFile(t *testing.T) {
+	name := writeFile(t, `
+# a comment
+PORT 7000
+port 7001
+Server-Id 1
+requirepass "p w\"d\x41"
+bind '127.0.0.2'
+proto-max-bulk-len 1mb
+loglevel   warning
+id-generator server-id 3 id-range 3 shard-range 8 random-range 10
+`)
+	c, err := Load([]string{name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := defaults()
+	want.Port, want.ServerID, want.IDRange, want.ShardRange = 7001, 3, 3, 8
+	want.RequirePass, want.Bind, want.ProtoMaxBulkLen, want.LogLevel = `p w"dA`, "127.0.0.2", 1<<20, "warning"
+	want.File = name
+	want.MGetIDMax = 10000
+	if *c != want {
+		t.Fatalf("got  %+v\nwant %+v", *c, want)
+	}
+}
+
+func TestSizes(t *testing.T) {
+	for in, want := range map[string]int{"2048": 2048, "4k": 4000, "4KB": 4096, "2m": 2e6, "2mb": 2 << 20, "1gb": 1 << 30, "100000b": 100000} {
+		if in == "1gb" {
+			continue // above the allowed maximum; parsed below
+		}
+		c, err := Load([]string{"--proto-max-bulk-len", in})
+		if err != nil || c.ProtoMaxBulkLen != want {
+			t.Errorf("proto-max-bulk-len %s: %v, %v; want %d", in, c, err, want)
+		}
+	}
+	if n, err := parseNumber("1gb", true); n != 1<<30 || err != nil {
+		t.Errorf("1gb = %d, %v", n, err)
+	}
+}
+
+func TestPrecedence(t *testing.T) {
+	name := writeFile(t, "port 7000\nserver-id 1\nloglevel debug\n")
+	t.Setenv("IDSERVER_PORT", "7100")
+	t.Setenv("IDSERVER_SERVER_ID", "2")
+	c, err := Load([]string{"--config", name, "--port", "7200"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// flag > env > file > default
+	if c.Port != 7200 || c.ServerID != 2 || c.LogLevel != "debug" || c.MaxClients != 10000 {
+		t.Fatalf("port %d server-id %d loglevel %s maxclients %d", c.Port, c.ServerID, c.LogLevel, c.MaxClients)
+	}
+}
+
+func TestInvalid(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--port", "70000"}, "invalid config: port 70000 out of range 0..65535"},
+		{[]string{"--port", "abc"}, `invalid config: port "abc": not an integer`},
+		{[]string{"--bind", " "}, "invalid config: bind must not be empty"},
+		{[]string{"--id-range", "3"}, "invalid config: id-range 3 + shard-range 9 + random-range 10 = 22, must be 21"},
+		{[]string{"--id-range", "21", "--shard-range", "0", "--random-range", "0"}, "invalid config: id-range 21 out of range 0..20"},
+		{[]string{"--shard-range", "0", "--random-range", "19"}, "invalid config: shard-range 0 out of range 1..21"},
+		{[]string{"--random-range", "-1", "--shard-range", "20"}, "invalid config: random-range -1 out of range 0..20"},
+		{[]string{"--server-id", "4"}, "invalid config: server-id 4 out of range 0..3 (id-range 2)"},
+		{[]string{"--server-id", "-1"}, "invalid config: server-id -1 out of range 0..3 (id-range 2)"},
+		{[]string{"--epoch", "-1"}, "invalid config: epoch -1 out of range 0.."},
+		{[]string{"--epoch", "99999999999999"}, "invalid config: epoch 99999999999999 out of range 0.."},
+		{[]string{"--max-lead-ms", "0"}, "invalid config: max-lead-ms 0 out of range 1..3600000"},
+		{[]string{"--max-wait-ms", "60001"}, "invalid config: max-wait-ms 60001 out of range 0..60000"},
+		{[]string{"--mgetid-max", "0"}, "invalid config: mgetid-max 0 out of range 1..1000000"},
+		{[]string{"--mgetid-max", "1000", "--max-lead-ms", "1", "--shard-range", "1", "--random-range", "18"}, "invalid config: mgetid-max 1000 exceeds the 2 IDs that fit in max-lead-ms 1 at shard-range 1"},
+		{[]string{"--maxclients", "0"}, "invalid config: maxclients 0 out of range 1..1000000"},
+		{[]string{"--timeout", "-1"}, "invalid config: timeout -1 out of range 0..31536000"},
+		{[]string{"--proto-max-bulk-len", "10"}, "invalid config: proto-max-bulk-len 10 out of range 1024..536870912"},
+		{[]string{"--proto-max-bulk-len", "5xb"}, `invalid config: proto-max-bulk-len "5xb": not a size`},
+		{[]string{"--proto-max-multibulk-len", "15"}, "invalid config: proto-max-multibulk-len 15 out of range 16..1048576"},
+		{[]string{"--loglevel", "info"}, `invalid config: loglevel "info" must be one of debug, verbose, notice, warning`},
+		{[]string{"--max-lead-ms", "99999999999999999"}, `invalid config: max-lead-ms "99999999999999999" is out of range`},
+		{[]string{"--nope", "1"}, "command line: unknown flag: --nope"},
+		{[]string{"a.conf", "b.conf"}, `command line: unexpected arguments ["a.conf" "b.conf"]`},
+		{[]string{"/nonexistent/idserver.conf"}, "read config: open /nonexistent/idserver.conf: no such file or directory"},
+	}
+	for _, tt := range tests {
+		_, err := Load(tt.args)
+		if err == nil || !strings.HasPrefix(err.Error(), tt.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("Load(%q) = %v, want %q", tt.args, err, tt.want)
+		}
+	}
+	t.Setenv("IDSERVER_MGETID_MAX", "lots")
+	if _, err := Load(nil); err == nil || err.Error() != `invalid config: mgetid-max "lots": not an integer` {
+		t.Errorf("bad env value: %v", err)
+	}
+}
+
+func TestFileErrors(t *testing.T) {
+	tests := []struct{ text, want string }{
+		{"port 1\nprot 2\n", `line 2: unknown key "prot"`},
+		{"port\n", "line 1: port takes exactly one value, got 0"},
+		{"bind a b\n", "line 1: bind takes exactly one value, got 2"},
+		{"# c\nid-generator server-id 0 id-range\n", "line 2: id-generator takes key value pairs"},
+		{"id-generator port 1\n", `line 1: id-generator: unknown key "port"`},
+		{`requirepass "abc`, "line 1: unbalanced quotes"},
+		{`requirepass "abc"d`, "line 1: closing quote must be followed by a space"},
+		{"save 60 1\n", `line 1: unknown key "save"`},
+	}
+	for _, tt := range tests {
+		name := writeFile(t, tt.text)
+		_, err := Load([]string{name})
+		if want := "read config " + name + ": " + tt.want; err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("%q: %v, want %q", tt.text, err, want)
+		}
+	}
+}
+
+func TestHelp(t *testing.T) {
+	if _, err := Load([]string{"--help"}); !errors.Is(err, pflag.ErrHelp) {
+		t.Fatalf("--help: %v", err)
+	}
+}
+
+// TestExampleFile keeps redis.conf.example in step with Config: it loads
+// to exactly the defaults and sets every key.
+func TestExampleFile(t *testing.T) {
+	c, err := Load([]string{"../redis.conf.example"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := defaults()
+	want.File = "../redis.conf.example"
+	if *c != want {
+		t.Fatalf("example loads as %+v\nwant %+v", *c, want)
+	}
+	values, err := ReadFile("../redis.conf.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range Keys() {
+		if _, ok := values[k]; !ok {
+			t.Errorf("redis.conf.example does not set %s", k)
+		}
+	}
+}
+
+func TestPairs(t *testing.T) {
+	c, err := Load([]string{"--max-lead-ms", "250", "--timeout", "30"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, kv := range c.Pairs() {
+		got[kv[0]] = kv[1]
+	}
+	want := map[string]string{"max-lead-ms": "250", "timeout": "30", "proto-max-bulk-len": "65536", "requirepass": "", "save": "", "appendonly": "no", "epoch": "1420041600000"}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("Pairs()[%s] = %q, want %q", k, got[k], v)
+		}
+	}
+	if len(got) != len(Keys())+2 {
+		t.Errorf("Pairs has %d keys, want %d", len(got), len(Keys())+2)
+	}
+	// Every pair loads back to the same config.
+	var args []string
+	for _, kv := range c.Pairs()[:len(Keys())] {
+		args = append(args, "--"+kv[0], kv[1])
+	}
+	c2, err := Load(args)
+	if err != nil || !reflect.DeepEqual(c, c2) {
+		t.Fatalf("Pairs do not round-trip: %+v, %v", c2, err)
+	}
+}
+
+func TestSplitArgs(t *testing.T) {
+	tests := []struct {
+		in   string
+		want []string
+	}{
+		{"a b\tc", []string{"a", "b", "c"}},
+		{`k "a b" 'c d'`, []string{"k", "a b", "c d"}},
+		{`k "\n\t\\\"\x41"`, []string{"k", "\n\t\\\"A"}},
+		{`k 'it\'s'`, []string{"k", "it's"}},
+		{`k ""`, []string{"k", ""}},
+	}
+	for _, tt := range tests {
+		got, err := splitArgs(tt.in)
+		if err != nil || !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("splitArgs(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
+		}
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add("port 1\n# c\nid-generator server-id 1 id-range 2\n")
+	f.Add(`requirepass "a\x4"` + "\nbind 'x\\'y'\n")
+	f.Add("\"\n'\n\\")
+	f.Fuzz(func(t *testing.T, text string) {
+		values, err := Parse(strings.NewReader(text))
+		if err != nil {
+			return
+		}
+		for k := range values {
+			if !isKey(k) {
+				t.Fatalf("Parse accepted unknown key %q", k)
+			}
+		}
+	})
+}
+
+func ExampleLoad() {
+	c, err := Load([]string{"--port", "7000", "--server-id", "1"})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(c.Port, c.ServerID, c.ShardRange)
+	// Output: 7000 1 9
+}
