@@ -1,0 +1,173 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// binary is the idserver built once for these tests.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "idserver-test")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "idserver")
+	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+		panic("go build: " + err.Error() + "\n" + string(out))
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// process is a running idserver and its log lines.
+type process struct {
+	cmd  *exec.Cmd
+	addr string
+	mu   sync.Mutex
+	log  []string
+	done chan struct{}
+}
+
+// start runs the binary with args on a free port and waits for its
+// "idserver ready" line.
+func start(t *testing.T, env []string, args ...string) *process {
+	t.Helper()
+	cmd := exec.Command(binary, append(args, "--port", "0")...)
+	cmd.Env = append(os.Environ(), env...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &process{cmd: cmd, done: make(chan struct{})}
+	ready := make(chan string, 1)
+	go func() {
+		defer close(p.done)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			p.mu.Lock()
+			p.log = append(p.log, sc.Text())
+			p.mu.Unlock()
+			var line struct{ Message, Addr string }
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Message == "idserver ready" {
+				ready <- line.Addr
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	select {
+	case p.addr = <-ready:
+	case <-p.done:
+		t.Fatalf("idserver exited before it was ready:\n%s", strings.Join(p.lines(), "\n"))
+	case <-time.After(20 * time.Second):
+		t.Fatal("idserver not ready after 20s")
+	}
+	return p
+}
+
+func (p *process) lines() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.log)
+}
+
+// stop sends SIGTERM and returns the exit code.
+func (p *process) stop(t *testing.T) int {
+	t.Helper()
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	<-p.done
+	p.cmd.Wait()
+	return p.cmd.ProcessState.ExitCode()
+}
+
+func TestBinaryServesAndStops(t *testing.T) {
+	conf := filepath.Join(t.TempDir(), "idserver.conf")
+	os.WriteFile(conf, []byte("# the C original's line\nid-generator server-id 5 id-range 3 shard-range 8 random-range 10\n"), 0o600)
+	p := start(t, []string{"IDSERVER_MGETID_MAX=50"}, conf)
+	c := redis.NewClient(&redis.Options{Addr: p.addr})
+	defer c.Close()
+	ctx := context.Background()
+	id, err := c.Do(ctx, "GETID").Int64()
+	if err != nil || id <= 0 {
+		t.Fatalf("GETID: %d, %v", id, err)
+	}
+	if sid := id >> 18 & 7; sid != 5 {
+		t.Fatalf("id %d has server-id %d, want 5 from the id-generator line", id, sid)
+	}
+	if err := c.Do(ctx, "MGETID", 51).Err(); err == nil || !strings.Contains(err.Error(), "1..50 (mgetid-max)") {
+		t.Fatalf("MGETID 51 with IDSERVER_MGETID_MAX=50: %v", err)
+	}
+	if code := p.stop(t); code != 0 {
+		t.Fatalf("exit code %d after SIGTERM", code)
+	}
+	log := strings.Join(p.lines(), "\n")
+	if !strings.Contains(log, `"layout":"id-range 3 shard-range 8 random-range 10"`) || !strings.Contains(log, "shutting down") {
+		t.Fatalf("log lacks the start-up layout or the shutdown line:\n%s", log)
+	}
+}
+
+func TestBinaryRefusesBadConfig(t *testing.T) {
+	for _, args := range [][]string{
+		{"--shard-range", "10"},
+		{"--server-id", "9"},
+		{"--port", "x"},
+	} {
+		var stderr bytes.Buffer
+		cmd := exec.Command(binary, args...)
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+		if cmd.ProcessState.ExitCode() != 1 || len(lines) != 1 || !strings.Contains(lines[0], strings.TrimPrefix(args[0], "--")) {
+			t.Errorf("idserver %v: %v, stderr %q; want exit 1 and one line naming the key", args, err, stderr.String())
+		}
+	}
+}
+
+// TestWarningsRateLimited makes the server borrow ahead on every request
+// for a few seconds and checks the warning comes at most once a second.
+func TestWarningsRateLimited(t *testing.T) {
+	p := start(t, nil, "--mgetid-max", "10000")
+	c := redis.NewClient(&redis.Options{Addr: p.addr})
+	defer c.Close()
+	ctx := context.Background()
+	begin := time.Now()
+	requests := 0
+	for time.Since(begin) < 2500*time.Millisecond {
+		// 10000 IDs is 20ms of a 512-per-ms layout: every call borrows.
+		if err := c.Do(ctx, "MGETID", 10000).Err(); err != nil && !strings.HasPrefix(err.Error(), "BUSY") {
+			t.Fatal(err)
+		}
+		requests++
+	}
+	p.stop(t)
+	warnings := 0
+	for _, l := range p.lines() {
+		if strings.Contains(l, "issuing IDs ahead of the clock") {
+			warnings++
+		}
+	}
+	if warnings < 1 || warnings > 4 || requests < 10 {
+		t.Fatalf("%d borrow warnings for %d borrowing requests in 2.5s; want 1..4", warnings, requests)
+	}
+}
