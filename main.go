@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/idserver/idserver/conf"
 	"github.com/idserver/idserver/idgen"
+	"github.com/idserver/idserver/metrics"
 	"github.com/idserver/idserver/resplimit"
 	"github.com/idserver/idserver/respserver"
 )
@@ -72,6 +74,15 @@ func run(args []string) int {
 		Limits:      resplimit.Limits{MaxBulkLen: cfg.ProtoMaxBulkLen, MaxMultibulkLen: cfg.ProtoMaxMultibulkLen},
 		Config:      cfg.Pairs(),
 	})
+	if cfg.MetricsAddr != "" {
+		stop, err := serveMetrics(cfg.MetricsAddr, metrics.Handler(gen, srv, version), log)
+		if err != nil {
+			log.Error().Err(err).Msg("cannot serve metrics")
+			return 1
+		}
+		defer stop()
+	}
+
 	log.Info().
 		Str("addr", ln.Addr().String()).
 		Int("server_id", cfg.ServerID).
@@ -95,6 +106,25 @@ func run(args []string) int {
 		log.Error().Err(err).Msg("server stopped")
 		return 1
 	}
+}
+
+// serveMetrics serves h at /metrics on addr and returns a function that
+// stops it.
+func serveMetrics(addr string, h http.Handler, log zerolog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics-addr %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", h)
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error().Err(err).Msg("metrics server stopped")
+		}
+	}()
+	log.Info().Str("metrics_addr", ln.Addr().String()).Msg("serving Prometheus metrics at /metrics")
+	return func() { hs.Close() }, nil
 }
 
 // newLogger logs human-readable lines on a terminal and JSON otherwise, at

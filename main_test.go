@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -169,5 +171,43 @@ func TestWarningsRateLimited(t *testing.T) {
 	}
 	if warnings < 1 || warnings > 4 || requests < 10 {
 		t.Fatalf("%d borrow warnings for %d borrowing requests in 2.5s; want 1..4", warnings, requests)
+	}
+}
+
+func TestBinaryMetrics(t *testing.T) {
+	p := start(t, nil, "--metrics-addr", "127.0.0.1:0")
+	var metricsAddr string
+	for _, l := range p.lines() {
+		var line struct {
+			Message     string
+			MetricsAddr string `json:"metrics_addr"`
+		}
+		if json.Unmarshal([]byte(l), &line) == nil && line.MetricsAddr != "" {
+			metricsAddr = line.MetricsAddr
+		}
+	}
+	if metricsAddr == "" {
+		t.Fatalf("no metrics_addr in the log:\n%s", strings.Join(p.lines(), "\n"))
+	}
+	c := redis.NewClient(&redis.Options{Addr: p.addr})
+	defer c.Close()
+	if err := c.Do(context.Background(), "MGETID", 7).Err(); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, want := range []string{
+		"idserver_ids_issued_total 7\n",
+		`idserver_info{id_range="2",random_range="10",server_id="0",shard_range="9",version="` + version + `"} 1`,
+		"idserver_lead_refusals_total 0\n",
+		"go_goroutines ",
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Fatalf("/metrics lacks %q:\n%.2000s", want, body)
+		}
 	}
 }

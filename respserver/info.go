@@ -63,16 +63,17 @@ func (s *Server) infoServer(b *strings.Builder) {
 
 func (s *Server) infoClients(b *strings.Builder) {
 	b.WriteString("# Clients\r\n")
-	field(b, "connected_clients", s.clients.Load())
+	field(b, "connected_clients", s.Stats().Clients)
 	field(b, "maxclients", s.opts.MaxClients)
 }
 
 func (s *Server) infoStats(b *strings.Builder) {
+	st := s.Stats()
 	b.WriteString("# Stats\r\n")
-	field(b, "total_connections_received", s.accepted.Load())
-	field(b, "total_commands_processed", s.commands.Load())
-	field(b, "rejected_connections", s.rejected.Load())
-	field(b, "total_error_replies", s.errors.Load())
+	field(b, "total_connections_received", st.Accepted)
+	field(b, "total_commands_processed", st.Commands)
+	field(b, "rejected_connections", st.Rejected)
+	field(b, "total_error_replies", st.Errors)
 }
 
 func (s *Server) infoPersistence(b *strings.Builder) {

@@ -132,6 +132,26 @@ func (s *Server) Close() error {
 	return s.rs.Close()
 }
 
+// Stats are a Server's connection and command counters since New.
+type Stats struct {
+	Clients  int64  // connected now
+	Accepted uint64 // connections accepted
+	Rejected uint64 // connections refused at maxclients
+	Commands uint64 // commands processed
+	Errors   uint64 // error replies
+}
+
+// Stats returns the server's counters.
+func (s *Server) Stats() Stats {
+	return Stats{
+		Clients:  s.clients.Load(),
+		Accepted: s.accepted.Load(),
+		Rejected: s.rejected.Load(),
+		Commands: s.commands.Load(),
+		Errors:   s.errors.Load(),
+	}
+}
+
 // client is the state of one connection.
 type client struct {
 	id     int64
