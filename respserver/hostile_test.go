@@ -258,3 +258,29 @@ func isErrorCode(e string) bool {
 	code, _, _ := strings.Cut(e, " ")
 	return code != "" && strings.ToUpper(code) == code
 }
+
+// BenchmarkHandle measures the command layer alone, without sockets: one
+// GETID or MGETID 100 through dispatch and the reply writer.
+func BenchmarkHandle(b *testing.B) {
+	for _, args := range [][]string{{"GETID"}, {"MGETID", "100"}} {
+		b.Run(strings.Join(args, "_"), func(b *testing.B) {
+			g, err := idgen.New(idgen.Settings{MaxLead: 24 * time.Hour})
+			if err != nil {
+				b.Fatal(err)
+			}
+			s := New(Options{Generator: g})
+			conn := newFakeConn()
+			conn.SetContext(&client{id: 1, authed: true})
+			cmd := redcon.Command{}
+			for _, a := range args {
+				cmd.Args = append(cmd.Args, []byte(a))
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				s.handle(conn, cmd)
+				conn.w.Flush()
+				conn.buf.Reset()
+			}
+		})
+	}
+}
