@@ -215,6 +215,14 @@ func cmdDecodeID(s *Server, c *client, conn redcon.Conn, args [][]byte) error {
 	return nil
 }
 
+// proto is the RESP version the client speaks.
+func (c *client) proto() int {
+	if c.resp3 {
+		return 3
+	}
+	return 2
+}
+
 // writeMap writes the header of a map of n pairs: a map in RESP3, a flat
 // array of 2n elements in RESP2, as Redis does.
 func (c *client) writeMap(conn redcon.Conn, n int) {
@@ -325,17 +333,13 @@ func cmdHello(s *Server, c *client, conn redcon.Conn, args [][]byte) error {
 		return errors.New("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time")
 	}
 	c.resp3, c.authed, c.name = resp3, authed, name
-	proto := int64(2)
-	if c.resp3 {
-		proto = 3
-	}
 	c.writeMap(conn, 7)
 	conn.WriteBulkString("server")
 	conn.WriteBulkString("idserver")
 	conn.WriteBulkString("version")
 	conn.WriteBulkString(RedisVersion)
 	conn.WriteBulkString("proto")
-	conn.WriteInt64(proto)
+	conn.WriteInt(c.proto())
 	conn.WriteBulkString("id")
 	conn.WriteInt64(c.id)
 	conn.WriteBulkString("mode")
@@ -347,10 +351,12 @@ func cmdHello(s *Server, c *client, conn redcon.Conn, args [][]byte) error {
 	return nil
 }
 
+// clientArity is the arity of each CLIENT subcommand idserver answers.
+var clientArity = map[string]int{"setinfo": 4, "setname": 3, "getname": 2, "id": 2, "info": 2, "no-evict": 3, "no-touch": 3}
+
 func cmdClient(s *Server, c *client, conn redcon.Conn, args [][]byte) error {
 	sub := strings.ToLower(string(args[1]))
-	wantArgs := map[string]int{"setinfo": 4, "setname": 3, "getname": 2, "id": 2, "info": 2, "no-evict": 3, "no-touch": 3}
-	n, ok := wantArgs[sub]
+	n, ok := clientArity[sub]
 	if !ok {
 		return errSubcommand(args[1], "client")
 	}
@@ -380,7 +386,7 @@ func cmdClient(s *Server, c *client, conn redcon.Conn, args [][]byte) error {
 	case "id":
 		conn.WriteInt64(c.id)
 	case "info":
-		conn.WriteBulkString(fmt.Sprintf("id=%d addr=%s name=%s resp=%d\n", c.id, conn.RemoteAddr(), c.name, map[bool]int{false: 2, true: 3}[c.resp3]))
+		conn.WriteBulkString(fmt.Sprintf("id=%d addr=%s name=%s resp=%d\n", c.id, conn.RemoteAddr(), c.name, c.proto()))
 	default: // no-evict, no-touch: nothing to evict or touch here
 		conn.WriteString("OK")
 	}
