@@ -28,8 +28,10 @@ import (
 	crand "crypto/rand"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -55,6 +57,13 @@ const (
 // ErrOverflow is returned when the time field no longer fits in 42 bits.
 var ErrOverflow = errors.New("idgen: time field overflows 42 bits (epoch too old or clock too far ahead)")
 
+// ErrNotReserved is returned when IDs would pass the ceiling (the
+// reservation on disk) and no larger one arrived within MaxWait.
+var ErrNotReserved = errors.New("idgen: IDs ahead are not yet reserved on disk (the state file write is slow or failing); retry shortly")
+
+// ErrClosed is returned after Close.
+var ErrClosed = errors.New("idgen: generator closed")
+
 // ErrLeadExceeded is wrapped by every *LeadError.
 var ErrLeadExceeded = errors.New("idgen: lead bound exceeded")
 
@@ -68,7 +77,7 @@ type LeadError struct {
 }
 
 func (e *LeadError) Error() string {
-	return fmt.Sprintf("lead %dms would exceed max-lead-ms %d (IDs issued ahead of the clock); retry in %dms",
+	return fmt.Sprintf("lead %dms would exceed max-lead-ms %d (the clock is behind IDs already issued: borrowing ahead or a backward clock step); retry in %dms",
 		e.Lead.Milliseconds(), e.Max.Milliseconds(), max(e.RetryAfter.Milliseconds(), 1))
 }
 
@@ -110,8 +119,18 @@ type Settings struct {
 	// Zero means DefaultMaxLead.
 	MaxLead time.Duration
 	// MaxWait is how long a request may wait for the clock when it would
-	// exceed MaxLead. Zero means DefaultMaxWait; negative means never wait.
+	// exceed MaxLead, or for a larger Ceiling. Zero means DefaultMaxWait;
+	// negative means never wait.
 	MaxWait time.Duration
+	// Floor is a time field (ms since the epoch) no ID may have less than:
+	// the reservation of an earlier run. Until the clock passes it, the
+	// lead is counted from Floor, so a restart is not refused for it.
+	Floor int64
+	// Ceiling, when positive, is a time field no ID may reach until Raise
+	// moves it up: the reservation that is durably on disk.
+	Ceiling int64
+	// ClockOffset shifts the clock (see SetClockOffset).
+	ClockOffset time.Duration
 }
 
 // Parts are the fields of an ID.
@@ -132,6 +151,8 @@ type Stats struct {
 	LastStep    time.Duration // size of the latest backward step
 	Refused     uint64        // calls refused with a *LeadError
 	Waits       uint64        // calls that waited for the clock
+	Ceiling     int64         // the reserved time field, ms since the epoch; 0: none
+	Unreserved  uint64        // calls refused with ErrNotReserved
 }
 
 // Generator issues IDs. It is safe for concurrent use.
@@ -145,13 +166,19 @@ type Generator struct {
 	randMask   uint64
 	table      []uint32 // permutation of 0..2^R-1, read-only after New
 
-	nowMs func() int64 // ms since the Unix epoch
-	sleep func(time.Duration)
+	nowMs  func() int64 // ms since the Unix epoch
+	sleep  func(time.Duration)
+	offset atomic.Int64 // ms added to the clock (SetClockOffset)
+	floor  int64        // Settings.Floor
 
 	mu      sync.Mutex
-	last    int64  // u of the last issued ID; -1 before the first
-	lastNow int64  // the clock reading of the last call, to see steps back
-	next    uint64 // index into table of the next ID
+	last    int64         // u of the last issued ID; -1 before the first
+	lastNow int64         // the clock reading of the last call, to see steps back
+	next    uint64        // index into table of the next ID
+	ceiling int64         // no time field may reach it; math.MaxInt64: none
+	raised  chan struct{} // closed and replaced when ceiling rises
+	demand  chan struct{} // signalled when a call waits for the ceiling
+	closed  bool
 	stats   Stats
 }
 
@@ -199,9 +226,17 @@ func newGenerator(st Settings, nowMs func() int64, sleep func(time.Duration)) (*
 	if st.MaxWait < 0 {
 		g.maxWaitMs = -1
 	}
+	g.offset.Store(st.ClockOffset.Milliseconds())
+	g.floor = max(st.Floor, 0)
+	g.ceiling = math.MaxInt64
+	if st.Ceiling > 0 {
+		g.ceiling = st.Ceiling
+	}
+	g.raised = make(chan struct{})
+	g.demand = make(chan struct{}, 1)
 	now := g.now()
 	g.lastNow = now
-	g.last = max(now, 0)<<l.ShardBits - 1
+	g.last = max(now, g.floor)<<l.ShardBits - 1
 	return g, nil
 }
 
@@ -220,7 +255,56 @@ func shuffledTable(bits int) []uint32 {
 }
 
 // now is the clock in ms since the epoch.
-func (g *Generator) now() int64 { return g.nowMs() - g.epochMs }
+func (g *Generator) now() int64 { return g.nowMs() + g.offset.Load() - g.epochMs }
+
+// Now returns the generator's clock, in ms since its epoch.
+func (g *Generator) Now() int64 { return g.now() }
+
+// SetClockOffset shifts the generator's clock by d (negative: back), as a
+// clock step would; the generator treats it exactly as one. For tests of
+// the whole server through its DEBUG command.
+func (g *Generator) SetClockOffset(d time.Duration) { g.offset.Store(d.Milliseconds()) }
+
+// ClockOffset returns the shift set by SetClockOffset.
+func (g *Generator) ClockOffset() time.Duration {
+	return time.Duration(g.offset.Load()) * time.Millisecond
+}
+
+// Reach returns how far the IDs need reserving: the larger of the clock and
+// the time field of the next ID, in ms since the epoch. A reservation keeper
+// keeps Ceiling comfortably above it.
+func (g *Generator) Reach() int64 {
+	now := g.now()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return max(now, (g.last+1)>>g.layout.ShardBits)
+}
+
+// Demand is signalled when a call waits for a larger Ceiling.
+func (g *Generator) Demand() <-chan struct{} { return g.demand }
+
+// Raise moves the ceiling up to t (ms since the epoch) once t is durably
+// reserved, and wakes the calls waiting for it. A lower t is ignored.
+func (g *Generator) Raise(t int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if t <= g.ceiling || g.closed {
+		return
+	}
+	g.ceiling = t
+	close(g.raised)
+	g.raised = make(chan struct{})
+}
+
+// Close stops the generator: later calls get ErrClosed. It returns the
+// smallest time field (ms since the epoch) that no issued ID reached, which
+// is what a restart must start from.
+func (g *Generator) Close() int64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.closed = true
+	return (g.last >> g.layout.ShardBits) + 1
+}
 
 // Layout returns the generator's layout.
 func (g *Generator) Layout() Layout { return g.layout }
@@ -266,9 +350,13 @@ func (g *Generator) compose(u int64, k uint64) int64 {
 // reserve takes n consecutive units and as many table slots. It returns the
 // first unit and the first table index.
 func (g *Generator) reserve(n int64) (int64, uint64, error) {
-	var waited int64
+	var waited int64 // ms, of max-wait
 	for {
 		g.mu.Lock()
+		if g.closed {
+			g.mu.Unlock()
+			return 0, 0, ErrClosed
+		}
 		// Read the clock under the lock: readings taken outside it can
 		// arrive out of order and would look like backward steps.
 		now := g.now()
@@ -280,7 +368,9 @@ func (g *Generator) reserve(n int64) (int64, uint64, error) {
 		first := max(g.last+1, max(now, 0)<<g.layout.ShardBits)
 		end := first + n - 1
 		endMs := end >> g.layout.ShardBits
-		lead := endMs - now
+		// Until the clock passes the floor, count the lead from the floor:
+		// the jump a restart makes to its reservation is not borrowing.
+		lead := endMs - max(now, g.floor)
 		if lead > g.maxLeadMs {
 			wait := lead - g.maxLeadMs
 			if g.maxWaitMs < 0 || waited+wait > g.maxWaitMs {
@@ -304,6 +394,21 @@ func (g *Generator) reserve(n int64) (int64, uint64, error) {
 			g.mu.Unlock()
 			return 0, 0, ErrOverflow
 		}
+		if endMs >= g.ceiling {
+			raised := g.raised
+			select {
+			case g.demand <- struct{}{}:
+			default: // already signalled
+			}
+			g.mu.Unlock()
+			if !g.waitRaise(raised, &waited) {
+				g.mu.Lock()
+				g.stats.Unreserved++
+				g.mu.Unlock()
+				return 0, 0, ErrNotReserved
+			}
+			continue
+		}
 		g.last = end
 		k := g.next
 		g.next += uint64(n)
@@ -319,6 +424,24 @@ func (g *Generator) reserve(n int64) (int64, uint64, error) {
 	}
 }
 
+// waitRaise waits for raised to close, within what is left of max-wait.
+func (g *Generator) waitRaise(raised <-chan struct{}, waited *int64) bool {
+	left := g.maxWaitMs - *waited
+	if g.maxWaitMs < 0 || left <= 0 {
+		return false
+	}
+	start := time.Now()
+	t := time.NewTimer(time.Duration(left) * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-raised:
+		*waited += max(time.Since(start).Milliseconds(), 1)
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
 // Stats returns a snapshot of the generator's counters.
 func (g *Generator) Stats() Stats {
 	g.mu.Lock()
@@ -326,6 +449,9 @@ func (g *Generator) Stats() Stats {
 	s := g.stats
 	if lead := g.last>>g.layout.ShardBits - g.now(); lead > 0 {
 		s.Lead = time.Duration(lead) * time.Millisecond
+	}
+	if g.ceiling != math.MaxInt64 {
+		s.Ceiling = g.ceiling
 	}
 	return s
 }

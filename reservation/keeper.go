@@ -1,0 +1,133 @@
+package reservation
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/idserver/idserver/idgen"
+)
+
+// Store holds the State durably.
+type Store interface {
+	// Load returns the stored State; found is false on a first start.
+	Load() (s State, found bool, err error)
+	// Save stores s durably before it returns.
+	Save(s State) error
+}
+
+// Keeper renews a generator's reservation in the background.
+type Keeper struct {
+	gen     *idgen.Generator
+	store   Store
+	base    State // identity written with every reservation
+	reserve int64 // ms of reservation kept ahead
+	log     zerolog.Logger
+
+	saves    atomic.Uint64
+	failures atomic.Uint64
+	lastSave atomic.Int64 // duration of the last successful Save, ns
+
+	stop     chan struct{}
+	done     chan struct{}
+	stopOnce sync.Once
+}
+
+// Stats are a Keeper's counters.
+type Stats struct {
+	Saves    uint64        // reservations written
+	Failures uint64        // failed writes
+	LastSave time.Duration // how long the last successful write took
+}
+
+// Start writes a first reservation of reserve ahead of gen.Reach() and
+// keeps renewing it until Close. base gives the identity stored with it.
+// It fails, and gen may issue nothing, when that first write fails: a
+// server that cannot persist must not start.
+func Start(gen *idgen.Generator, store Store, base State, reserve time.Duration, log zerolog.Logger) (*Keeper, error) {
+	k := &Keeper{
+		gen:     gen,
+		store:   store,
+		base:    base,
+		reserve: max(reserve.Milliseconds(), 1),
+		log:     log,
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	if err := k.renew(); err != nil {
+		return nil, err
+	}
+	go k.run()
+	return k, nil
+}
+
+// needed reports whether the reservation should be renewed now: when less
+// than half of it is left ahead of what the generator may issue next.
+func (k *Keeper) needed() bool {
+	return k.gen.Reach()+k.reserve/2 >= k.gen.Stats().Ceiling
+}
+
+func (k *Keeper) renew() error {
+	s := k.base
+	s.Reserved = k.gen.Reach() + k.reserve
+	start := time.Now()
+	if err := k.store.Save(s); err != nil {
+		k.failures.Add(1)
+		return fmt.Errorf("reserve IDs up to %d: %w", s.Reserved, err)
+	}
+	k.lastSave.Store(int64(time.Since(start)))
+	k.saves.Add(1)
+	k.gen.Raise(s.Reserved)
+	return nil
+}
+
+// run renews on a tick of an eighth of the reservation, and at once when a
+// request is waiting for it. A failing store is retried on every tick and
+// logged when it starts and stops failing, not on every try.
+func (k *Keeper) run() {
+	defer close(k.done)
+	t := time.NewTicker(min(max(time.Duration(k.reserve)*time.Millisecond/8, 5*time.Millisecond), 250*time.Millisecond))
+	defer t.Stop()
+	failing := false
+	for {
+		select {
+		case <-k.stop:
+			return
+		case <-t.C:
+		case <-k.gen.Demand():
+		}
+		if !k.needed() {
+			continue
+		}
+		err := k.renew()
+		switch {
+		case err != nil && !failing:
+			k.log.Error().Err(err).Msg("cannot renew the reservation; requests past it get -BUSY until a write succeeds")
+		case err == nil && failing:
+			k.log.Info().Msg("reservation renewed again")
+		}
+		failing = err != nil
+	}
+}
+
+// Close stops renewing, stops the generator, and stores the exact point a
+// restart must start from. After Close the generator issues nothing.
+func (k *Keeper) Close() error {
+	k.stopOnce.Do(func() { close(k.stop) })
+	<-k.done
+	s := k.base
+	s.Reserved = k.gen.Close()
+	if err := k.store.Save(s); err != nil {
+		return fmt.Errorf("store the final reservation %d: %w", s.Reserved, err)
+	}
+	k.saves.Add(1)
+	return nil
+}
+
+// Stats returns the keeper's counters.
+func (k *Keeper) Stats() Stats {
+	return Stats{Saves: k.saves.Load(), Failures: k.failures.Load(), LastSave: time.Duration(k.lastSave.Load())}
+}
