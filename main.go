@@ -3,12 +3,14 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
@@ -20,6 +22,7 @@ import (
 	"github.com/idserver/idserver/conf"
 	"github.com/idserver/idserver/idgen"
 	"github.com/idserver/idserver/metrics"
+	"github.com/idserver/idserver/reservation"
 	"github.com/idserver/idserver/resplimit"
 	"github.com/idserver/idserver/respserver"
 )
@@ -46,22 +49,63 @@ func run(args []string) int {
 	if maxWait == 0 {
 		maxWait = -1 // max-wait-ms 0: refuse at once rather than wait
 	}
+	layout := idgen.Layout{IDBits: cfg.IDRange, ShardBits: cfg.ShardRange, RandomBits: cfg.RandomRange}
+	identity := reservation.State{ServerID: int64(cfg.ServerID), Layout: layout, Epoch: cfg.Epoch}
+	store := reservation.FileStore{Path: filepath.Join(cfg.Dir, cfg.StateFile)}
+	prev, found, err := store.Load()
+	if err == nil && found {
+		err = prev.Check(identity)
+	}
+	if err != nil {
+		log.Error().Err(err).Msg("refusing to start: the state file cannot be used (it is left as it is)")
+		return 1
+	}
 	gen, err := idgen.New(idgen.Settings{
-		Layout:   idgen.Layout{IDBits: cfg.IDRange, ShardBits: cfg.ShardRange, RandomBits: cfg.RandomRange},
+		Layout:   layout,
 		Epoch:    time.UnixMilli(cfg.Epoch),
 		ServerID: int64(cfg.ServerID),
 		MaxLead:  cfg.MaxLead,
 		MaxWait:  maxWait,
+		// Start above every ID of earlier runs, and issue nothing until
+		// the keeper has a reservation on disk.
+		Floor:       prev.Reserved,
+		Ceiling:     max(prev.Reserved, 1),
+		ClockOffset: cfg.DebugClockOffset,
 	})
 	if err != nil {
 		log.Error().Err(err).Msg("cannot start the generator")
 		return 1
 	}
+	keeper, err := reservation.Start(gen, store, identity, cfg.ReserveAhead, log)
+	if err != nil {
+		log.Error().Err(err).Msg("refusing to start: cannot write the reservation (is dir writable?)")
+		return 1
+	}
+	persisted := false
+	persist := func() bool {
+		if persisted {
+			return true
+		}
+		persisted = true
+		if err := keeper.Close(); err != nil {
+			log.Error().Err(err).Msg("could not write the final reservation; the last renewal stands, so no ID repeats")
+			return false
+		}
+		return true
+	}
+	defer persist()
 
 	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Bind, strconv.Itoa(cfg.Port)))
 	if err != nil {
 		log.Error().Err(err).Msg("cannot listen")
 		return 1
+	}
+	stopRequested := make(chan struct{}, 1)
+	requestStop := func() {
+		select {
+		case stopRequested <- struct{}{}:
+		default:
+		}
 	}
 	srv := respserver.New(respserver.Options{
 		Generator:   gen,
@@ -73,6 +117,9 @@ func run(args []string) int {
 		IdleTimeout: cfg.Timeout,
 		Limits:      resplimit.Limits{MaxBulkLen: cfg.ProtoMaxBulkLen, MaxMultibulkLen: cfg.ProtoMaxMultibulkLen},
 		Config:      cfg.Pairs(),
+		Persistence: func() [][2]string { return persistenceInfo(store, gen, keeper) },
+		EnableDebug: cfg.EnableDebugCommand,
+		Shutdown:    requestStop,
 	})
 	if cfg.MetricsAddr != "" {
 		stop, err := serveMetrics(cfg.MetricsAddr, metrics.Handler(gen, srv, version), log)
@@ -89,6 +136,8 @@ func run(args []string) int {
 		Str("layout", fmt.Sprintf("id-range %d shard-range %d random-range %d", cfg.IDRange, cfg.ShardRange, cfg.RandomRange)).
 		Int64("epoch_ms", cfg.Epoch).
 		Str("config", cfg.File).
+		Str("state_file", store.Path).
+		Int64("resumed_from_ms", prev.Reserved).
 		Str("version", version).
 		Msg("idserver ready")
 
@@ -99,12 +148,36 @@ func run(args []string) int {
 	select {
 	case s := <-sig:
 		log.Info().Str("signal", s.String()).Msg("shutting down")
-		srv.Close()
-		<-served
-		return 0
+	case <-stopRequested:
+		log.Info().Msg("shutting down")
 	case err := <-served:
 		log.Error().Err(err).Msg("server stopped")
 		return 1
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		log.Warn().Err(err).Msg("dropped clients that did not finish in time")
+	}
+	<-served
+	if !persist() {
+		return 1
+	}
+	log.Info().Str("state_file", store.Path).Msg("reservation written; bye")
+	return 0
+}
+
+// persistenceInfo is INFO's persistence section: the reservation.
+func persistenceInfo(store reservation.FileStore, gen *idgen.Generator, keeper *reservation.Keeper) [][2]string {
+	g, k := gen.Stats(), keeper.Stats()
+	epoch := gen.Epoch().UnixMilli()
+	return [][2]string{
+		{"state_file", store.Path},
+		{"reserved_until_ms", strconv.FormatInt(epoch+g.Ceiling, 10)},
+		{"reserved_ahead_ms", strconv.FormatInt(g.Ceiling-gen.Now(), 10)},
+		{"reservation_saves", strconv.FormatUint(k.Saves, 10)},
+		{"reservation_save_failures", strconv.FormatUint(k.Failures, 10)},
+		{"last_save_usec", strconv.FormatInt(k.LastSave.Microseconds(), 10)},
 	}
 }
 

@@ -50,6 +50,9 @@ type process struct {
 // "idserver ready" line.
 func start(t *testing.T, env []string, args ...string) *process {
 	t.Helper()
+	if !slices.Contains(args, "--dir") {
+		args = append(args, "--dir", t.TempDir())
+	}
 	cmd := exec.Command(binary, append(args, "--port", "0")...)
 	cmd.Env = append(os.Environ(), env...)
 	stderr, err := cmd.StderrPipe()
@@ -136,7 +139,7 @@ func TestBinaryRefusesBadConfig(t *testing.T) {
 		{"--port", "x"},
 	} {
 		var stderr bytes.Buffer
-		cmd := exec.Command(binary, args...)
+		cmd := exec.Command(binary, append(args, "--dir", t.TempDir())...)
 		cmd.Stderr = &stderr
 		err := cmd.Run()
 		lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")

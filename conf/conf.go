@@ -45,6 +45,13 @@ type Config struct {
 	ProtoMaxMultibulkLen int           `key:"proto-max-multibulk-len" default:"1024" usage:"most arguments in one command"`
 	RequirePass          string        `key:"requirepass" default:"" usage:"password clients must AUTH with; empty = none"`
 
+	Dir          string        `key:"dir" default:"." usage:"directory of the state file"`
+	StateFile    string        `key:"state-file" default:"idserver.state" usage:"file name of the durable ID reservation, in dir"`
+	ReserveAhead time.Duration `key:"reserve-ms" default:"3000" unit:"ms" usage:"how far ahead IDs are reserved on disk"`
+
+	EnableDebugCommand string        `key:"enable-debug-command" default:"no" usage:"allow DEBUG and SHUTDOWN: no, yes, or local (loopback clients only)"`
+	DebugClockOffset   time.Duration `key:"debug-clock-offset-ms" default:"0" unit:"ms" usage:"start with the clock shifted (tests; needs enable-debug-command)"`
+
 	LogLevel    string `key:"loglevel" default:"notice" usage:"debug, verbose, notice or warning"`
 	MetricsAddr string `key:"metrics-addr" default:"" usage:"address for Prometheus metrics; empty = off"`
 
@@ -280,6 +287,29 @@ func (c *Config) validate() error {
 		func() error { return inRange("timeout", int64(c.Timeout/time.Second), 0, 31_536_000) },
 		func() error { return inRange("proto-max-bulk-len", int64(c.ProtoMaxBulkLen), 1024, 512<<20) },
 		func() error { return inRange("proto-max-multibulk-len", int64(c.ProtoMaxMultibulkLen), 16, 1<<20) },
+		func() error {
+			if strings.TrimSpace(c.Dir) == "" {
+				return errors.New("dir must not be empty")
+			}
+			if c.StateFile == "" || strings.ContainsRune(c.StateFile, '/') || c.StateFile == "." || c.StateFile == ".." {
+				return fmt.Errorf("state-file %q must be a file name, without a directory (set dir for that)", c.StateFile)
+			}
+			return nil
+		},
+		func() error { return inRange("reserve-ms", c.ReserveAhead.Milliseconds(), 10, 600_000) },
+		func() error {
+			switch c.EnableDebugCommand {
+			case "no", "yes", "local":
+				return nil
+			}
+			return fmt.Errorf("enable-debug-command %q must be one of no, yes, local", c.EnableDebugCommand)
+		},
+		func() error {
+			if c.DebugClockOffset != 0 && c.EnableDebugCommand == "no" {
+				return fmt.Errorf("debug-clock-offset-ms %d needs enable-debug-command yes or local", c.DebugClockOffset.Milliseconds())
+			}
+			return inRange("debug-clock-offset-ms", c.DebugClockOffset.Milliseconds(), -31_536_000_000, 31_536_000_000)
+		},
 		func() error {
 			switch c.LogLevel {
 			case "debug", "verbose", "notice", "warning":

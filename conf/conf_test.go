@@ -29,6 +29,7 @@ func defaults() Config {
 		MaxLead: 5 * time.Second, MaxWait: 100 * time.Millisecond,
 		MGetIDMax: 10000, MaxClients: 10000, Timeout: 0,
 		ProtoMaxBulkLen: 64 << 10, ProtoMaxMultibulkLen: 1024,
+		Dir: ".", StateFile: "idserver.state", ReserveAhead: 3 * time.Second, EnableDebugCommand: "no",
 		LogLevel: "notice",
 	}
 }
@@ -125,6 +126,11 @@ func TestInvalid(t *testing.T) {
 		{[]string{"--proto-max-multibulk-len", "15"}, "invalid config: proto-max-multibulk-len 15 out of range 16..1048576"},
 		{[]string{"--loglevel", "info"}, `invalid config: loglevel "info" must be one of debug, verbose, notice, warning`},
 		{[]string{"--max-lead-ms", "99999999999999999"}, `invalid config: max-lead-ms "99999999999999999" is out of range`},
+		{[]string{"--dir", ""}, "invalid config: dir must not be empty"},
+		{[]string{"--state-file", "a/b"}, `invalid config: state-file "a/b" must be a file name`},
+		{[]string{"--reserve-ms", "5"}, "invalid config: reserve-ms 5 out of range 10..600000"},
+		{[]string{"--enable-debug-command", "maybe"}, `invalid config: enable-debug-command "maybe" must be one of no, yes, local`},
+		{[]string{"--debug-clock-offset-ms", "-5"}, "invalid config: debug-clock-offset-ms -5 needs enable-debug-command yes or local"},
 		{[]string{"--nope", "1"}, "command line: unknown flag: --nope"},
 		{[]string{"a.conf", "b.conf"}, `command line: unexpected arguments ["a.conf" "b.conf"]`},
 		{[]string{"/nonexistent/idserver.conf"}, "read config: open /nonexistent/idserver.conf: no such file or directory"},

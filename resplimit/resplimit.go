@@ -225,6 +225,15 @@ func (c *conn) fail() error {
 	return c.pending
 }
 
+// CloseRead shuts the reading side of the connection, so a server can stop
+// taking requests and still write the replies it owes.
+func (c *conn) CloseRead() error {
+	if cr, ok := c.Conn.(interface{ CloseRead() error }); ok {
+		return cr.CloseRead()
+	}
+	return c.Conn.SetReadDeadline(time.Now())
+}
+
 // Listener wraps ln so every accepted connection is checked against lim.
 func Listener(ln net.Listener, lim Limits) net.Listener {
 	return &listener{Listener: ln, lim: lim}

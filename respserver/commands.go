@@ -4,6 +4,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -45,6 +46,8 @@ func init() {
 		"config":   {arity: -2, run: cmdConfig},
 		"info":     {arity: -1, run: cmdInfo},
 		"time":     {arity: 1, run: cmdTime},
+		"debug":    {arity: -2, run: cmdDebug},
+		"shutdown": {arity: -1, run: cmdShutdown},
 	}
 }
 
@@ -120,6 +123,10 @@ func replyText(err error) string {
 	switch {
 	case errors.As(err, &le):
 		msg = "BUSY " + le.Error()
+	case errors.Is(err, idgen.ErrNotReserved):
+		msg = "BUSY " + strings.TrimPrefix(err.Error(), "idgen: ")
+	case errors.Is(err, idgen.ErrClosed):
+		msg = "ERR server is shutting down"
 	default:
 		msg = err.Error()
 		if i := strings.IndexByte(msg, ' '); i <= 0 || strings.ToUpper(msg[:i]) != msg[:i] {
@@ -487,6 +494,66 @@ func cmdConfig(s *Server, c *client, conn redcon.Conn, args [][]byte) error {
 	default:
 		return errSubcommand(args[1], "config")
 	}
+	return nil
+}
+
+// debugAllowed reports whether enable-debug-command lets this client run
+// DEBUG, as Redis 7 decides it.
+func (s *Server) debugAllowed(conn redcon.Conn) bool {
+	switch s.opts.EnableDebug {
+	case "yes":
+		return true
+	case "local":
+		host, _, err := net.SplitHostPort(conn.RemoteAddr())
+		ip := net.ParseIP(host)
+		return err == nil && ip != nil && ip.IsLoopback()
+	}
+	return false
+}
+
+// cmdDebug is DEBUG CLOCK-OFFSET [ms]: shift the generator's clock (a
+// negative offset steps it back) or show the shift, so the real binary
+// can be tested black-box against clock steps.
+func cmdDebug(s *Server, c *client, conn redcon.Conn, args [][]byte) error {
+	if !s.debugAllowed(conn) {
+		return errors.New(`ERR DEBUG command not allowed. If the enable-debug-command option is set to "local", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.`)
+	}
+	if strings.ToLower(string(args[1])) != "clock-offset" {
+		return errSubcommand(args[1], "debug")
+	}
+	switch len(args) {
+	case 2:
+		conn.WriteInt64(s.gen.ClockOffset().Milliseconds())
+	case 3:
+		ms, ok := parseInt(args[2])
+		if !ok || ms < -1<<40 || ms > 1<<40 {
+			return errNotInteger
+		}
+		s.gen.SetClockOffset(time.Duration(ms) * time.Millisecond)
+		s.log.Warn().Int64("offset_ms", ms).Str("client", conn.RemoteAddr()).Msg("DEBUG CLOCK-OFFSET: generator clock shifted")
+		conn.WriteString("OK")
+	default:
+		return errArity("debug|clock-offset")
+	}
+	return nil
+}
+
+// cmdShutdown is SHUTDOWN [NOSAVE|SAVE|NOW|FORCE]: the same graceful stop
+// as SIGTERM (the reservation is always written). Like Redis, it sends no
+// reply; the connection closes.
+func cmdShutdown(s *Server, c *client, conn redcon.Conn, args [][]byte) error {
+	if s.opts.Shutdown == nil || !s.debugAllowed(conn) && s.opts.RequirePass == "" {
+		return errors.New("ERR SHUTDOWN is not allowed: set requirepass, or enable-debug-command yes or local")
+	}
+	for _, a := range args[1:] {
+		switch strings.ToLower(string(a)) {
+		case "nosave", "save", "now", "force":
+		default:
+			return fmt.Errorf("ERR syntax error, unsupported SHUTDOWN option '%.128s'", a)
+		}
+	}
+	s.log.Info().Str("client", conn.RemoteAddr()).Msg("SHUTDOWN requested")
+	s.opts.Shutdown()
 	return nil
 }
 

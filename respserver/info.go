@@ -79,6 +79,11 @@ func (s *Server) infoStats(b *strings.Builder) {
 func (s *Server) infoPersistence(b *strings.Builder) {
 	b.WriteString("# Persistence\r\n")
 	field(b, "loading", 0)
+	if s.opts.Persistence != nil {
+		for _, kv := range s.opts.Persistence() {
+			field(b, kv[0], kv[1])
+		}
+	}
 }
 
 func (s *Server) infoIDGen(b *strings.Builder) {
@@ -98,4 +103,6 @@ func (s *Server) infoIDGen(b *strings.Builder) {
 	field(b, "last_clock_step_ms", st.LastStep.Milliseconds())
 	field(b, "lead_waits", st.Waits)
 	field(b, "lead_refusals", st.Refused)
+	field(b, "unreserved_refusals", st.Unreserved)
+	field(b, "clock_offset_ms", s.gen.ClockOffset().Milliseconds())
 }

@@ -5,7 +5,9 @@
 package respserver
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -36,6 +38,16 @@ type Options struct {
 
 	// Config lists the configuration for CONFIG GET; nil means none.
 	Config [][2]string
+	// Persistence lists the fields of INFO persistence; nil means none.
+	Persistence func() [][2]string
+
+	// EnableDebug allows DEBUG and SHUTDOWN: "yes", "local" (loopback
+	// clients only), or "" / "no". SHUTDOWN is also allowed when
+	// RequirePass is set, to clients that authenticated.
+	EnableDebug string
+	// Shutdown is called by the SHUTDOWN command; it should start the same
+	// graceful stop as SIGTERM. Nil refuses SHUTDOWN.
+	Shutdown func()
 }
 
 // Server is an ID server on one listener.
@@ -58,7 +70,10 @@ type Server struct {
 	mu      sync.Mutex
 	serving bool
 	closed  bool
-	done    chan struct{} // closed when Close is called
+	conns   map[*client]redcon.Conn
+	done    chan struct{} // closed by Close or Shutdown
+	drained chan struct{} // closed when connections may be dropped
+	drainMu sync.Once
 }
 
 // ErrServerClosed is returned by Serve after Close.
@@ -83,7 +98,9 @@ func New(opts Options) *Server {
 		gen:     opts.Generator,
 		log:     opts.Logger,
 		started: time.Now(),
+		conns:   map[*client]redcon.Conn{},
 		done:    make(chan struct{}),
+		drained: make(chan struct{}),
 	}
 	s.rs = redcon.NewServer("", s.handle, s.accept, s.closedConn)
 	s.rs.SetIdleClose(opts.IdleTimeout)
@@ -105,7 +122,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 	s.mu.Unlock()
 	go s.watch()
-	err := s.rs.Serve(resplimit.Listener(ln, s.opts.Limits))
+	err := s.rs.Serve(drainListener{resplimit.Listener(ln, s.opts.Limits), s.drained})
 	select {
 	case <-s.done:
 		return ErrServerClosed
@@ -120,16 +137,78 @@ func (s *Server) Serve(ln net.Listener) error {
 // Close stops accepting and drops every open connection at once.
 func (s *Server) Close() error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
+		s.mu.Unlock()
 		return nil
 	}
 	s.closed = true
 	close(s.done)
-	if !s.serving {
+	serving := s.serving
+	s.mu.Unlock()
+	s.drainMu.Do(func() { close(s.drained) })
+	if !serving {
 		return nil
 	}
+	// Not under s.mu: redcon calls closedConn, which takes s.mu, while it
+	// holds its own lock, which rs.Close takes.
 	return s.rs.Close()
+}
+
+// Shutdown stops gracefully: it stops accepting, stops reading from every
+// client, lets each answer the requests it has already read, and returns
+// when all are closed, or when ctx is done (then the rest are dropped).
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	close(s.done)
+	conns := make([]redcon.Conn, 0, len(s.conns))
+	for _, c := range s.conns {
+		conns = append(conns, c)
+	}
+	serving := s.serving
+	s.mu.Unlock()
+	defer s.drainMu.Do(func() { close(s.drained) })
+	if !serving {
+		return nil
+	}
+	// Closes the listener. redcon would drop every connection as soon as
+	// its accept loop ends; drainListener holds that loop until drained.
+	s.rs.Close()
+	for _, c := range conns {
+		if cr, ok := c.NetConn().(interface{ CloseRead() error }); ok {
+			cr.CloseRead() // the handler finishes its batch, flushes, then reads EOF
+		}
+	}
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for s.clients.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("shutdown: %d clients still open: %w", s.clients.Load(), ctx.Err())
+		case <-tick.C:
+		}
+	}
+	return nil
+}
+
+// drainListener keeps redcon's accept loop from ending, and so from
+// dropping the open connections, until the server has drained them.
+type drainListener struct {
+	net.Listener
+	drained <-chan struct{}
+}
+
+// Accept waits for the drain before it reports a closed listener.
+func (l drainListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if errors.Is(err, net.ErrClosed) {
+		<-l.drained
+	}
+	return c, err
 }
 
 // Stats are a Server's connection and command counters since New.
@@ -169,20 +248,33 @@ func (s *Server) accept(conn redcon.Conn) bool {
 		conn.NetConn().Write([]byte("-ERR max number of clients reached\r\n"))
 		return false
 	}
-	s.clients.Add(1)
-	s.accepted.Add(1)
-	conn.SetContext(&client{
+	c := &client{
 		id:     s.nextID.Add(1),
 		authed: s.opts.RequirePass == "",
 		num:    make([]byte, 0, 32),
-	})
+	}
+	// Registered under the lock Shutdown takes, so it either sees this
+	// client or this client sees it shutting down.
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.conns[c] = conn
+	s.clients.Add(1)
+	s.accepted.Add(1)
+	conn.SetContext(c)
 	return true
 }
 
 func (s *Server) closedConn(conn redcon.Conn, err error) {
-	if conn.Context() == nil {
+	c, ok := conn.Context().(*client)
+	if !ok {
 		return // refused in accept
 	}
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
 	s.clients.Add(-1)
 	if err != nil && !errors.Is(err, net.ErrClosed) {
 		s.log.Debug().Err(err).Str("client", conn.RemoteAddr()).Msg("connection closed")
