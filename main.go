@@ -54,7 +54,9 @@ func run(args []string) int {
 	store := reservation.FileStore{Path: filepath.Join(cfg.Dir, cfg.StateFile)}
 	prev, found, err := store.Load()
 	if err == nil && found {
-		err = prev.Check(identity)
+		if err = prev.Check(identity); err != nil {
+			err = fmt.Errorf("state file %s: %w", store.Path, err)
+		}
 	}
 	if err != nil {
 		log.Error().Err(err).Msg("refusing to start: the state file cannot be used (it is left as it is)")

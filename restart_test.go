@@ -1,0 +1,273 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idserver/idserver/reservation"
+)
+
+// load runs clients doing MGETID 100 against addr until stop is closed and
+// returns every ID they got. Errors other than -BUSY end a client: after a
+// kill -9 that is how they learn the server is gone.
+func load(addr string, clients int, stop <-chan struct{}) []int64 {
+	var mu sync.Mutex
+	var all []int64
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Go(func() {
+			c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, PoolSize: 1})
+			defer c.Close()
+			var mine []int64
+			defer func() {
+				mu.Lock()
+				all = append(all, mine...)
+				mu.Unlock()
+			}()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				ids, err := c.Do(context.Background(), "MGETID", 100).Int64Slice()
+				if err != nil {
+					if strings.HasPrefix(err.Error(), "BUSY") {
+						continue
+					}
+					return
+				}
+				mine = append(mine, ids...)
+			}
+		})
+	}
+	wg.Wait()
+	return all
+}
+
+// TestKillRestartLoop kills the server with SIGKILL under MGETID load over
+// and over, stepping its clock back by up to 10 s between some restarts and
+// during some runs, and checks that no ID ever repeats and that every run
+// starts above every ID of the runs before.
+func TestKillRestartLoop(t *testing.T) {
+	dir := t.TempDir()
+	const runs = 22
+	var prevMax int64 = -1
+	seen := map[int64]bool{}
+	offset := int64(0)
+	for run := range runs {
+		switch run % 4 {
+		case 1:
+			offset -= 10_000 // the clock was set back 10 s while the server was down
+		case 3:
+			offset -= 3_000
+		}
+		p := start(t, nil, "--dir", dir, "--enable-debug-command", "yes",
+			"--debug-clock-offset-ms", strconv.FormatInt(offset, 10))
+		stop := make(chan struct{})
+		got := make(chan []int64, 1)
+		go func() { got <- load(p.addr, 4, stop) }()
+		time.Sleep(60 * time.Millisecond)
+		if run%3 == 2 {
+			// A step back within max-lead-ms while serving: absorbed.
+			c := redis.NewClient(&redis.Options{Addr: p.addr})
+			if err := c.Do(context.Background(), "DEBUG", "CLOCK-OFFSET", offset-2000).Err(); err != nil {
+				t.Fatalf("run %d: DEBUG CLOCK-OFFSET: %v", run, err)
+			}
+			c.Close()
+		}
+		time.Sleep(60 * time.Millisecond)
+		p.cmd.Process.Signal(syscall.SIGKILL)
+		p.cmd.Wait()
+		close(stop)
+		ids := <-got
+		if len(ids) == 0 {
+			t.Fatalf("run %d: no IDs issued", run)
+		}
+		runMin, runMax := ids[0], ids[0]
+		for _, id := range ids {
+			if seen[id] {
+				t.Fatalf("run %d: id %d repeated", run, id)
+			}
+			seen[id] = true
+			runMin, runMax = min(runMin, id), max(runMax, id)
+		}
+		if runMin <= prevMax {
+			t.Fatalf("run %d (clock offset %dms): smallest id %d not above %d from earlier runs", run, offset, runMin, prevMax)
+		}
+		prevMax = max(prevMax, runMax)
+	}
+	t.Logf("%d runs, %d unique IDs", runs, len(seen))
+}
+
+// TestBadStateFiles: each is refused with one clear line and left as it is.
+func TestBadStateFiles(t *testing.T) {
+	good := reservation.State{ServerID: 0, Epoch: 1420041600000, Reserved: 375310358272}
+	good.Layout.IDBits, good.Layout.ShardBits, good.Layout.RandomBits = 2, 9, 10
+	otherLayout := good
+	otherLayout.Layout.ShardBits, otherLayout.Layout.RandomBits = 10, 9
+	otherServer := good
+	otherServer.ServerID = 3
+	data := good.Marshal()
+	tests := []struct {
+		name string
+		data []byte
+		want string
+	}{
+		{"corrupt", append(append([]byte(nil), data[:30]...), append([]byte("X"), data[31:]...)...), "checksum"},
+		{"truncated", data[:len(data)-12], "truncated"},
+		{"empty", nil, "the file is empty"},
+		{"garbage", []byte("\x00\x01\x02"), "not a valid idserver state file"},
+		{"other layout", otherLayout.Marshal(), "shard-range 10"},
+		{"other server-id", otherServer.Marshal(), "written for server-id 3"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "idserver.state")
+			if err := os.WriteFile(path, tt.data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out, code := runToExit(t, "--dir", dir)
+			lines := strings.Split(strings.TrimSpace(out), "\n")
+			if code != 1 || len(lines) != 1 || !strings.Contains(lines[0], tt.want) || !strings.Contains(lines[0], path) {
+				t.Fatalf("exit %d, output %q; want exit 1 and one line naming %s and %q", code, out, path, tt.want)
+			}
+			if after, _ := os.ReadFile(path); string(after) != string(tt.data) {
+				t.Fatalf("state file changed: %q", after)
+			}
+		})
+	}
+	t.Run("dir missing", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "nope")
+		out, code := runToExit(t, "--dir", dir)
+		if code != 1 || !strings.Contains(out, "cannot write the reservation") || strings.Count(strings.TrimSpace(out), "\n") != 0 {
+			t.Fatalf("exit %d, output %q", code, out)
+		}
+	})
+}
+
+// runToExit runs the binary, which should stop by itself, and returns its
+// output and exit code.
+func runToExit(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, append(args, "--port", "0")...)
+	out, err := cmd.CombinedOutput()
+	var exit interface{ ExitCode() int }
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatal(err)
+	}
+	return string(out), cmd.ProcessState.ExitCode()
+}
+
+// TestSigtermUnderLoad: every reply before the close is a valid ID, the
+// exit code is 0, and the reservation on disk is above every ID issued.
+func TestSigtermUnderLoad(t *testing.T) {
+	dir := t.TempDir()
+	p := start(t, nil, "--dir", dir)
+	stop := make(chan struct{})
+	got := make(chan []int64, 1)
+	go func() { got <- load(p.addr, 8, stop) }()
+	time.Sleep(300 * time.Millisecond)
+	begin := time.Now()
+	if code := p.stop(t); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+	if d := time.Since(begin); d > 5*time.Second {
+		t.Fatalf("SIGTERM took %v", d)
+	}
+	close(stop)
+	ids := <-got
+	s, found, err := reservation.FileStore{Path: filepath.Join(dir, "idserver.state")}.Load()
+	if err != nil || !found {
+		t.Fatalf("state after SIGTERM: %v, found %v", err, found)
+	}
+	seen := map[int64]bool{}
+	for _, id := range ids {
+		if id <= 0 || seen[id] || id>>21 >= s.Reserved {
+			t.Fatalf("id %d invalid, repeated, or not below the stored reservation %d", id, s.Reserved)
+		}
+		seen[id] = true
+	}
+	if len(ids) == 0 {
+		t.Fatal("no IDs before SIGTERM")
+	}
+	log := strings.Join(p.lines(), "\n")
+	if !strings.Contains(log, "reservation written") {
+		t.Fatalf("log lacks the final reservation:\n%s", log)
+	}
+}
+
+func TestDebugAndShutdownCommands(t *testing.T) {
+	ctx := context.Background()
+	t.Run("refused by default", func(t *testing.T) {
+		p := start(t, nil)
+		c := redis.NewClient(&redis.Options{Addr: p.addr})
+		defer c.Close()
+		if err := c.Do(ctx, "DEBUG", "CLOCK-OFFSET", "-1000").Err(); err == nil || !strings.Contains(err.Error(), "DEBUG command not allowed") {
+			t.Fatalf("DEBUG by default: %v", err)
+		}
+		if err := c.Do(ctx, "SHUTDOWN").Err(); err == nil || !strings.Contains(err.Error(), "SHUTDOWN is not allowed") {
+			t.Fatalf("SHUTDOWN by default: %v", err)
+		}
+		if code := p.stop(t); code != 0 {
+			t.Fatalf("exit %d", code)
+		}
+	})
+	t.Run("enabled", func(t *testing.T) {
+		dir := t.TempDir()
+		p := start(t, nil, "--dir", dir, "--enable-debug-command", "yes", "--max-wait-ms", "0")
+		c := redis.NewClient(&redis.Options{Addr: p.addr})
+		defer c.Close()
+		before, _ := c.Do(ctx, "GETID").Int64()
+		// Within max-lead-ms: absorbed, IDs go on increasing.
+		if err := c.Do(ctx, "DEBUG", "CLOCK-OFFSET", "-3000").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if off, err := c.Do(ctx, "DEBUG", "CLOCK-OFFSET").Int64(); off != -3000 || err != nil {
+			t.Fatalf("DEBUG CLOCK-OFFSET shows %d, %v", off, err)
+		}
+		after, err := c.Do(ctx, "GETID").Int64()
+		if err != nil || after <= before {
+			t.Fatalf("GETID after a 3 s step back: %d (before %d), %v", after, before, err)
+		}
+		// Beyond it: refused with a clear error until the clock catches up.
+		c.Do(ctx, "DEBUG", "CLOCK-OFFSET", "-8000")
+		err = c.Do(ctx, "GETID").Err()
+		if err == nil || !strings.HasPrefix(err.Error(), "BUSY lead ") || !strings.Contains(err.Error(), "backward clock step") {
+			t.Fatalf("GETID after an 8 s step back: %v", err)
+		}
+		info, _ := c.Info(ctx, "idgen").Result()
+		if !strings.Contains(info, "clock_steps_back:2\r\n") {
+			t.Fatalf("two steps not counted once each: %q", info)
+		}
+		c.Do(ctx, "DEBUG", "CLOCK-OFFSET", "0")
+		if _, err := c.Do(ctx, "GETID").Int64(); err != nil {
+			t.Fatalf("GETID once the clock is back: %v", err)
+		}
+		if err := c.Do(ctx, "SHUTDOWN").Err(); err == nil {
+			t.Fatal("SHUTDOWN replied; Redis closes the connection instead")
+		}
+		<-p.done
+		p.cmd.Wait()
+		if code := p.cmd.ProcessState.ExitCode(); code != 0 {
+			t.Fatalf("exit %d after SHUTDOWN", code)
+		}
+		if _, found, err := (reservation.FileStore{Path: filepath.Join(dir, "idserver.state")}).Load(); !found || err != nil {
+			t.Fatalf("no reservation after SHUTDOWN: %v", err)
+		}
+	})
+}
