@@ -480,3 +480,74 @@ func benchParallel(b *testing.B, goroutines int, call func(*Generator, []int64) 
 	stop.Store(true)
 	wg.Wait()
 }
+
+func TestFloorCountsLeadFromReservation(t *testing.T) {
+	// A restart whose reservation is 10 s ahead of the clock (the previous
+	// run borrowed ahead, or the clock was set back while it was down).
+	g, _ := newFake(t, Settings{Floor: 10_000, MaxLead: 100 * time.Millisecond, MaxWait: -1}, 0)
+	shards := int64(1) << DefaultLayout.ShardBits
+	for i := range 50 * shards {
+		id, err := g.Next()
+		if err != nil {
+			t.Fatalf("id %d after the restart: %v", i, err)
+		}
+		if p := mustDecode(t, g, id); ms(p) != 10_000+i/shards {
+			t.Fatalf("id %d: time field %d, want %d", i, ms(p), 10_000+i/shards)
+		}
+	}
+	// Borrowing beyond the floor is still bounded.
+	buf := make([]int64, 60*shards)
+	if err := g.NextN(buf); !errors.Is(err, ErrLeadExceeded) {
+		t.Fatalf("borrowing 110ms past the floor: %v", err)
+	}
+}
+
+func TestCeiling(t *testing.T) {
+	g, _ := newFake(t, Settings{Ceiling: 3, MaxWait: 30 * time.Millisecond}, 0)
+	shards := 1 << DefaultLayout.ShardBits
+	buf := make([]int64, 3*shards)
+	if err := g.NextN(buf); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.NextN(buf[:1]); !errors.Is(err, ErrNotReserved) {
+		t.Fatalf("past the ceiling: %v, want ErrNotReserved", err)
+	}
+	select {
+	case <-g.Demand():
+	default:
+		t.Fatal("no demand signalled for a larger ceiling")
+	}
+	go func() {
+		time.Sleep(5 * time.Millisecond)
+		g.Raise(10)
+	}()
+	id, err := g.Next()
+	if err != nil || id>>Bits != 3 {
+		t.Fatalf("after Raise: id %d (ms %d), %v; want ms 3", id, id>>Bits, err)
+	}
+	if s := g.Stats(); s.Ceiling != 10 || s.Unreserved != 1 {
+		t.Fatalf("stats %+v", s)
+	}
+	g.Raise(5) // lower: ignored
+	if s := g.Stats(); s.Ceiling != 10 {
+		t.Fatalf("ceiling lowered to %d", s.Ceiling)
+	}
+}
+
+func TestClockOffsetAndClose(t *testing.T) {
+	g, _ := newFake(t, Settings{ClockOffset: 2 * time.Second}, 0)
+	if p := mustDecode(t, g, mustNext(t, g)); ms(p) != 2000 {
+		t.Fatalf("time field %d with a 2s offset", ms(p))
+	}
+	g.SetClockOffset(time.Second)
+	last := mustNext(t, g)
+	if s := g.Stats(); s.ClockSteps != 1 || s.LastStep != time.Second || g.ClockOffset() != time.Second {
+		t.Fatalf("offset change not seen as one 1s step: %+v", s)
+	}
+	if next := g.Close(); next != last>>Bits+1 {
+		t.Fatalf("Close() = %d, want %d", next, last>>Bits+1)
+	}
+	if _, err := g.Next(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Next after Close: %v", err)
+	}
+}
