@@ -19,20 +19,21 @@ import (
 )
 
 // load runs clients doing MGETID 100 against addr until stop is closed and
-// returns every ID they got. Errors other than -BUSY end a client: after a
-// kill -9 that is how they learn the server is gone.
-func load(addr string, clients int, stop <-chan struct{}) []int64 {
+// returns every ID they got and how many -BUSY replies. Other errors end a
+// client: after a kill -9 that is how they learn the server is gone.
+func load(addr string, clients int, stop <-chan struct{}) (all []int64, busy int) {
 	var mu sync.Mutex
-	var all []int64
 	var wg sync.WaitGroup
 	for range clients {
 		wg.Go(func() {
 			c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, PoolSize: 1})
 			defer c.Close()
 			var mine []int64
+			var refused int
 			defer func() {
 				mu.Lock()
 				all = append(all, mine...)
+				busy += refused
 				mu.Unlock()
 			}()
 			for {
@@ -44,6 +45,7 @@ func load(addr string, clients int, stop <-chan struct{}) []int64 {
 				ids, err := c.Do(context.Background(), "MGETID", 100).Int64Slice()
 				if err != nil {
 					if strings.HasPrefix(err.Error(), "BUSY") {
+						refused++
 						continue
 					}
 					return
@@ -53,7 +55,7 @@ func load(addr string, clients int, stop <-chan struct{}) []int64 {
 		})
 	}
 	wg.Wait()
-	return all
+	return all, busy
 }
 
 // TestKillRestartLoop kills the server with SIGKILL under MGETID load over
@@ -77,7 +79,12 @@ func TestKillRestartLoop(t *testing.T) {
 			"--debug-clock-offset-ms", strconv.FormatInt(offset, 10))
 		stop := make(chan struct{})
 		got := make(chan []int64, 1)
-		go func() { got <- load(p.addr, 4, stop) }()
+		busy := make(chan int, 1)
+		go func() {
+			ids, b := load(p.addr, 4, stop)
+			got <- ids
+			busy <- b
+		}()
 		time.Sleep(60 * time.Millisecond)
 		if run%3 == 2 {
 			// A step back within max-lead-ms while serving: absorbed.
@@ -94,6 +101,11 @@ func TestKillRestartLoop(t *testing.T) {
 		ids := <-got
 		if len(ids) == 0 {
 			t.Fatalf("run %d: no IDs issued", run)
+		}
+		// The jump to the reservation, even 10 s ahead of the clock, never
+		// turns requests away by itself.
+		if b := <-busy; b != 0 {
+			t.Fatalf("run %d (clock offset %dms): %d -BUSY replies after the restart", run, offset, b)
 		}
 		runMin, runMax := ids[0], ids[0]
 		for _, id := range ids {
@@ -180,7 +192,10 @@ func TestSigtermUnderLoad(t *testing.T) {
 	p := start(t, nil, "--dir", dir)
 	stop := make(chan struct{})
 	got := make(chan []int64, 1)
-	go func() { got <- load(p.addr, 8, stop) }()
+	go func() {
+		ids, _ := load(p.addr, 8, stop)
+		got <- ids
+	}()
 	time.Sleep(300 * time.Millisecond)
 	begin := time.Now()
 	if code := p.stop(t); code != 0 {
