@@ -3,12 +3,14 @@ package respserver
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"reflect"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -432,5 +434,78 @@ func TestRedisCLIInteractive(t *testing.T) {
 	// Three ID commands (redis-cli handles quit itself) and COMMAND DOCS.
 	if got := s.commands.Load(); got < 4 {
 		t.Fatalf("%d commands processed, want the connect-time COMMAND DOCS too", got)
+	}
+}
+
+func TestShutdownAndDebugPermissions(t *testing.T) {
+	var calls atomic.Int32
+	stop := func() { calls.Add(1) }
+	t.Run("requirepass allows SHUTDOWN", func(t *testing.T) {
+		_, addr := startServer(t, idgen.Settings{}, Options{RequirePass: "pw", Shutdown: stop})
+		c := dialRaw(t, addr)
+		if got := c.do("AUTH", "pw"); got != "OK" {
+			t.Fatal(got)
+		}
+		c.send(encode("SHUTDOWN", "NOSAVE"))
+		if got := c.do("DEBUG", "CLOCK-OFFSET"); !strings.HasPrefix(fmt.Sprint(got), "ERR DEBUG command not allowed") {
+			t.Fatalf("DEBUG without enable-debug-command: %v", got)
+		}
+		if calls.Load() != 1 {
+			t.Fatalf("Shutdown called %d times", calls.Load())
+		}
+	})
+	t.Run("local allows loopback clients", func(t *testing.T) {
+		s, addr := startServer(t, idgen.Settings{}, Options{EnableDebug: "local", Shutdown: stop})
+		c := dialRaw(t, addr)
+		if got := c.do("DEBUG", "CLOCK-OFFSET", "-250"); got != "OK" || s.gen.ClockOffset() != -250*time.Millisecond {
+			t.Fatalf("DEBUG CLOCK-OFFSET -250 from loopback: %v, offset %v", got, s.gen.ClockOffset())
+		}
+		if got := c.do("SHUTDOWN", "ABORT"); !strings.HasPrefix(fmt.Sprint(got), "ERR syntax error") {
+			t.Fatalf("SHUTDOWN ABORT: %v", got)
+		}
+		if got := c.do("DEBUG", "SLEEP", "1"); got != respError("ERR unknown subcommand 'SLEEP'. Try DEBUG HELP.") {
+			t.Fatalf("DEBUG SLEEP: %v", got)
+		}
+	})
+	t.Run("neither refuses SHUTDOWN", func(t *testing.T) {
+		_, addr := startServer(t, idgen.Settings{}, Options{Shutdown: stop})
+		if got := dialRaw(t, addr).do("SHUTDOWN"); !strings.HasPrefix(fmt.Sprint(got), "ERR SHUTDOWN is not allowed") {
+			t.Fatalf("SHUTDOWN: %v", got)
+		}
+	})
+}
+
+// TestGracefulShutdown: requests a client has sent before Shutdown are all
+// answered, then the connection closes; new connections are refused.
+func TestGracefulShutdown(t *testing.T) {
+	s, addr := startServer(t, idgen.Settings{}, Options{})
+	c := dialRaw(t, addr)
+	var b strings.Builder
+	for range 200 {
+		b.WriteString(encode("MGETID", "50"))
+	}
+	c.send(b.String())
+	first := c.reply() // the server has read the pipeline
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n := 1
+	for {
+		v, err := readReply(c.r)
+		if err != nil {
+			break
+		}
+		if a, ok := v.([]any); !ok || len(a) != 50 {
+			t.Fatalf("reply %d after shutdown: %.100v", n, v)
+		}
+		n++
+	}
+	if _, ok := first.([]any); !ok || n < 2 {
+		t.Fatalf("%d replies; the requests read before Shutdown were not all answered", n)
+	}
+	if _, err := net.Dial("tcp", addr); err == nil {
+		t.Fatal("new connection accepted after Shutdown")
 	}
 }
