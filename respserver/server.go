@@ -136,15 +136,10 @@ func (s *Server) Serve(ln net.Listener) error {
 
 // Close stops accepting and drops every open connection at once.
 func (s *Server) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	_, serving, ok := s.markClosed()
+	if !ok {
 		return nil
 	}
-	s.closed = true
-	close(s.done)
-	serving := s.serving
-	s.mu.Unlock()
 	s.drainMu.Do(func() { close(s.drained) })
 	if !serving {
 		return nil
@@ -154,23 +149,30 @@ func (s *Server) Close() error {
 	return s.rs.Close()
 }
 
+// markClosed marks the server closed; ok is false if it already was. It
+// returns the open connections and whether Serve has started.
+func (s *Server) markClosed() (conns []redcon.Conn, serving, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, false, false
+	}
+	s.closed = true
+	close(s.done)
+	for _, c := range s.conns {
+		conns = append(conns, c)
+	}
+	return conns, s.serving, true
+}
+
 // Shutdown stops gracefully: it stops accepting, stops reading from every
 // client, lets each answer the requests it has already read, and returns
 // when all are closed, or when ctx is done (then the rest are dropped).
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	conns, serving, ok := s.markClosed()
+	if !ok {
 		return nil
 	}
-	s.closed = true
-	close(s.done)
-	conns := make([]redcon.Conn, 0, len(s.conns))
-	for _, c := range s.conns {
-		conns = append(conns, c)
-	}
-	serving := s.serving
-	s.mu.Unlock()
 	defer s.drainMu.Do(func() { close(s.drained) })
 	if !serving {
 		return nil
