@@ -1,20 +1,30 @@
 #!/usr/bin/env bash
-# Throughput comparison: idserver GETID against redis-server INCR under the
-# same redis-benchmark command, in the same run, on 127.0.0.1.
+# Benchmark harness: idserver against redis-server on the same machine, in
+# the same run, under the same redis-benchmark commands, interleaved A/B.
 #
-#   scripts/bench.sh [requests]          (default 1000000)
-#   BASELINE=<git rev> scripts/bench.sh  also measures idserver built at rev
+#   scripts/bench.sh [rounds]             (default 3; about 1.5 min a round)
+#   BASELINE=<git rev> scripts/bench.sh   adds idserver built at rev as a third column set
 #
-# Prints requests/s for each, the ratio idserver/redis, and how many fsyncs
-# per second idserver's reservation did during its runs (two per write: the
-# file and its directory). Every server is started here on a free port and
-# stopped on exit.
+# Rows (idserver vs redis):
+#   GETID vs INCR k                 at -c 50, -c 50 -P 16, -c 200
+#   MGETID 100 vs INCRBY k 100      how people reserve 100 IDs from a counter
+#   MGETID 100 vs LRANGE ids 0 99   a reply of the same shape: 100 bulks of 18 digits
+#   GETID vs INCR k, appendfsync always   the durable way people use INCR for IDs
+# MGETID rows use a second idserver with id-range 2 shard-range 19
+# random-range 0 (the default layout caps a server at 512 IDs per ms).
+# Prints requests/s, p50 and p99 (ms) as medians over the rounds, and the
+# median of the per-round ratios idserver/redis. Every server is started
+# here on 127.0.0.1 and stopped on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-n=${1:-1000000}
-for tool in redis-server redis-benchmark redis-cli; do
-	command -v "$tool" >/dev/null || { echo "needs $tool: apt-get install redis-server redis-tools" >&2; exit 1; }
-done
+rounds=${1:-3}
+
+need=()
+for tool in redis-server redis-benchmark redis-cli; do command -v "$tool" >/dev/null || need+=("$tool"); done
+if [ ${#need[@]} -gt 0 ]; then
+	sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+	$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq redis-server redis-tools >/dev/null
+fi
 
 tmp=$(mktemp -d)
 pids=()
@@ -34,43 +44,104 @@ wait_port() {
 info() { redis-cli -p "$1" info "$2" | tr -d '\r' | awk -F: -v k="$3" '$1 == k { print $2 }'; }
 
 go build -o "$tmp/idserver" .
-ip=$(free_port); rp=$(free_port)
-mkdir "$tmp/state"
-"$tmp/idserver" --port "$ip" --dir "$tmp/state" --loglevel warning 2>"$tmp/idserver.log" & pids+=($!)
-redis-server --port "$rp" --bind 127.0.0.1 --save "" --appendonly no --daemonize no >"$tmp/redis.log" & pids+=($!)
-wait_port "$ip"; wait_port "$rp"
-bp=""
+start_idserver() { # port dir args...
+	local port=$1 dir=$2; shift 2
+	mkdir -p "$dir"
+	"$tmp/idserver" --port "$port" --dir "$dir" --loglevel warning "$@" 2>>"$tmp/idserver.log" & pids+=($!)
+}
+ip=$(free_port); wp=$(free_port); rp=$(free_port); ap=$(free_port)
+start_idserver "$ip" "$tmp/default"
+start_idserver "$wp" "$tmp/wide" --id-range 2 --shard-range 19 --random-range 0 --mgetid-max 100000
+redis-server --port "$rp" --bind 127.0.0.1 --save "" --appendonly no >"$tmp/redis.log" & pids+=($!)
+redis-server --port "$ap" --bind 127.0.0.1 --save "" --appendonly yes --appendfsync always --dir "$tmp" >"$tmp/aof.log" & pids+=($!)
+for p in "$ip" "$wp" "$rp" "$ap"; do wait_port "$p"; done
+# 100 numbers of 18 digits, the shape of an MGETID 100 reply.
+redis-cli -p "$rp" rpush ids $(seq 787082868470841634 787082868470841733) >/dev/null
+bp=""; bwp=""
 if [ -n "${BASELINE:-}" ]; then
 	git worktree add -q --detach "$tmp/base" "$BASELINE"
 	(cd "$tmp/base" && go build -o "$tmp/idserver-base" .)
-	bp=$(free_port)
-	(cd "$tmp" && exec "$tmp/idserver-base" --port "$bp" --loglevel warning 2>"$tmp/base.log") & pids+=($!)
-	wait_port "$bp"
+	bp=$(free_port); bwp=$(free_port)
+	(cd "$tmp" && exec "$tmp/idserver-base" --port "$bp" --loglevel warning 2>>"$tmp/base.log") & pids+=($!)
+	mkdir -p "$tmp/basewide"
+	(cd "$tmp/basewide" && exec "$tmp/idserver-base" --port "$bwp" --loglevel warning \
+		--id-range 2 --shard-range 19 --random-range 0 --mgetid-max 100000 2>>"$tmp/base.log") & pids+=($!)
+	wait_port "$bp"; wait_port "$bwp"
 fi
 
-# rps PORT ARGS... prints requests per second of one redis-benchmark run.
-rps() {
-	local port=$1; shift
-	redis-benchmark -h 127.0.0.1 -p "$port" -n "$n" -q "$@" 2>/dev/null |
-		tr '\r' '\n' | awk '/requests per second/ { for (i = 1; i <= NF; i++) if ($i == "requests") print $(i-1) }' | tail -1
-}
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+# Rows: name | idserver port var | idserver command | redis port var | redis command | options | requests
+rows=(
+	"GETID vs INCR, -c 50|ip|GETID|rp|INCR k|-c 50|200000"
+	"GETID vs INCR, -c 50 -P 16|ip|GETID|rp|INCR k|-c 50 -P 16|1000000"
+	"GETID vs INCR, -c 200|ip|GETID|rp|INCR k|-c 200|200000"
+	"MGETID 100 vs INCRBY k 100|wp|MGETID 100|rp|INCRBY k 100|-c 50|100000"
+	"MGETID 100 vs LRANGE 100|wp|MGETID 100|rp|LRANGE ids 0 99|-c 50|100000"
+	"GETID vs INCR appendfsync always|ip|GETID|ap|INCR k|-c 50|50000"
+)
 
-header="run (-n $n)"
-printf '%-14s %14s' "$header" "idserver GETID"
-[ -n "$bp" ] && printf ' %14s' "base GETID"
-printf ' %12s %7s' "redis INCR" "ratio"
-[ -n "$bp" ] && printf ' %10s' "base ratio"
-printf ' %10s\n' "fsyncs/s"
-for opts in "-c 50" "-c 50 -P 16"; do
-	saves0=$(info "$ip" persistence reservation_saves); t0=$(date +%s.%N)
-	a=$(rps "$ip" $opts GETID)
-	saves1=$(info "$ip" persistence reservation_saves); t1=$(date +%s.%N)
-	[ -n "$bp" ] && base=$(rps "$bp" $opts GETID)
-	r=$(rps "$rp" $opts INCR k)
-	printf '%-14s %14s' "$opts" "$a"
-	[ -n "$bp" ] && printf ' %14s' "$base"
-	printf ' %12s %7s' "$r" "$(ratio "$a" "$r")"
-	[ -n "$bp" ] && printf ' %10s' "$(ratio "$base" "$r")"
-	printf ' %10s\n' "$(awk -v s="$((saves1 - saves0))" -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", 2 * s / (b - a) }')"
+# bench PORT N OPTS CMD... prints "rps p50 p99" of one redis-benchmark run.
+bench() {
+	local port=$1 n=$2 opts=$3; shift 3
+	redis-benchmark -h 127.0.0.1 -p "$port" -n "$n" $opts --csv "$@" 2>/dev/null |
+		awk -F'","' 'NR == 2 { print $2, $5, $7 }'
+}
+
+results="$tmp/results"
+: >"$results"
+for round in $(seq "$rounds"); do
+	for i in "${!rows[@]}"; do
+		IFS='|' read -r name iv icmd rv rcmd opts n <<<"${rows[$i]}"
+		# Alternate who goes first, so neither side always runs warm.
+		order="id redis"; [ $(((round + i) % 2)) -eq 0 ] && order="redis id"
+		for side in $order; do
+			if [ "$side" = id ]; then
+				echo "$i id $(bench "${!iv}" "$n" "$opts" $icmd)" >>"$results"
+				if [ -n "$bp" ]; then
+					basev=bp; [ "$iv" = wp ] && basev=bwp
+					echo "$i base $(bench "${!basev}" "$n" "$opts" $icmd)" >>"$results"
+				fi
+			else
+				echo "$i redis $(bench "${!rv}" "$n" "$opts" $rcmd)" >>"$results"
+			fi
+		done
+	done
+	echo "round $round of $rounds done" >&2
 done
+
+# One table: medians over the rounds, and the median per-round ratio.
+names=$(printf '%s\n' "${rows[@]}" | cut -d'|' -f1)
+awk -v names="$names" -v base="${bp:+1}" '
+function median(a, n,    i, j, t) {
+	for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] > a[j]; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t }
+	return n % 2 ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2
+}
+{ k = $1 SUBSEP $2; c[k]++; rps[k, c[k]] = $3; p50[k, c[k]] = $4; p99[k, c[k]] = $5 }
+END {
+	split(names, name, "\n")
+	printf "%-34s %11s %6s %6s %11s %6s %6s %6s", "row", "idserver/s", "p50", "p99", "redis/s", "p50", "p99", "ratio"
+	if (base) printf " %11s %6s", "base/s", "ratio"
+	printf "\n"
+	for (r = 0; r < length(name); r++) {
+		out = ""
+		for (s = 1; s <= 3; s++) {
+			side = s == 1 ? "id" : s == 2 ? "redis" : "base"
+			if (side == "base" && !base) continue
+			k = r SUBSEP side; n = c[k]
+			for (i = 1; i <= n; i++) { x[i] = rps[k, i]; y[i] = p50[k, i]; z[i] = p99[k, i] }
+			m[side] = median(x, n); q50[side] = median(y, n); q99[side] = median(z, n)
+			for (i = 1; i <= n; i++) ratio[side, i] = rps[r SUBSEP side, i] / rps[r SUBSEP "redis", i]
+		}
+		for (i = 1; i <= c[r SUBSEP "id"]; i++) x[i] = ratio["id", i]
+		rid = median(x, c[r SUBSEP "id"])
+		printf "%-34s %11.0f %6.3f %6.3f %11.0f %6.3f %6.3f %6.2f", name[r+1], m["id"], q50["id"], q99["id"], m["redis"], q50["redis"], q99["redis"], rid
+		if (base) {
+			for (i = 1; i <= c[r SUBSEP "base"]; i++) x[i] = ratio["base", i]
+			printf " %11.0f %6.2f", m["base"], median(x, c[r SUBSEP "base"])
+		}
+		printf "\n"
+	}
+}' "$results"
+
+echo
+echo "default layout (512 IDs/ms): lead_ms $(info "$ip" idgen lead_ms), max_lead_seen_ms $(info "$ip" idgen max_lead_seen_ms) (max-lead-ms 5000), lead_refusals $(info "$ip" idgen lead_refusals), ids_issued $(info "$ip" idgen ids_issued)"
+echo "reservation writes: default $(info "$ip" persistence reservation_saves), wide $(info "$wp" persistence reservation_saves) (2 fsyncs each)"
