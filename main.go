@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"syscall"
 	"time"
@@ -44,6 +46,9 @@ func run(args []string) int {
 		return 1
 	}
 	log := newLogger(cfg.LogLevel)
+	if cfg.GoMaxProcs > 0 {
+		runtime.GOMAXPROCS(cfg.GoMaxProcs)
+	}
 
 	maxWait := cfg.MaxWait
 	if maxWait == 0 {
@@ -192,6 +197,9 @@ func serveMetrics(addr string, h http.Handler, log zerolog.Logger) (stop func(),
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", h)
+	// Profiles of the live server, for performance work (go tool pprof).
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -38,6 +38,8 @@ type Config struct {
 	MaxLead time.Duration `key:"max-lead-ms" default:"5000" unit:"ms" usage:"how far IDs may run ahead of the clock"`
 	MaxWait time.Duration `key:"max-wait-ms" default:"100" unit:"ms" usage:"how long a request may wait for the clock before -BUSY; 0 = never wait"`
 
+	GoMaxProcs int `key:"gomaxprocs" default:"1" usage:"CPU cores the server runs on (GOMAXPROCS); 0 = all"`
+
 	MGetIDMax            int           `key:"mgetid-max" default:"10000" usage:"largest MGETID count"`
 	MaxClients           int           `key:"maxclients" default:"10000" usage:"most clients connected at once"`
 	Timeout              time.Duration `key:"timeout" default:"0" unit:"s" usage:"close a client idle this many seconds; 0 = never"`
@@ -274,6 +276,7 @@ func (c *Config) validate() error {
 		func() error { return inRange("max-lead-ms", c.MaxLead.Milliseconds(), 1, 3_600_000) },
 		func() error { return inRange("max-wait-ms", c.MaxWait.Milliseconds(), 0, 60_000) },
 		func() error { return inRange("mgetid-max", int64(c.MGetIDMax), 1, 1_000_000) },
+		func() error { return inRange("gomaxprocs", int64(c.GoMaxProcs), 0, 1024) },
 		func() error {
 			// One MGETID takes mgetid-max consecutive units: it must fit
 			// in the lead bound or it could never succeed.

@@ -55,6 +55,7 @@ func (s *Server) infoServer(b *strings.Builder) {
 	field(b, "redis_mode", "standalone")
 	field(b, "os", runtime.GOOS+" "+runtime.GOARCH)
 	field(b, "go_version", runtime.Version())
+	field(b, "gomaxprocs", runtime.GOMAXPROCS(0))
 	field(b, "process_id", os.Getpid())
 	field(b, "tcp_port", s.port)
 	field(b, "uptime_in_seconds", int64(up.Seconds()))
