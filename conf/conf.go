@@ -301,6 +301,16 @@ func (c *Config) validate() error {
 		},
 		func() error { return inRange("reserve-ms", c.ReserveAhead.Milliseconds(), 10, 600_000) },
 		func() error {
+			// A reservation must hold the largest MGETID with room to spare,
+			// or such a request could wait for ever for a large enough one.
+			span := (int64(c.MGetIDMax) + 1<<c.ShardRange - 1) >> c.ShardRange
+			if c.ReserveAhead.Milliseconds() < 2*span {
+				return fmt.Errorf("reserve-ms %d is less than twice the %dms one MGETID of mgetid-max %d spans at shard-range %d",
+					c.ReserveAhead.Milliseconds(), span, c.MGetIDMax, c.ShardRange)
+			}
+			return nil
+		},
+		func() error {
 			switch c.EnableDebugCommand {
 			case "no", "yes", "local":
 				return nil

@@ -130,6 +130,7 @@ func TestInvalid(t *testing.T) {
 		{[]string{"--dir", ""}, "invalid config: dir must not be empty"},
 		{[]string{"--state-file", "a/b"}, `invalid config: state-file "a/b" must be a file name`},
 		{[]string{"--reserve-ms", "5"}, "invalid config: reserve-ms 5 out of range 10..600000"},
+		{[]string{"--reserve-ms", "30"}, "invalid config: reserve-ms 30 is less than twice the 20ms one MGETID of mgetid-max 10000 spans at shard-range 9"},
 		{[]string{"--enable-debug-command", "maybe"}, `invalid config: enable-debug-command "maybe" must be one of no, yes, local`},
 		{[]string{"--debug-clock-offset-ms", "-5"}, "invalid config: debug-clock-offset-ms -5 needs enable-debug-command yes or local"},
 		{[]string{"--nope", "1"}, "command line: unknown flag: --nope"},
