@@ -57,12 +57,7 @@ func run(args []string) int {
 	layout := idgen.Layout{IDBits: cfg.IDRange, ShardBits: cfg.ShardRange, RandomBits: cfg.RandomRange}
 	identity := reservation.State{ServerID: int64(cfg.ServerID), Layout: layout, Epoch: cfg.Epoch}
 	store := reservation.FileStore{Path: filepath.Join(cfg.Dir, cfg.StateFile)}
-	prev, found, err := store.Load()
-	if err == nil && found {
-		if err = prev.Check(identity); err != nil {
-			err = fmt.Errorf("state file %s: %w", store.Path, err)
-		}
-	}
+	resumeAt, err := store.Resume(identity)
 	if err != nil {
 		log.Error().Err(err).Msg("refusing to start: the state file cannot be used (it is left as it is)")
 		return 1
@@ -75,8 +70,8 @@ func run(args []string) int {
 		MaxWait:  maxWait,
 		// Start above every ID of earlier runs, and issue nothing until
 		// the keeper has a reservation on disk.
-		Floor:       prev.Reserved,
-		Ceiling:     max(prev.Reserved, 1),
+		Floor:       resumeAt,
+		Ceiling:     max(resumeAt, 1),
 		ClockOffset: cfg.DebugClockOffset,
 	})
 	if err != nil {
@@ -144,7 +139,7 @@ func run(args []string) int {
 		Int64("epoch_ms", cfg.Epoch).
 		Str("config", cfg.File).
 		Str("state_file", store.Path).
-		Int64("resumed_from_ms", prev.Reserved).
+		Int64("resumed_from_ms", resumeAt).
 		Str("version", version).
 		Msg("idserver ready")
 

@@ -30,6 +30,21 @@ func (f FileStore) Load() (s State, found bool, err error) {
 	return s, true, nil
 }
 
+// Resume returns the reservation a generator with identity's server-id,
+// layout and epoch must start from: 0 on a first start (no file), else the
+// stored T. A file it cannot read, or one written for another identity, is
+// an error naming the file; the file is left as it is.
+func (f FileStore) Resume(identity State) (int64, error) {
+	s, found, err := f.Load()
+	if err != nil || !found {
+		return 0, err
+	}
+	if err := s.Check(identity); err != nil {
+		return 0, fmt.Errorf("state file %s: %w", f.Path, err)
+	}
+	return s.Reserved, nil
+}
+
 // Save writes s durably: a temporary file in the same directory, fsync,
 // rename over the state file, fsync of the directory. A crash at any point
 // leaves either the old state or the new one, never a mix. (Written here

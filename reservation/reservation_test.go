@@ -275,8 +275,15 @@ func TestCorruptFiles(t *testing.T) {
 	}
 	other := good
 	other.ServerID = 2
-	if err := other.Check(good); err == nil || !strings.Contains(err.Error(), "server-id 2") {
-		t.Errorf("Check of another server-id: %v", err)
+	f := FileStore{Path: filepath.Join(dir, "s")}
+	if err := f.Save(other); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Resume(good); err == nil || !strings.Contains(err.Error(), "written for server-id 2") || !strings.Contains(err.Error(), f.Path) {
+		t.Errorf("Resume from another server-id's file: %v", err)
+	}
+	if at, err := f.Resume(other); err != nil || at != other.Reserved {
+		t.Errorf("Resume = %d, %v; want %d", at, err, other.Reserved)
 	}
 }
 
