@@ -76,6 +76,7 @@ type LeadError struct {
 	RetryAfter time.Duration // when the clock will have caught up enough
 }
 
+// Error says how far ahead the request would have gone and when to retry.
 func (e *LeadError) Error() string {
 	return fmt.Sprintf("lead %dms would exceed max-lead-ms %d (the clock is behind IDs already issued: borrowing ahead or a backward clock step); retry in %dms",
 		e.Lead.Milliseconds(), e.Max.Milliseconds(), max(e.RetryAfter.Milliseconds(), 1))
