@@ -72,7 +72,9 @@ func (k *Keeper) needed() bool {
 
 func (k *Keeper) renew() error {
 	s := k.base
-	s.Reserved = k.gen.Reach() + k.reserve
+	// Never store less than the ceiling in force: IDs up to it may be out
+	// already. (The clock can step back between needed and here.)
+	s.Reserved = max(k.gen.Reach()+k.reserve, k.gen.Stats().Ceiling)
 	start := time.Now()
 	if err := k.store.Save(s); err != nil {
 		k.failures.Add(1)

@@ -303,3 +303,20 @@ func FuzzUnmarshal(f *testing.F) {
 		}
 	})
 }
+
+// TestNeverStoresLessThanCeiling steps the clock far back between
+// renewals: the stored T must never drop below what the generator may
+// already have issued up to.
+func TestNeverStoresLessThanCeiling(t *testing.T) {
+	store := &memStore{}
+	g, k := open(t, store, idgen.Settings{MaxLead: time.Hour}, 100*time.Millisecond)
+	defer k.Close()
+	ceiling := g.Stats().Ceiling
+	g.SetClockOffset(-time.Minute)
+	if err := k.renew(); err != nil {
+		t.Fatal(err)
+	}
+	if got := store.state.Reserved; got < ceiling {
+		t.Fatalf("stored T %d below the ceiling %d in force", got, ceiling)
+	}
+}
