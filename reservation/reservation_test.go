@@ -311,6 +311,12 @@ func TestNeverStoresLessThanCeiling(t *testing.T) {
 	store := &memStore{}
 	g, k := open(t, store, idgen.Settings{MaxLead: time.Hour}, 100*time.Millisecond)
 	defer k.Close()
+	// The clock runs on with no IDs issued: the ceiling follows the clock,
+	// well past the next ID's time.
+	time.Sleep(300 * time.Millisecond)
+	if err := k.renew(); err != nil {
+		t.Fatal(err)
+	}
 	ceiling := g.Stats().Ceiling
 	g.SetClockOffset(-time.Minute)
 	if err := k.renew(); err != nil {
