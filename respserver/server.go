@@ -309,6 +309,9 @@ func (s *Server) watch() {
 			s.log.Error().Uint64("refused", n).Int64("lead_ms", st.Lead.Milliseconds()).
 				Msg("requests refused with -BUSY: they would exceed max-lead-ms")
 		}
+		if n := st.Unreserved - prev.Unreserved; n > 0 {
+			s.log.Error().Uint64("refused", n).Msg("requests refused with -BUSY: the reservation on disk did not advance in time (slow or failing state file writes)")
+		}
 		prev = st
 	}
 }
