@@ -191,10 +191,17 @@ func cmdMGetID(s *Server, c *client, conn redcon.Conn, args [][]byte) error {
 	if err := s.gen.NextN(ids); err != nil {
 		return err
 	}
-	conn.WriteArray(len(ids))
+	// The whole reply in one buffer, copied once into redcon's writer.
+	b := append(c.reply[:0], '*')
+	b = strconv.AppendInt(b, n, 10)
+	b = append(b, '\r', '\n')
+	var f bulkIDs
 	for _, id := range ids {
-		c.num = strconv.AppendInt(c.num[:0], id, 10)
-		conn.WriteBulk(c.num)
+		b = f.append(b, id)
+	}
+	conn.WriteRaw(b)
+	if cap(b) <= 64<<10 { // keep the scratch of common sizes only
+		c.reply = b
 	}
 	return nil
 }

@@ -242,6 +242,7 @@ type client struct {
 	lower  [32]byte // the command name, lower-cased, without allocating
 	num    []byte   // scratch for formatting numbers
 	ids    []int64  // scratch for MGETID
+	reply  []byte   // scratch for MGETID's reply
 }
 
 func (s *Server) accept(conn redcon.Conn) bool {
