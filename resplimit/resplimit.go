@@ -3,31 +3,41 @@
 //
 // redcon v1.6.4 walks a declared array count every time more bytes arrive
 // (`*2147483647\r\n` then slow bytes costs seconds of CPU per byte), buffers
-// a declared bulk or an unterminated inline line of any size, and allocates
-// per token of an inline line. A connection wrapped here is scanned as it is
-// read: the first byte that breaks a limit or the grammar ends it with a
-// Redis-worded error reply, after the complete commands before it have been
-// answered. Valid traffic passes through untouched.
+// a declared bulk or an unterminated inline line of any size, re-parses an
+// unfinished command from its first byte on every read, and allocates the
+// rest of an inline line at every space in it. A connection wrapped here is
+// scanned as it is read: the first byte that breaks a limit or the grammar
+// ends it with a Redis-worded error reply, after the complete commands before
+// it have been answered. Valid traffic passes through unchanged.
 package resplimit
 
 import (
 	"errors"
+	"math"
 	"net"
-	"sync"
 	"time"
 )
 
-// Limits bounds what one command may declare.
+// Limits bounds what one command may declare. A field of zero or less
+// refuses every command that needs one; respserver fills in its defaults
+// before it gets here.
+//
+// An inline line is also refused, as too big, once redcon's parser would
+// allocate more than 16 × MaxBulkLen bytes for it (at least 1 MiB): it
+// allocates the rest of the line again at every space and quote.
 type Limits struct {
 	// MaxBulkLen is the largest bulk string, and the longest inline command
-	// line, in bytes.
+	// line (counting a '\r' before its '\n'), in bytes.
 	MaxBulkLen int
 	// MaxMultibulkLen is the most elements in one command array, and the
-	// most tokens on an inline line.
+	// most tokens on an inline line. Inline tokens are counted
+	// conservatively: every space and quote may start one, because each
+	// costs redcon's inline parser an allocation.
 	MaxMultibulkLen int
 }
 
-// ErrLimit is wrapped by every error this package returns from Read.
+// ErrLimit is wrapped by every error this package returns from Read; the
+// error's text is the reply the client was sent.
 var ErrLimit = errors.New("resplimit: framing limit")
 
 // violation is a framing error; its text is the error reply, as Redis words it.
@@ -42,8 +52,26 @@ const (
 	errInline    = violation("ERR Protocol error: too big inline request")
 )
 
-// maxDigits bounds a length line: 19 digits hold any int64.
+// maxLimit is the largest limit that matters: a number up to it, times
+// ten plus a digit, still fits in an int.
+const maxLimit = (math.MaxInt - 9) / 10
+
+// maxDigits bounds a length line: 19 digits hold any int64, and leading
+// zeros (which redcon accepts) must not make the line endless.
 const maxDigits = 19
+
+// The inline budget bounds what redcon's inline parser may allocate for one
+// line, as a multiple of MaxBulkLen with a floor. It allocates the rest of
+// the line at each space or quote, so a 64 KiB line of spaces costs it
+// 2 GiB and about 0.7 s; 1024 spaces before 63 KiB still cost 64 MiB and
+// 18 ms. Sixteen lines' worth (1 MiB, ~0.3 ms, at the 64 KiB default) keeps
+// the worst line near the cost of a plain long one (0.3 ms); telnet-style
+// commands come nowhere near it.
+const (
+	inlineBudgetFactor = 16
+	inlineBudgetFloor  = 1 << 20
+	maxInlineBudget    = 1 << 61 // keeps the running cost from overflowing
+)
 
 type state uint8
 
@@ -61,23 +89,39 @@ const (
 )
 
 // scanner follows the RESP request framing across arbitrary chunk
-// boundaries. It accepts a subset of what redcon accepts (digits without
-// sign, CRLF everywhere redcon wants it) and reports the first byte that
-// breaks a limit or the grammar.
+// boundaries. It accepts what redcon accepts, less signed lengths, within
+// the limits, and reports the first byte that breaks a limit or the grammar.
+// Inline quoting is left to redcon, which refuses bad quotes cheaply.
 type scanner struct {
-	lim     Limits
-	st      state
-	num     int // the count or length being read
-	digits  int
-	args    int // bulks left in the current command
-	remain  int // bulk bytes left
+	lim    Limits
+	budget int // inline allocation budget, from lim
+	st     state
+	num    int // the count or length being read
+	digits int
+	args   int    // bulks left in the current command
+	remain int    // bulk bytes left
+	ends   uint64 // commands completed so far, for Conn.Read
+
 	lineLen int // inline: bytes so far
-	tokens  int // inline: tokens so far
-	inToken bool
+	delims  int // inline: spaces and quotes so far
+	cost    int // inline: what redcon will allocate for the line so far
+}
+
+func newScanner(lim Limits) scanner {
+	// Negative limits behave as zero. Clamping at maxLimit keeps the
+	// digit arithmetic in scan free of overflow; no limit needs more.
+	lim.MaxBulkLen = min(max(lim.MaxBulkLen, 0), maxLimit)
+	lim.MaxMultibulkLen = min(max(lim.MaxMultibulkLen, 0), maxLimit)
+	budget := maxInlineBudget
+	if lim.MaxBulkLen < maxInlineBudget/inlineBudgetFactor {
+		budget = max(lim.MaxBulkLen*inlineBudgetFactor, inlineBudgetFloor)
+	}
+	return scanner{lim: lim, budget: budget}
 }
 
 // scan consumes p and returns how many bytes of it are valid. err is nil
-// when all of p is valid; otherwise p[valid] is the offending byte.
+// when all of p is valid; otherwise p[valid] is the offending byte and the
+// scanner must not be used again.
 func (s *scanner) scan(p []byte) (valid int, err error) {
 	i := 0
 	for i < len(p) {
@@ -86,29 +130,26 @@ func (s *scanner) scan(p []byte) (valid int, err error) {
 		case stStart:
 			if b == '*' {
 				s.st, s.num, s.digits = stCount, 0, 0
-				i++
-				continue
+				break
 			}
-			s.st, s.lineLen, s.tokens, s.inToken = stInline, 0, 0, false
+			s.st, s.lineLen, s.delims, s.cost = stInline, 0, 0, 0
 			continue // the byte belongs to the inline line
 		case stCount, stLen:
-			bad := errMultibulk
-			limit := s.lim.MaxMultibulkLen
+			bad, limit, next := errMultibulk, s.lim.MaxMultibulkLen, stCountLF
 			if s.st == stLen {
-				bad, limit = errBulk, s.lim.MaxBulkLen
+				bad, limit, next = errBulk, s.lim.MaxBulkLen, stLenLF
 			}
 			if b == '\r' && s.digits > 0 {
-				s.st++ // to the matching LF state
-				i++
-				continue
+				s.st = next
+				break
 			}
 			if b < '0' || b > '9' || s.digits == maxDigits {
 				return i, bad
 			}
-			s.num = s.num*10 + int(b-'0')
-			s.digits++
 			// Refuse as soon as the number is too big, not at its end:
 			// the digits could go on for ever.
+			s.num = s.num*10 + int(b-'0')
+			s.digits++
 			if s.num > limit {
 				return i, bad
 			}
@@ -148,24 +189,26 @@ func (s *scanner) scan(p []byte) (valid int, err error) {
 			}
 			if s.args--; s.args == 0 {
 				s.st = stStart
+				s.ends++
 			} else {
 				s.st = stDollar
 			}
 		case stInline:
 			if b == '\n' {
 				s.st = stStart
+				s.ends++
 				break
 			}
-			if s.lineLen++; s.lineLen > s.lim.MaxBulkLen {
-				return i, errInline
+			// redcon allocates the whole line, and the rest of it again
+			// at each space or quote: each new byte lengthens every one
+			// of those allocations so far.
+			s.lineLen++
+			s.cost += 1 + s.delims
+			if b == ' ' || b == '"' || b == '\'' {
+				s.delims++
 			}
-			if b == ' ' {
-				s.inToken = false
-			} else if !s.inToken {
-				s.inToken = true
-				if s.tokens++; s.tokens > s.lim.MaxMultibulkLen {
-					return i, errInline
-				}
+			if s.lineLen > s.lim.MaxBulkLen || s.delims >= s.lim.MaxMultibulkLen || s.cost > s.budget {
+				return i, errInline
 			}
 		}
 		i++
@@ -181,47 +224,63 @@ func printable(b byte) string {
 	return string(rune(b))
 }
 
-// Conn wraps c so its reads are checked against lim.
+// Conn wraps c so its reads are checked against lim. Its Read, like any
+// stream's, is for one goroutine at a time; everything else passes through.
 func Conn(c net.Conn, lim Limits) net.Conn {
-	return &conn{Conn: c, sc: scanner{lim: lim}}
+	return &conn{Conn: c, sc: newScanner(lim)}
 }
 
 type conn struct {
 	net.Conn
-	sc      scanner
-	pending error // a violation not yet reported
-	once    sync.Once
+	sc       scanner
+	pending  error // a violation not yet reported
+	reported bool
 }
 
-// Read hands on only the valid bytes. At a violation it first returns the
-// valid prefix, so redcon answers the complete commands in it (its loop
-// flushes replies before it reads again); the next Read sends the error
-// reply and fails, and redcon closes the connection.
+// Read hands on only valid bytes.
+//
+// Rather than return whatever has arrived, it keeps reading into p until p
+// holds the end of a command or is full: redcon re-parses an unfinished
+// command from its first byte after every read, so a client sending a
+// command a byte at a time would otherwise cost time quadratic in the
+// command's length. Nothing is delayed that redcon could act on; but a read
+// deadline (redcon's idle close) now has to cover a whole command, not
+// just its next byte.
+//
+// At a violation it first returns the valid prefix, so redcon answers the
+// complete commands in it (its loop flushes the replies before it reads
+// again); the next Read sends the error reply and fails, and redcon closes
+// the connection.
 func (c *conn) Read(p []byte) (int, error) {
 	if c.pending != nil {
 		return 0, c.fail()
 	}
-	n, err := c.Conn.Read(p)
-	if n > 0 {
-		valid, verr := c.sc.scan(p[:n])
+	ends, n := c.sc.ends, 0
+	for {
+		m, err := c.Conn.Read(p[n:])
+		valid, verr := c.sc.scan(p[n : n+m])
+		n += valid
 		if verr != nil {
 			c.pending = verr
-			if valid > 0 {
-				return valid, nil
+			if n > 0 {
+				return n, nil
 			}
 			return 0, c.fail()
 		}
+		if err != nil || n == len(p) || c.sc.ends != ends {
+			return n, err
+		}
 	}
-	return n, err
 }
 
 func (c *conn) fail() error {
-	c.once.Do(func() {
+	if !c.reported {
+		c.reported = true
 		// A client that sends junk may not read either: do not let it
-		// hold this goroutine.
+		// hold this goroutine. The connection is closed next anyway.
 		c.Conn.SetWriteDeadline(time.Now().Add(time.Second))
 		c.Conn.Write([]byte("-" + c.pending.Error() + "\r\n"))
-	})
+	}
 	return c.pending
 }
 

@@ -3,7 +3,9 @@ package resplimit
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net"
 	"strings"
@@ -13,15 +15,18 @@ import (
 	"github.com/tidwall/redcon"
 )
 
-var testLimits = Limits{MaxBulkLen: 100, MaxMultibulkLen: 8}
+var (
+	testLimits = Limits{MaxBulkLen: 100, MaxMultibulkLen: 8}
+	roomy      = Limits{MaxBulkLen: 1 << 20, MaxMultibulkLen: 1 << 20}
+)
 
 // scanChunks feeds in to a fresh scanner in chunks of the given sizes
 // (cycled) and returns the total valid length and the error.
-func scanChunks(in []byte, sizes ...int) (int, error) {
-	s := scanner{lim: testLimits}
+func scanChunks(lim Limits, in []byte, sizes ...int) (int, error) {
+	s := newScanner(lim)
 	total := 0
 	for k := 0; total < len(in); k++ {
-		n := min(sizes[k%len(sizes)], len(in)-total)
+		n := min(max(sizes[k%len(sizes)], 1), len(in)-total)
 		valid, err := s.scan(in[total : total+n])
 		total += valid
 		if err != nil {
@@ -31,102 +36,183 @@ func scanChunks(in []byte, sizes ...int) (int, error) {
 	return total, nil
 }
 
+// pipeline mixes multibulk and inline commands, empty bulks, a bulk that
+// holds CRLFs and, with bulk100, one at MaxBulkLen.
 const pipeline = "*1\r\n$5\r\nGETID\r\n*2\r\n$6\r\nMGETID\r\n$3\r\n100\r\nPING\r\n" +
-	"*2\r\n$4\r\nECHO\r\n$0\r\n\r\n" + "ECHO a b c\n" + "*3\r\n$1\r\na\r\n$4\r\n\r\n\r\n\r\n$100\r\n"
+	"*2\r\n$4\r\nECHO\r\n$0\r\n\r\n" + "ECHO a b c\n" + "\r\n" + "ECHO 'x y' \"z\"\r\n" +
+	"*3\r\n$1\r\na\r\n$4\r\n\r\n\r\n\r\n$100\r\n"
 
 var bulk100 = strings.Repeat("z", 100) + "\r\n"
 
-func TestScannerAcceptsValidStreams(t *testing.T) {
-	in := []byte(pipeline + bulk100)
+func TestScannerAcceptsValid(t *testing.T) {
+	tests := []string{
+		"*1\r\n$4\r\nPING\r\n",
+		"PING\r\n",
+		"PING\n",
+		"\n",
+		"*1\r\n$0\r\n\r\n",
+		"*1\r\n$0000000000000000004\r\nPING\r\n", // leading zeros, as redcon's Atoi allows
+		"*08\r\n" + strings.Repeat("$1\r\nx\r\n", 8),
+		"*1\r\n$100\r\n" + bulk100,
+		strings.Repeat("x", 99) + "\r\n", // MaxBulkLen bytes counting the '\r'
+		"a b c d e f g h\r\n",            // MaxMultibulkLen tokens
+		pipeline + bulk100,
+	}
+	for _, in := range tests {
+		if n, err := scanChunks(testLimits, []byte(in), len(in)); err != nil || n != len(in) {
+			t.Errorf("%q: valid %d of %d, %v", in, n, len(in), err)
+		}
+	}
+}
+
+// TestScannerChunking feeds a stream of many commands in every chunking
+// that matters: whole, a byte at a time, cut at every point, and random.
+func TestScannerChunking(t *testing.T) {
+	in := []byte(strings.Repeat(pipeline+bulk100, 3))
 	for _, sizes := range [][]int{{len(in)}, {1}, {2}, {3, 7}, {13, 1, 5}} {
-		if n, err := scanChunks(in, sizes...); err != nil || n != len(in) {
+		if n, err := scanChunks(testLimits, in, sizes...); err != nil || n != len(in) {
 			t.Fatalf("chunks %v: valid %d of %d, %v", sizes, n, len(in), err)
 		}
 	}
-	// Every split point into two chunks.
-	for cut := 0; cut <= len(in); cut++ {
-		if n, err := scanChunks(in, cut+1, len(in)); err != nil || n != len(in) {
-			t.Fatalf("split at %d: valid %d of %d, %v", cut, n, len(in), err)
+	for cut := 1; cut < len(in); cut++ {
+		if n, err := scanChunks(testLimits, in, cut, len(in)); err != nil || n != len(in) {
+			t.Fatalf("cut at %d: valid %d of %d, %v", cut, n, len(in), err)
+		}
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 500 {
+		sizes := []int{r.IntN(40) + 1, r.IntN(40) + 1, r.IntN(40) + 1}
+		if n, err := scanChunks(testLimits, in, sizes...); err != nil || n != len(in) {
+			t.Fatalf("chunks %v: valid %d of %d, %v", sizes, n, len(in), err)
 		}
 	}
 }
 
 func TestScannerViolations(t *testing.T) {
+	const (
+		multibulk = "ERR Protocol error: invalid multibulk length"
+		bulk      = "ERR Protocol error: invalid bulk length"
+		inline    = "ERR Protocol error: too big inline request"
+	)
 	ok := "*1\r\n$4\r\nPING\r\n" // a valid command first: its bytes stay valid
+	big := Limits{MaxBulkLen: 64 << 10, MaxMultibulkLen: 64 << 10}
+	huge := Limits{MaxBulkLen: math.MaxInt, MaxMultibulkLen: math.MaxInt}
 	tests := []struct {
+		name    string
+		lim     Limits
 		in      string
 		wantErr string
 		at      int // offset of the offending byte
 	}{
-		{ok + "*2147483647\r\n", "ERR Protocol error: invalid multibulk length", len(ok) + 2},
-		{ok + "*9\r\n", "ERR Protocol error: invalid multibulk length", len(ok) + 1},
-		{"*0\r\n", "ERR Protocol error: invalid multibulk length", 3},
-		{"*-1\r\n", "ERR Protocol error: invalid multibulk length", 1},
-		{"*\r\n", "ERR Protocol error: invalid multibulk length", 1},
-		{"*1\n", "ERR Protocol error: invalid multibulk length", 2},
-		{"*1\r\r", "ERR Protocol error: invalid multibulk length", 3},
-		{"*1\r\n$1000000000\r\n", "ERR Protocol error: invalid bulk length", 8},
-		{"*1\r\n$101\r\n", "ERR Protocol error: invalid bulk length", 7},
-		{"*1\r\n$x\r\n", "ERR Protocol error: invalid bulk length", 5},
-		{"*1\r\n$+4\r\nPING\r\n", "ERR Protocol error: invalid bulk length", 5},
-		{"*1\r\n$00000000000000000001\r\n", "ERR Protocol error: invalid bulk length", 24},
-		{"*1\r\n:4\r\n", "ERR Protocol error: expected '$', got ':'", 4},
-		{"*2\r\n$4\r\nPING\r\n\n", "ERR Protocol error: expected '$', got '?'", 14},
-		{"*1\r\n$4\r\nPINGG\r\n", "ERR Protocol error: invalid bulk length", 12},
-		{"*1\r\n$4\r\nPING\rX", "ERR Protocol error: invalid bulk length", 13},
-		{strings.Repeat("a", 101), "ERR Protocol error: too big inline request", 100},
-		{ok + "a b c d e f g h i\r\n", "ERR Protocol error: too big inline request", len(ok) + 16},
+		{"count too large", testLimits, ok + "*2147483647\r\n", multibulk, len(ok) + 2},
+		{"count one over", testLimits, ok + "*9\r\n", multibulk, len(ok) + 1},
+		{"count zero", testLimits, "*0\r\n", multibulk, 3},
+		{"count negative", testLimits, "*-1\r\n", multibulk, 1},
+		{"count signed", testLimits, "*+1\r\n", multibulk, 1},
+		{"count empty", testLimits, "*\r\n", multibulk, 1},
+		{"count not a number", testLimits, "*1x\r\n", multibulk, 2},
+		{"count bare LF", testLimits, "*1\n", multibulk, 2},
+		{"count CR CR", testLimits, "*1\r\r", multibulk, 3},
+		{"count endless zeros", huge, "*" + strings.Repeat("0", 30), multibulk, 20},
+		{"bulk too long", testLimits, "*1\r\n$1000000000\r\n", bulk, 8},
+		{"bulk one over", testLimits, "*1\r\n$101\r\n", bulk, 7},
+		{"bulk length past any int64", huge, "*1\r\n$9999999999999999999\r\n", bulk, 22},
+		{"bulk length not a number", testLimits, "*1\r\n$x\r\n", bulk, 5},
+		{"bulk length signed", testLimits, "*1\r\n$+4\r\nPING\r\n", bulk, 5},
+		{"bulk length negative", testLimits, "*1\r\n$-1\r\n", bulk, 5},
+		{"bulk length bare LF", testLimits, "*1\r\n$4\nPING\r\n", bulk, 6},
+		{"bulk length 20 digits", huge, "*1\r\n$00000000000000000001\r\n", bulk, 24},
+		{"missing $", testLimits, "*1\r\n:4\r\n", "ERR Protocol error: expected '$', got ':'", 4},
+		{"missing $, unprintable", testLimits, "*2\r\n$4\r\nPING\r\n\n", "ERR Protocol error: expected '$', got '?'", 14},
+		{"bulk longer than declared", testLimits, "*1\r\n$4\r\nPINGG\r\n", bulk, 12},
+		{"bulk without CRLF", testLimits, "*1\r\n$4\r\nPING\rX", bulk, 13},
+		{"bulk with bare LF", testLimits, "*1\r\n$4\r\nPING\n", bulk, 12},
+		{"inline too long", testLimits, strings.Repeat("a", 101), inline, 100},
+		{"inline too long with CR", testLimits, strings.Repeat("a", 100) + "\r\n", inline, 100},
+		{"inline too many tokens", testLimits, ok + "a b c d e f g h i\r\n", inline, len(ok) + 15},
+		{"inline spaces count", testLimits, "PING" + strings.Repeat(" ", 8), inline, 11},
+		{"inline quotes count", testLimits, `SET k "" "" "" ""`, inline, 11},
+		// All spaces: byte k costs k+1 more, so the running cost passes
+		// the 1 MiB floor of the budget when (k+1)(k+2)/2 > 1<<20.
+		{"inline allocation budget", big, strings.Repeat(" ", 2000) + "\n", inline, 1447},
+		{"zero limits refuse multibulk", Limits{}, "*1\r\n", multibulk, 1},
+		{"zero limits refuse inline", Limits{}, "PING\r\n", inline, 0},
 	}
 	for _, tt := range tests {
 		for _, sizes := range [][]int{{len(tt.in)}, {1}, {3}} {
-			n, err := scanChunks([]byte(tt.in), sizes...)
+			n, err := scanChunks(tt.lim, []byte(tt.in), sizes...)
 			if err == nil || err.Error() != tt.wantErr || n != tt.at || !errors.Is(err, ErrLimit) {
-				t.Errorf("%q in chunks %v: valid %d, %v; want %d, %q", tt.in, sizes, n, err, tt.at, tt.wantErr)
+				t.Errorf("%s: %q in chunks %v: valid %d, %v; want %d, %q", tt.name, tt.in, sizes, n, err, tt.at, tt.wantErr)
 			}
 		}
 	}
 }
 
-// FuzzScanner checks that chunking never changes the verdict, and that what
-// the scanner accepts redcon parses without a protocol error.
+// FuzzScanner checks that the scanner never panics, that chunking never
+// changes its verdict, that whatever it accepts up to a command boundary
+// redcon parses without a protocol error, and that it accepts any commands
+// encoded the way client libraries send them.
 func FuzzScanner(f *testing.F) {
-	f.Add([]byte(pipeline+bulk100), uint8(3))
-	f.Add([]byte("*2147483647\r\n$"), uint8(1))
-	f.Add([]byte("*1\r\n$4\r\nPING\r\n*1\r\n$1000\r\n"), uint8(5))
-	f.Add([]byte("ECHO \"a b\" 'c'\r\nPING\n"), uint8(2))
-	f.Fuzz(func(t *testing.T, in []byte, chunk uint8) {
-		whole, werr := scanChunks(in, len(in)+1)
-		split, serr := scanChunks(in, int(chunk%16)+1)
+	f.Add([]byte(pipeline+bulk100), uint8(3), uint16(100), uint8(8))
+	f.Add([]byte("*2147483647\r\n$"), uint8(1), uint16(100), uint8(8))
+	f.Add([]byte("*1\r\n$4\r\nPING\r\n*1\r\n$1000\r\n"), uint8(5), uint16(100), uint8(8))
+	f.Add([]byte("ECHO \"a b\" 'c'\r\nPING\n"), uint8(2), uint16(100), uint8(8))
+	f.Add([]byte("*1\r\n$4\r\nPING\r\nx\r\n*2\r\n$0\r\n\r\n$1\r\nx\r\n"), uint8(0), uint16(4), uint8(2))
+	f.Add([]byte("*1\r\n$-1\r\n*0\r\n*1\r\n$4\nPING\r\n"), uint8(4), uint16(100), uint8(8))
+	f.Add([]byte("      a\r\n"), uint8(1), uint16(1000), uint8(255))
+	f.Fuzz(func(t *testing.T, in []byte, chunk uint8, maxBulk uint16, maxMulti uint8) {
+		lim := Limits{MaxBulkLen: int(maxBulk), MaxMultibulkLen: int(maxMulti)}
+		whole, werr := scanChunks(lim, in, len(in))
+		size := int(chunk%16) + 1
+		split, serr := scanChunks(lim, in, size, size+3)
 		if whole != split || (werr == nil) != (serr == nil) || werr != nil && werr.Error() != serr.Error() {
-			t.Fatalf("whole: %d %v; in chunks of %d: %d %v", whole, werr, chunk%16+1, split, serr)
+			t.Fatalf("whole: %d %v; in chunks of %d, %d: %d %v", whole, werr, size, size+3, split, serr)
+		}
+		if werr != nil && !errors.Is(werr, ErrLimit) {
+			t.Fatalf("error %v does not wrap ErrLimit", werr)
 		}
 		// Differential: every complete command the scanner accepted must
-		// parse in redcon exactly as framed.
-		var s scanner
-		s.lim = testLimits
-		if _, err := s.scan(in[:whole]); err != nil || s.st != stStart {
-			return // not at a command boundary: nothing complete to compare
+		// parse in redcon.
+		s, boundary := newScanner(lim), 0
+		for i := range whole {
+			s.scan(in[i : i+1])
+			if s.st == stStart {
+				boundary = i + 1
+			}
 		}
-		rd := redcon.NewReader(bytes.NewReader(in[:whole]))
+		rd := redcon.NewReader(bytes.NewReader(in[:boundary]))
 		for {
 			_, err := rd.ReadCommand()
 			if err == io.EOF {
 				break
 			}
-			if err != nil && !strings.Contains(err.Error(), "unbalanced quotes") {
-				// Quotes are redcon's own inline syntax; the scanner
-				// leaves them to it.
-				t.Fatalf("scanner accepted %q, redcon says %v", in[:whole], err)
-			}
 			if err != nil {
+				// Quotes are redcon's own inline syntax, which the
+				// scanner leaves to it: redcon refuses bad ones cheaply.
+				if !strings.Contains(err.Error(), "unbalanced quotes") {
+					t.Fatalf("scanner accepted %q, redcon says %v", in[:boundary], err)
+				}
 				break
 			}
+		}
+		// And what a client library would send is always accepted: the
+		// input read as commands split at 0xff, arguments at 0xfe.
+		var enc []byte
+		for cmd := range bytes.SplitSeq(in, []byte{0xff}) {
+			args := bytes.Split(cmd, []byte{0xfe})
+			enc = fmt.Appendf(enc, "*%d\r\n", len(args))
+			for _, a := range args {
+				enc = fmt.Appendf(enc, "$%d\r\n%s\r\n", len(a), a)
+			}
+		}
+		if n, err := scanChunks(roomy, enc, size); err != nil || n != len(enc) {
+			t.Fatalf("client encoding %q: valid %d of %d, %v", enc, n, len(enc), err)
 		}
 	})
 }
 
-// TestConnReportsAfterValidPrefix drives the wrapper over a pipe: the valid
-// prefix is handed on first, then the error reply is written and Read fails.
+// TestConnReportsAfterValidPrefix: the valid prefix is handed on first,
+// then the error reply is written and Read fails.
 func TestConnReportsAfterValidPrefix(t *testing.T) {
 	server, client := net.Pipe()
 	defer client.Close()
@@ -145,6 +231,9 @@ func TestConnReportsAfterValidPrefix(t *testing.T) {
 	if _, err := c.Read(buf); !errors.Is(err, ErrLimit) {
 		t.Fatalf("second Read: %v, want ErrLimit", err)
 	}
+	if _, err := c.Read(buf); !errors.Is(err, ErrLimit) {
+		t.Fatalf("third Read: %v, want ErrLimit again", err)
+	}
 	c.Close()
 	select {
 	case got := <-replies:
@@ -156,20 +245,71 @@ func TestConnReportsAfterValidPrefix(t *testing.T) {
 	}
 }
 
-func TestScannerRandomSplits(t *testing.T) {
-	in := []byte(strings.Repeat(pipeline+bulk100, 20))
-	r := rand.New(rand.NewPCG(1, 2))
-	for range 200 {
-		sizes := []int{r.IntN(40) + 1, r.IntN(40) + 1, r.IntN(40) + 1}
-		if n, err := scanChunks(in, sizes...); err != nil || n != len(in) {
-			t.Fatalf("chunks %v: valid %d of %d, %v", sizes, n, len(in), err)
+// TestConnReportsAtOnce: with nothing valid to hand on, Read replies and
+// fails at once.
+func TestConnReportsAtOnce(t *testing.T) {
+	server, client := net.Pipe()
+	defer client.Close()
+	c := Conn(server, testLimits)
+	replies := make(chan string, 1)
+	go func() {
+		client.Write([]byte("*1\r\n$x\r\n"))
+		b, _ := io.ReadAll(client)
+		replies <- string(b)
+	}()
+	// A full buffer ends the first Read just before the offending byte.
+	buf := make([]byte, 64)
+	if n, err := c.Read(buf[:5]); n != 5 || err != nil {
+		t.Fatalf("first Read: %q, %v", buf[:n], err)
+	}
+	n, err := c.Read(buf)
+	if n != 0 || !errors.Is(err, ErrLimit) || err.Error() != "ERR Protocol error: invalid bulk length" {
+		t.Fatalf("second Read: %q, %v", buf[:n], err)
+	}
+	c.Close()
+	if got := <-replies; got != "-ERR Protocol error: invalid bulk length\r\n" {
+		t.Fatalf("client got %q", got)
+	}
+}
+
+// TestConnReadWaitsForWholeCommand: Read does not return part of a command
+// alone, since redcon would only parse it again from the start, but returns
+// as soon as it holds the end of one, or p is full.
+func TestConnReadWaitsForWholeCommand(t *testing.T) {
+	server, client := net.Pipe()
+	defer client.Close()
+	c := Conn(server, testLimits)
+	go func() {
+		// net.Pipe hands over each Write whole and alone.
+		for _, b := range []byte("*1\r\n$4\r\nPING\r\n") {
+			client.Write([]byte{b})
 		}
+		client.Write([]byte("PING\r\n*1\r\n$4"))
+		client.Write([]byte("\r\nPI"))
+		client.Write([]byte("NG\r\n"))
+		client.Write([]byte("GETID"))
+		client.Close()
+	}()
+	buf := make([]byte, 64)
+	for _, want := range []string{"*1\r\n$4\r\nPING\r\n", "PING\r\n*1\r\n$4", "\r\nPING\r\n"} {
+		n, err := c.Read(buf)
+		if err != nil || string(buf[:n]) != want {
+			t.Fatalf("Read: %q, %v; want %q", buf[:n], err, want)
+		}
+	}
+	n, err := c.Read(buf[:3])
+	if err != nil || string(buf[:n]) != "GET" {
+		t.Fatalf("Read into 3 bytes: %q, %v; want the full buffer", buf[:n], err)
+	}
+	n, err = c.Read(buf)
+	if err != io.EOF || string(buf[:n]) != "ID" {
+		t.Fatalf("Read at EOF: %q, %v; want the rest and EOF", buf[:n], err)
 	}
 }
 
 func BenchmarkScan(b *testing.B) {
 	in := []byte(strings.Repeat("*1\r\n$5\r\nGETID\r\n", 16))
-	s := scanner{lim: Limits{MaxBulkLen: 64 << 10, MaxMultibulkLen: 1024}}
+	s := newScanner(Limits{MaxBulkLen: 64 << 10, MaxMultibulkLen: 1024})
 	b.SetBytes(int64(len(in)))
 	b.ReportAllocs()
 	for b.Loop() {
