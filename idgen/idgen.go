@@ -61,6 +61,12 @@ var ErrOverflow = errors.New("idgen: time field overflows 42 bits (epoch too old
 // reservation on disk) and no larger one arrived within MaxWait.
 var ErrNotReserved = errors.New("idgen: IDs ahead are not yet reserved on disk (the state file write is slow or failing); retry shortly")
 
+// ErrWouldWait is returned by TryNext and TryNextN when the call would
+// have to wait, for the clock or for a larger Ceiling. Nothing was issued
+// or counted: the same call to Next or NextN, on a goroutine that may
+// block, waits and succeeds or fails as usual.
+var ErrWouldWait = errors.New("idgen: the call would wait")
+
 // ErrClosed is returned after Close.
 var ErrClosed = errors.New("idgen: generator closed")
 
@@ -318,9 +324,16 @@ func (g *Generator) ServerID() int64 {
 	return g.serverBits >> (g.layout.ShardBits + g.layout.RandomBits)
 }
 
-// Next returns one new ID.
-func (g *Generator) Next() (int64, error) {
-	u, k, err := g.reserve(1)
+// Next returns one new ID. At the lead bound or the ceiling it waits up
+// to MaxWait.
+func (g *Generator) Next() (int64, error) { return g.one(true) }
+
+// TryNext is Next that never waits: where Next would, it returns
+// ErrWouldWait. An event loop calls it, and Next elsewhere only then.
+func (g *Generator) TryNext() (int64, error) { return g.one(false) }
+
+func (g *Generator) one(mayWait bool) (int64, error) {
+	u, k, err := g.reserve(1, mayWait)
 	if err != nil {
 		return 0, err
 	}
@@ -328,12 +341,19 @@ func (g *Generator) Next() (int64, error) {
 }
 
 // NextN fills dst with len(dst) new IDs, consecutive units reserved in one
-// step, in increasing order. It allocates nothing.
-func (g *Generator) NextN(dst []int64) error {
+// step, in increasing order. It allocates nothing. At the lead bound or
+// the ceiling it waits up to MaxWait.
+func (g *Generator) NextN(dst []int64) error { return g.nextN(dst, true) }
+
+// TryNextN is NextN that never waits: where NextN would, it returns
+// ErrWouldWait and dst is unchanged.
+func (g *Generator) TryNextN(dst []int64) error { return g.nextN(dst, false) }
+
+func (g *Generator) nextN(dst []int64, mayWait bool) error {
 	if len(dst) == 0 {
 		return nil
 	}
-	u, k, err := g.reserve(int64(len(dst)))
+	u, k, err := g.reserve(int64(len(dst)), mayWait)
 	if err != nil {
 		return err
 	}
@@ -349,8 +369,9 @@ func (g *Generator) compose(u int64, k uint64) int64 {
 }
 
 // reserve takes n consecutive units and as many table slots. It returns the
-// first unit and the first table index.
-func (g *Generator) reserve(n int64) (int64, uint64, error) {
+// first unit and the first table index. Unless mayWait, it returns
+// ErrWouldWait where it would wait.
+func (g *Generator) reserve(n int64, mayWait bool) (int64, uint64, error) {
 	var waited int64 // ms, of max-wait
 	for {
 		g.mu.Lock()
@@ -383,6 +404,10 @@ func (g *Generator) reserve(n int64) (int64, uint64, error) {
 					RetryAfter: time.Duration(wait) * time.Millisecond,
 				}
 			}
+			if !mayWait {
+				g.mu.Unlock()
+				return 0, 0, ErrWouldWait
+			}
 			if waited == 0 {
 				g.stats.Waits++
 			}
@@ -402,6 +427,9 @@ func (g *Generator) reserve(n int64) (int64, uint64, error) {
 			default: // already signalled
 			}
 			g.mu.Unlock()
+			if !mayWait && g.maxWaitMs >= 0 {
+				return 0, 0, ErrWouldWait
+			}
 			if !g.waitRaise(raised, &waited) {
 				g.mu.Lock()
 				g.stats.Unreserved++

@@ -551,3 +551,62 @@ func TestClockOffsetAndClose(t *testing.T) {
 		t.Fatalf("Next after Close: %v", err)
 	}
 }
+
+// TestTryNext checks that TryNext and TryNextN return ErrWouldWait exactly
+// where Next and NextN would wait, without waiting, issuing or counting,
+// and otherwise behave like them.
+func TestTryNext(t *testing.T) {
+	l := Layout{IDBits: 2, ShardBits: 4, RandomBits: 15}
+	t.Run("at the lead bound", func(t *testing.T) {
+		g, c := newFake(t, Settings{Layout: l, MaxLead: 10 * time.Millisecond, MaxWait: 5 * time.Millisecond}, 0)
+		last := fillToLead(t, g, 10)
+		before := g.Stats()
+		if _, err := g.TryNext(); !errors.Is(err, ErrWouldWait) {
+			t.Fatalf("TryNext at the bound: %v, want ErrWouldWait", err)
+		}
+		buf := []int64{-1, -1}
+		if err := g.TryNextN(buf); !errors.Is(err, ErrWouldWait) || buf[0] != -1 || buf[1] != -1 {
+			t.Fatalf("TryNextN at the bound: %v, dst %v; want ErrWouldWait, dst untouched", err, buf)
+		}
+		if after := g.Stats(); after != before || c.slept.Load() != 0 {
+			t.Fatalf("stats %+v -> %+v, slept %dms: want no change and no sleep", before, after, c.slept.Load())
+		}
+		// A batch no wait could fix is refused at once, as NextN refuses it.
+		if err := g.TryNextN(make([]int64, 500)); !errors.Is(err, ErrLeadExceeded) {
+			t.Fatalf("TryNextN(500): %v, want ErrLeadExceeded", err)
+		}
+		c.ms.Add(1)
+		id, err := g.TryNext()
+		if err != nil || id>>Bits != last>>Bits+1 {
+			t.Fatalf("after the clock moved: id %d, %v; want time field %d", id, err, last>>Bits+1)
+		}
+	})
+	t.Run("at the ceiling", func(t *testing.T) {
+		g, _ := newFake(t, Settings{Layout: l, Ceiling: 2, MaxWait: 30 * time.Millisecond}, 0)
+		if err := g.TryNextN(make([]int64, 2<<l.ShardBits)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := g.TryNext(); !errors.Is(err, ErrWouldWait) {
+			t.Fatalf("TryNext past the ceiling: %v, want ErrWouldWait", err)
+		}
+		select {
+		case <-g.Demand():
+		default:
+			t.Fatal("TryNext did not ask for a larger ceiling")
+		}
+		if s := g.Stats(); s.Unreserved != 0 {
+			t.Fatalf("Unreserved %d, want 0: nothing was refused", s.Unreserved)
+		}
+		g.Raise(3)
+		if id, err := g.TryNext(); err != nil || id>>Bits != 2 {
+			t.Fatalf("after Raise: id %d (ms %d), %v; want ms 2", id, id>>Bits, err)
+		}
+	})
+	t.Run("never waiting anyway", func(t *testing.T) {
+		g, _ := newFake(t, Settings{Layout: l, MaxLead: 10 * time.Millisecond, MaxWait: -1}, 0)
+		fillToLead(t, g, 10)
+		if _, err := g.TryNext(); !errors.Is(err, ErrLeadExceeded) {
+			t.Fatalf("TryNext with MaxWait < 0: %v, want ErrLeadExceeded", err)
+		}
+	})
+}
