@@ -372,6 +372,12 @@ func (g *Generator) compose(u int64, k uint64) int64 {
 // first unit and the first table index. Unless mayWait, it returns
 // ErrWouldWait where it would wait.
 func (g *Generator) reserve(n int64, mayWait bool) (int64, uint64, error) {
+	// A batch starts where the clock is, at best, so one that alone spans
+	// more than the bound can never be issued: no wait would help.
+	if span := (n - 1) >> g.layout.ShardBits; span > g.maxLeadMs {
+		return 0, 0, fmt.Errorf("%w: %d IDs take %dms of shard slots, more than max-lead-ms %d allows; ask for fewer",
+			ErrLeadExceeded, n, span+1, g.maxLeadMs)
+	}
 	var waited int64 // ms, of max-wait
 	for {
 		g.mu.Lock()

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -260,6 +261,26 @@ func TestLeadBound(t *testing.T) {
 		second := mustNext(t, g)
 		if p1, p2 := mustDecode(t, g, first), mustDecode(t, g, second); ms(p2) != ms(p1) || p2.Shard != p1.Shard+1 {
 			t.Fatalf("refused batch consumed units: %+v then %+v", p1, p2)
+		}
+	})
+	t.Run("batch spanning more than the bound: refused without waiting", func(t *testing.T) {
+		// Waiting cannot help: the batch starts where the clock is. The
+		// wait it would seem to need (21ms) fits in max-wait, so a
+		// generator that waited would sleep and then refuse anyway.
+		g, c := newFake(t, Settings{Layout: l, MaxLead: 10 * time.Millisecond, MaxWait: time.Second}, 0)
+		c.sleepAdvances = true
+		for _, try := range []func([]int64) error{g.NextN, g.TryNextN} {
+			err := try(make([]int64, 16*11+1)) // 11ms of slots and one more
+			if !errors.Is(err, ErrLeadExceeded) || !strings.Contains(err.Error(), "ask for fewer") {
+				t.Fatalf("%v, want ErrLeadExceeded asking for fewer", err)
+			}
+		}
+		if c.slept.Load() != 0 {
+			t.Fatalf("slept %dms for a batch no wait can help", c.slept.Load())
+		}
+		// The largest batch the bound allows is issued at once.
+		if err := g.NextN(make([]int64, 16*11)); err != nil || c.slept.Load() != 0 {
+			t.Fatalf("NextN(176): %v after %dms; want it at once", err, c.slept.Load())
 		}
 	})
 }
