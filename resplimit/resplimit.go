@@ -1,21 +1,20 @@
-// Package resplimit enforces RESP framing limits on a connection before the
-// bytes reach redcon's parser.
+// Package resplimit checks RESP request framing against size limits before
+// a parser sees it, so that hostile input costs little CPU and memory.
 //
-// redcon v1.6.4 walks a declared array count every time more bytes arrive
-// (`*2147483647\r\n` then slow bytes costs seconds of CPU per byte), buffers
-// a declared bulk or an unterminated inline line of any size, re-parses an
-// unfinished command from its first byte on every read, and allocates the
-// rest of an inline line at every space in it. A connection wrapped here is
-// scanned as it is read: the first byte that breaks a limit or the grammar
-// ends it with a Redis-worded error reply, after the complete commands before
-// it have been answered. Valid traffic passes through unchanged.
+// redcon v1.6.4's parser walks a declared array count every time more
+// bytes arrive (`*2147483647\r\n` then slow bytes costs seconds of CPU per
+// byte), buffers a declared bulk or an unterminated inline line of any
+// size, re-parses an unfinished command from its first byte on every call,
+// and allocates the rest of an inline line at every space in it. A Scanner
+// reads the stream as it arrives: the first byte that breaks a limit or the
+// grammar is reported with a Redis-worded error reply, and Partial tells
+// how much of what came is an unfinished command, so the parser only ever
+// sees whole ones.
 package resplimit
 
 import (
 	"errors"
 	"math"
-	"net"
-	"time"
 )
 
 // Limits bounds what one command may declare. A field of zero or less
@@ -36,8 +35,8 @@ type Limits struct {
 	MaxMultibulkLen int
 }
 
-// ErrLimit is wrapped by every error this package returns from Read; the
-// error's text is the reply the client was sent.
+// ErrLimit is wrapped by every error Scan returns; the error's text is the
+// error reply to send the client, as Redis words it.
 var ErrLimit = errors.New("resplimit: framing limit")
 
 // violation is a framing error; its text is the error reply, as Redis words it.
@@ -88,26 +87,30 @@ const (
 	stInline               // an inline command, up to '\n'
 )
 
-// scanner follows the RESP request framing across arbitrary chunk
-// boundaries. It accepts what redcon accepts, less signed lengths, within
-// the limits, and reports the first byte that breaks a limit or the grammar.
-// Inline quoting is left to redcon, which refuses bad quotes cheaply.
-type scanner struct {
-	lim    Limits
-	budget int // inline allocation budget, from lim
-	st     state
-	num    int // the count or length being read
-	digits int
-	args   int    // bulks left in the current command
-	remain int    // bulk bytes left
-	ends   uint64 // commands completed so far, for Conn.Read
+// Scanner follows the RESP request framing of one connection across
+// arbitrary chunk boundaries. It accepts what redcon accepts, less signed
+// lengths and empty arrays, within the limits, and reports the first byte
+// that breaks a limit or the grammar. Inline quoting is left to redcon,
+// which refuses bad quotes cheaply. The zero Scanner refuses everything;
+// use NewScanner.
+type Scanner struct {
+	lim     Limits
+	budget  int // inline allocation budget, from lim
+	st      state
+	num     int // the count or length being read
+	digits  int
+	args    int // bulks left in the current command
+	remain  int // bulk bytes left
+	partial int // bytes scanned since the last command end
+	lastEnd int // during scan: index just past the last command end, or -1
 
 	lineLen int // inline: bytes so far
 	delims  int // inline: spaces and quotes so far
 	cost    int // inline: what redcon will allocate for the line so far
 }
 
-func newScanner(lim Limits) scanner {
+// NewScanner returns a Scanner at the start of a stream, checking lim.
+func NewScanner(lim Limits) Scanner {
 	// Negative limits behave as zero. Clamping at maxLimit keeps the
 	// digit arithmetic in scan free of overflow; no limit needs more.
 	lim.MaxBulkLen = min(max(lim.MaxBulkLen, 0), maxLimit)
@@ -116,13 +119,29 @@ func newScanner(lim Limits) scanner {
 	if lim.MaxBulkLen < maxInlineBudget/inlineBudgetFactor {
 		budget = max(lim.MaxBulkLen*inlineBudgetFactor, inlineBudgetFloor)
 	}
-	return scanner{lim: lim, budget: budget}
+	return Scanner{lim: lim, budget: budget}
 }
 
-// scan consumes p and returns how many bytes of it are valid. err is nil
-// when all of p is valid; otherwise p[valid] is the offending byte and the
-// scanner must not be used again.
-func (s *scanner) scan(p []byte) (valid int, err error) {
+// Scan consumes the next bytes of the stream and returns how many of them
+// are valid. err is nil when all of p is; otherwise p[valid] is the first
+// offending byte, err wraps ErrLimit, and the Scanner must not be used
+// again. It allocates nothing.
+func (s *Scanner) Scan(p []byte) (valid int, err error) {
+	s.lastEnd = -1
+	valid, err = s.scan(p)
+	if s.lastEnd >= 0 {
+		s.partial = valid - s.lastEnd
+	} else {
+		s.partial += valid
+	}
+	return valid, err
+}
+
+// Partial returns how many of the valid bytes scanned so far, at their
+// end, belong to a command not yet complete.
+func (s *Scanner) Partial() int { return s.partial }
+
+func (s *Scanner) scan(p []byte) (valid int, err error) {
 	i := 0
 	for i < len(p) {
 		b := p[i]
@@ -189,14 +208,14 @@ func (s *scanner) scan(p []byte) (valid int, err error) {
 			}
 			if s.args--; s.args == 0 {
 				s.st = stStart
-				s.ends++
+				s.lastEnd = i + 1
 			} else {
 				s.st = stDollar
 			}
 		case stInline:
 			if b == '\n' {
 				s.st = stStart
-				s.ends++
+				s.lastEnd = i + 1
 				break
 			}
 			// redcon allocates the whole line, and the rest of it again
@@ -222,92 +241,4 @@ func printable(b byte) string {
 		return "?"
 	}
 	return string(rune(b))
-}
-
-// Conn wraps c so its reads are checked against lim. Its Read, like any
-// stream's, is for one goroutine at a time; everything else passes through.
-func Conn(c net.Conn, lim Limits) net.Conn {
-	return &conn{Conn: c, sc: newScanner(lim)}
-}
-
-type conn struct {
-	net.Conn
-	sc       scanner
-	pending  error // a violation not yet reported
-	reported bool
-}
-
-// Read hands on only valid bytes.
-//
-// Rather than return whatever has arrived, it keeps reading into p until p
-// holds the end of a command or is full: redcon re-parses an unfinished
-// command from its first byte after every read, so a client sending a
-// command a byte at a time would otherwise cost time quadratic in the
-// command's length. Nothing is delayed that redcon could act on; but a read
-// deadline (redcon's idle close) now has to cover a whole command, not
-// just its next byte.
-//
-// At a violation it first returns the valid prefix, so redcon answers the
-// complete commands in it (its loop flushes the replies before it reads
-// again); the next Read sends the error reply and fails, and redcon closes
-// the connection.
-func (c *conn) Read(p []byte) (int, error) {
-	if c.pending != nil {
-		return 0, c.fail()
-	}
-	ends, n := c.sc.ends, 0
-	for {
-		m, err := c.Conn.Read(p[n:])
-		valid, verr := c.sc.scan(p[n : n+m])
-		n += valid
-		if verr != nil {
-			c.pending = verr
-			if n > 0 {
-				return n, nil
-			}
-			return 0, c.fail()
-		}
-		if err != nil || n == len(p) || c.sc.ends != ends {
-			return n, err
-		}
-	}
-}
-
-func (c *conn) fail() error {
-	if !c.reported {
-		c.reported = true
-		// A client that sends junk may not read either: do not let it
-		// hold this goroutine. The connection is closed next anyway.
-		c.Conn.SetWriteDeadline(time.Now().Add(time.Second))
-		c.Conn.Write([]byte("-" + c.pending.Error() + "\r\n"))
-	}
-	return c.pending
-}
-
-// CloseRead shuts the reading side of the connection, so a server can stop
-// taking requests and still write the replies it owes.
-func (c *conn) CloseRead() error {
-	if cr, ok := c.Conn.(interface{ CloseRead() error }); ok {
-		return cr.CloseRead()
-	}
-	return c.Conn.SetReadDeadline(time.Now())
-}
-
-// Listener wraps ln so every accepted connection is checked against lim.
-func Listener(ln net.Listener, lim Limits) net.Listener {
-	return &listener{Listener: ln, lim: lim}
-}
-
-type listener struct {
-	net.Listener
-	lim Limits
-}
-
-// Accept wraps the next connection.
-func (l *listener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	return Conn(c, l.lim), nil
 }

@@ -7,10 +7,8 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
-	"net"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/tidwall/redcon"
 )
@@ -23,11 +21,11 @@ var (
 // scanChunks feeds in to a fresh scanner in chunks of the given sizes
 // (cycled) and returns the total valid length and the error.
 func scanChunks(lim Limits, in []byte, sizes ...int) (int, error) {
-	s := newScanner(lim)
+	s := NewScanner(lim)
 	total := 0
 	for k := 0; total < len(in); k++ {
 		n := min(max(sizes[k%len(sizes)], 1), len(in)-total)
-		valid, err := s.scan(in[total : total+n])
+		valid, err := s.Scan(in[total : total+n])
 		total += valid
 		if err != nil {
 			return total, err
@@ -173,12 +171,20 @@ func FuzzScanner(f *testing.F) {
 		}
 		// Differential: every complete command the scanner accepted must
 		// parse in redcon.
-		s, boundary := newScanner(lim), 0
+		s, boundary := NewScanner(lim), 0
 		for i := range whole {
-			s.scan(in[i : i+1])
+			s.Scan(in[i : i+1])
 			if s.st == stStart {
 				boundary = i + 1
 			}
+		}
+		// Partial agrees, however the bytes came.
+		if whole-boundary != s.Partial() {
+			t.Fatalf("byte by byte: Partial %d, want %d", s.Partial(), whole-boundary)
+		}
+		w := NewScanner(lim)
+		if n, _ := w.Scan(in); n != whole || w.Partial() != whole-boundary {
+			t.Fatalf("whole: valid %d, Partial %d; want %d, %d", n, w.Partial(), whole, whole-boundary)
 		}
 		rd := redcon.NewReader(bytes.NewReader(in[:boundary]))
 		for {
@@ -211,109 +217,41 @@ func FuzzScanner(f *testing.F) {
 	})
 }
 
-// TestConnReportsAfterValidPrefix: the valid prefix is handed on first,
-// then the error reply is written and Read fails.
-func TestConnReportsAfterValidPrefix(t *testing.T) {
-	server, client := net.Pipe()
-	defer client.Close()
-	c := Conn(server, testLimits)
-	replies := make(chan string, 1)
-	go func() {
-		client.Write([]byte("*1\r\n$4\r\nPING\r\n*99\r\n"))
-		b, _ := io.ReadAll(client)
-		replies <- string(b)
-	}()
-	buf := make([]byte, 64)
-	n, err := c.Read(buf)
-	if err != nil || string(buf[:n]) != "*1\r\n$4\r\nPING\r\n*" {
-		t.Fatalf("first Read: %q, %v", buf[:n], err)
-	}
-	if _, err := c.Read(buf); !errors.Is(err, ErrLimit) {
-		t.Fatalf("second Read: %v, want ErrLimit", err)
-	}
-	if _, err := c.Read(buf); !errors.Is(err, ErrLimit) {
-		t.Fatalf("third Read: %v, want ErrLimit again", err)
-	}
-	c.Close()
-	select {
-	case got := <-replies:
-		if got != "-ERR Protocol error: invalid multibulk length\r\n" {
-			t.Fatalf("client got %q", got)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("no reply")
-	}
-}
-
-// TestConnReportsAtOnce: with nothing valid to hand on, Read replies and
-// fails at once.
-func TestConnReportsAtOnce(t *testing.T) {
-	server, client := net.Pipe()
-	defer client.Close()
-	c := Conn(server, testLimits)
-	replies := make(chan string, 1)
-	go func() {
-		client.Write([]byte("*1\r\n$x\r\n"))
-		b, _ := io.ReadAll(client)
-		replies <- string(b)
-	}()
-	// A full buffer ends the first Read just before the offending byte.
-	buf := make([]byte, 64)
-	if n, err := c.Read(buf[:5]); n != 5 || err != nil {
-		t.Fatalf("first Read: %q, %v", buf[:n], err)
-	}
-	n, err := c.Read(buf)
-	if n != 0 || !errors.Is(err, ErrLimit) || err.Error() != "ERR Protocol error: invalid bulk length" {
-		t.Fatalf("second Read: %q, %v", buf[:n], err)
-	}
-	c.Close()
-	if got := <-replies; got != "-ERR Protocol error: invalid bulk length\r\n" {
-		t.Fatalf("client got %q", got)
-	}
-}
-
-// TestConnReadWaitsForWholeCommand: Read does not return part of a command
-// alone, since redcon would only parse it again from the start, but returns
-// as soon as it holds the end of one, or p is full.
-func TestConnReadWaitsForWholeCommand(t *testing.T) {
-	server, client := net.Pipe()
-	defer client.Close()
-	c := Conn(server, testLimits)
-	go func() {
-		// net.Pipe hands over each Write whole and alone.
-		for _, b := range []byte("*1\r\n$4\r\nPING\r\n") {
-			client.Write([]byte{b})
-		}
-		client.Write([]byte("PING\r\n*1\r\n$4"))
-		client.Write([]byte("\r\nPI"))
-		client.Write([]byte("NG\r\n"))
-		client.Write([]byte("GETID"))
-		client.Close()
-	}()
-	buf := make([]byte, 64)
-	for _, want := range []string{"*1\r\n$4\r\nPING\r\n", "PING\r\n*1\r\n$4", "\r\nPING\r\n"} {
-		n, err := c.Read(buf)
-		if err != nil || string(buf[:n]) != want {
-			t.Fatalf("Read: %q, %v; want %q", buf[:n], err, want)
+// TestPartial: Partial counts the bytes of an unfinished command at the
+// end of what was scanned, across chunks, and is zero after a whole one.
+func TestPartial(t *testing.T) {
+	s := NewScanner(testLimits)
+	for _, step := range []struct {
+		in      string
+		partial int
+	}{
+		{"*1\r\n$4", 6},
+		{"\r\nPI", 10},
+		{"NG\r\n", 0},
+		{"PING\r\n*1\r\n$4\r\nPING\r\nGET", 3},
+		{"ID", 5},
+		{"\r\n", 0},
+		{"", 0},
+	} {
+		n, err := s.Scan([]byte(step.in))
+		if n != len(step.in) || err != nil || s.Partial() != step.partial {
+			t.Fatalf("after %q: valid %d, %v, Partial %d; want all valid, Partial %d", step.in, n, err, s.Partial(), step.partial)
 		}
 	}
-	n, err := c.Read(buf[:3])
-	if err != nil || string(buf[:n]) != "GET" {
-		t.Fatalf("Read into 3 bytes: %q, %v; want the full buffer", buf[:n], err)
-	}
-	n, err = c.Read(buf)
-	if err != io.EOF || string(buf[:n]) != "ID" {
-		t.Fatalf("Read at EOF: %q, %v; want the rest and EOF", buf[:n], err)
+	// At a violation, Partial counts the valid bytes before it.
+	n, err := s.Scan([]byte("*1\r\n$x"))
+	if n != 5 || !errors.Is(err, ErrLimit) || s.Partial() != 5 {
+		t.Fatalf("violation: valid %d, %v, Partial %d; want 5, ErrLimit, 5", n, err, s.Partial())
 	}
 }
 
 func BenchmarkScan(b *testing.B) {
 	in := []byte(strings.Repeat("*1\r\n$5\r\nGETID\r\n", 16))
-	s := newScanner(Limits{MaxBulkLen: 64 << 10, MaxMultibulkLen: 1024})
+	s := NewScanner(Limits{MaxBulkLen: 64 << 10, MaxMultibulkLen: 1024})
 	b.SetBytes(int64(len(in)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := s.scan(in); err != nil {
+		if _, err := s.Scan(in); err != nil {
 			b.Fatal(err)
 		}
 	}

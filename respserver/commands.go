@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/tidwall/match"
-	"github.com/tidwall/redcon"
 
 	"github.com/idserver/idserver/idgen"
 )
@@ -23,7 +22,7 @@ type command struct {
 	arity int
 	// noAuth commands run before AUTH.
 	noAuth bool
-	run    func(s *Server, c *client, conn redcon.Conn, args [][]byte) error
+	run    func(s *Server, c *client, args [][]byte) error
 }
 
 // commands is the dispatch table, by lower-case name. It is filled in init
@@ -80,17 +79,9 @@ func errUnknown(args [][]byte) error {
 	return errors.New(b.String())
 }
 
-// handle is redcon's handler: one command of a connection, in order.
-func (s *Server) handle(conn redcon.Conn, cmd redcon.Command) {
-	c := conn.Context().(*client)
-	s.commands.Add(1)
-	if err := s.dispatch(c, conn, cmd.Args); err != nil {
-		s.errors.Add(1)
-		conn.WriteError(replyText(err))
-	}
-}
-
-func (s *Server) dispatch(c *client, conn redcon.Conn, args [][]byte) error {
+// dispatch runs one command, appending its reply to c.out; an error is
+// the error reply to send.
+func (s *Server) dispatch(c *client, args [][]byte) error {
 	name := args[0]
 	if len(name) > len(c.lower) {
 		return errUnknown(args)
@@ -112,7 +103,7 @@ func (s *Server) dispatch(c *client, conn redcon.Conn, args [][]byte) error {
 	if cmd.arity > 0 && len(args) != cmd.arity || cmd.arity < 0 && len(args) < -cmd.arity {
 		return errArity(string(lower))
 	}
-	return cmd.run(s, c, conn, args)
+	return cmd.run(s, c, args)
 }
 
 // replyText turns an error into the text of an error reply: a Redis error
@@ -167,16 +158,21 @@ func parseInt(b []byte) (int64, bool) {
 	return 0, false
 }
 
-func cmdGetID(s *Server, c *client, conn redcon.Conn, args [][]byte) error {
-	id, err := s.gen.Next()
+// cmdGetID and cmdMGetID never wait on the loop: where the generator
+// would, they hand the command to Server.finish.
+func cmdGetID(s *Server, c *client, args [][]byte) error {
+	id, err := s.gen.TryNext()
+	if isWait(err) {
+		return c.wait(1, false)
+	}
 	if err != nil {
 		return err
 	}
-	conn.WriteInt64(id)
+	c.writeInt64(id)
 	return nil
 }
 
-func cmdMGetID(s *Server, c *client, conn redcon.Conn, args [][]byte) error {
+func cmdMGetID(s *Server, c *client, args [][]byte) error {
 	n, ok := parseInt(args[1])
 	if !ok {
 		return errNotInteger
@@ -188,25 +184,33 @@ func cmdMGetID(s *Server, c *client, conn redcon.Conn, args [][]byte) error {
 		c.ids = make([]int64, n)
 	}
 	ids := c.ids[:n]
-	if err := s.gen.NextN(ids); err != nil {
+	err := s.gen.TryNextN(ids)
+	if isWait(err) {
+		return c.wait(n, true)
+	}
+	if err != nil {
 		return err
 	}
-	// The whole reply in one buffer, copied once into redcon's writer.
-	b := append(c.reply[:0], '*')
-	b = strconv.AppendInt(b, n, 10)
+	c.appendIDs(ids)
+	if cap(c.ids) > keepBuf/8 {
+		c.ids = nil
+	}
+	return nil
+}
+
+// appendIDs appends MGETID's reply: the IDs as bulk strings.
+func (c *client) appendIDs(ids []int64) {
+	b := append(c.out, '*')
+	b = strconv.AppendInt(b, int64(len(ids)), 10)
 	b = append(b, '\r', '\n')
 	var f bulkIDs
 	for _, id := range ids {
 		b = f.append(b, id)
 	}
-	conn.WriteRaw(b)
-	if cap(b) <= 64<<10 { // keep the scratch of common sizes only
-		c.reply = b
-	}
-	return nil
+	c.out = b
 }
 
-func cmdDecodeID(s *Server, c *client, conn redcon.Conn, args [][]byte) error {
+func cmdDecodeID(s *Server, c *client, args [][]byte) error {
 	id, ok := parseInt(args[1])
 	if !ok {
 		return errNotInteger
@@ -215,17 +219,17 @@ func cmdDecodeID(s *Server, c *client, conn redcon.Conn, args [][]byte) error {
 	if err != nil {
 		return fmt.Errorf("ERR invalid id: %w", err)
 	}
-	c.writeMap(conn, 5)
-	conn.WriteBulkString("unix-ms")
-	conn.WriteInt64(p.Time.UnixMilli())
-	conn.WriteBulkString("time")
-	conn.WriteBulkString(p.Time.UTC().Format("2006-01-02T15:04:05.000Z07:00"))
-	conn.WriteBulkString("server-id")
-	conn.WriteInt64(p.ServerID)
-	conn.WriteBulkString("shard")
-	conn.WriteInt64(p.Shard)
-	conn.WriteBulkString("random")
-	conn.WriteInt64(p.Random)
+	c.writeMap(5)
+	c.writeBulkString("unix-ms")
+	c.writeInt64(p.Time.UnixMilli())
+	c.writeBulkString("time")
+	c.writeBulkString(p.Time.UTC().Format("2006-01-02T15:04:05.000Z07:00"))
+	c.writeBulkString("server-id")
+	c.writeInt64(p.ServerID)
+	c.writeBulkString("shard")
+	c.writeInt64(p.Shard)
+	c.writeBulkString("random")
+	c.writeInt64(p.Random)
 	return nil
 }
 
@@ -239,39 +243,38 @@ func (c *client) proto() int {
 
 // writeMap writes the header of a map of n pairs: a map in RESP3, a flat
 // array of 2n elements in RESP2, as Redis does.
-func (c *client) writeMap(conn redcon.Conn, n int) {
+func (c *client) writeMap(n int) {
 	if !c.resp3 {
-		conn.WriteArray(2 * n)
+		c.writeArray(2 * n)
 		return
 	}
-	c.num = append(strconv.AppendInt(append(c.num[:0], '%'), int64(n), 10), '\r', '\n')
-	conn.WriteRaw(c.num)
+	c.out = append(strconv.AppendInt(append(c.out, '%'), int64(n), 10), '\r', '\n')
 }
 
-func cmdPing(s *Server, c *client, conn redcon.Conn, args [][]byte) error {
+func cmdPing(s *Server, c *client, args [][]byte) error {
 	switch len(args) {
 	case 1:
-		conn.WriteString("PONG")
+		c.writeString("PONG")
 	case 2:
-		conn.WriteBulk(args[1])
+		c.writeBulk(args[1])
 	default:
 		return errArity("ping")
 	}
 	return nil
 }
 
-func cmdEcho(s *Server, c *client, conn redcon.Conn, args [][]byte) error {
-	conn.WriteBulk(args[1])
+func cmdEcho(s *Server, c *client, args [][]byte) error {
+	c.writeBulk(args[1])
 	return nil
 }
 
-func cmdQuit(s *Server, c *client, conn redcon.Conn, args [][]byte) error {
-	conn.WriteString("OK")
-	conn.Close() // flushes the reply first
+func cmdQuit(s *Server, c *client, args [][]byte) error {
+	c.writeString("OK")
+	c.quit = true // after the reply
 	return nil
 }
 
-func cmdSelect(s *Server, c *client, conn redcon.Conn, args [][]byte) error {
+func cmdSelect(s *Server, c *client, args [][]byte) error {
 	db, ok := parseInt(args[1])
 	switch {
 	case !ok:
@@ -279,7 +282,7 @@ func cmdSelect(s *Server, c *client, conn redcon.Conn, args [][]byte) error {
 	case db != 0:
 		return errors.New("ERR DB index is out of range")
 	}
-	conn.WriteString("OK")
+	c.writeString("OK")
 	return nil
 }
 
@@ -296,7 +299,7 @@ func (s *Server) checkPass(user, pass []byte) error {
 	return nil
 }
 
-func cmdAuth(s *Server, c *client, conn redcon.Conn, args [][]byte) error {
+func cmdAuth(s *Server, c *client, args [][]byte) error {
 	var err error
 	switch len(args) {
 	case 2:
@@ -310,12 +313,12 @@ func cmdAuth(s *Server, c *client, conn redcon.Conn, args [][]byte) error {
 		return err
 	}
 	c.authed = true
-	conn.WriteString("OK")
+	c.writeString("OK")
 	return nil
 }
 
 // cmdHello is HELLO [protover [AUTH user pass] [SETNAME name]].
-func cmdHello(s *Server, c *client, conn redcon.Conn, args [][]byte) error {
+func cmdHello(s *Server, c *client, args [][]byte) error {
 	resp3 := c.resp3
 	if len(args) > 1 {
 		v, ok := parseInt(args[1])
@@ -347,28 +350,28 @@ func cmdHello(s *Server, c *client, conn redcon.Conn, args [][]byte) error {
 		return errors.New("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time")
 	}
 	c.resp3, c.authed, c.name = resp3, authed, name
-	c.writeMap(conn, 7)
-	conn.WriteBulkString("server")
-	conn.WriteBulkString("idserver")
-	conn.WriteBulkString("version")
-	conn.WriteBulkString(RedisVersion)
-	conn.WriteBulkString("proto")
-	conn.WriteInt(c.proto())
-	conn.WriteBulkString("id")
-	conn.WriteInt64(c.id)
-	conn.WriteBulkString("mode")
-	conn.WriteBulkString("standalone")
-	conn.WriteBulkString("role")
-	conn.WriteBulkString("master")
-	conn.WriteBulkString("modules")
-	conn.WriteArray(0)
+	c.writeMap(7)
+	c.writeBulkString("server")
+	c.writeBulkString("idserver")
+	c.writeBulkString("version")
+	c.writeBulkString(RedisVersion)
+	c.writeBulkString("proto")
+	c.writeInt(c.proto())
+	c.writeBulkString("id")
+	c.writeInt64(c.id)
+	c.writeBulkString("mode")
+	c.writeBulkString("standalone")
+	c.writeBulkString("role")
+	c.writeBulkString("master")
+	c.writeBulkString("modules")
+	c.writeArray(0)
 	return nil
 }
 
 // clientArity is the arity of each CLIENT subcommand idserver answers.
 var clientArity = map[string]int{"setinfo": 4, "setname": 3, "getname": 2, "id": 2, "info": 2, "no-evict": 3, "no-touch": 3}
 
-func cmdClient(s *Server, c *client, conn redcon.Conn, args [][]byte) error {
+func cmdClient(s *Server, c *client, args [][]byte) error {
 	sub := strings.ToLower(string(args[1]))
 	n, ok := clientArity[sub]
 	if !ok {
@@ -384,59 +387,59 @@ func cmdClient(s *Server, c *client, conn redcon.Conn, args [][]byte) error {
 		default:
 			return fmt.Errorf("ERR Unrecognized option '%.128s'", args[2])
 		}
-		conn.WriteString("OK")
+		c.writeString("OK")
 	case "setname":
 		if strings.ContainsAny(string(args[2]), " \n") {
 			return errors.New("ERR Client names cannot contain spaces, newlines or special characters.")
 		}
 		c.name = string(args[2])
-		conn.WriteString("OK")
+		c.writeString("OK")
 	case "getname":
 		if c.name == "" {
-			conn.WriteNull()
+			c.writeNull()
 		} else {
-			conn.WriteBulkString(c.name)
+			c.writeBulkString(c.name)
 		}
 	case "id":
-		conn.WriteInt64(c.id)
+		c.writeInt64(c.id)
 	case "info":
-		conn.WriteBulkString(fmt.Sprintf("id=%d addr=%s name=%s resp=%d\n", c.id, conn.RemoteAddr(), c.name, c.proto()))
+		c.writeBulkString(fmt.Sprintf("id=%d addr=%s name=%s resp=%d\n", c.id, c.addr, c.name, c.proto()))
 	default: // no-evict, no-touch: nothing to evict or touch here
-		conn.WriteString("OK")
+		c.writeString("OK")
 	}
 	return nil
 }
 
 // cmdCommand answers COMMAND, COMMAND COUNT, COMMAND INFO, COMMAND LIST
 // and COMMAND DOCS enough for redis-cli's hints and clients' key routing.
-func cmdCommand(s *Server, c *client, conn redcon.Conn, args [][]byte) error {
+func cmdCommand(s *Server, c *client, args [][]byte) error {
 	names := commandNames()
 	if len(args) == 1 {
-		conn.WriteArray(len(names))
+		c.writeArray(len(names))
 		for _, n := range names {
-			writeCommandInfo(conn, n)
+			c.writeCommandInfo(n)
 		}
 		return nil
 	}
 	switch sub := strings.ToLower(string(args[1])); sub {
 	case "count":
-		conn.WriteInt(len(names))
+		c.writeInt(len(names))
 	case "list":
-		conn.WriteArray(len(names))
+		c.writeArray(len(names))
 		for _, n := range names {
-			conn.WriteBulkString(n)
+			c.writeBulkString(n)
 		}
 	case "info":
-		conn.WriteArray(len(args) - 2)
+		c.writeArray(len(args) - 2)
 		for _, a := range args[2:] {
 			if _, ok := commands[strings.ToLower(string(a))]; ok {
-				writeCommandInfo(conn, strings.ToLower(string(a)))
+				c.writeCommandInfo(strings.ToLower(string(a)))
 			} else {
-				conn.WriteNull()
+				c.writeNull()
 			}
 		}
 	case "docs":
-		c.writeMap(conn, 0) // no docs: redis-cli then shows no hints
+		c.writeMap(0) // no docs: redis-cli then shows no hints
 	default:
 		return errSubcommand(args[1], "command")
 	}
@@ -454,26 +457,26 @@ func commandNames() []string {
 
 // writeCommandInfo writes Redis 7's COMMAND entry for name: no command
 // here takes a key, so the key positions are 0.
-func writeCommandInfo(conn redcon.Conn, name string) {
+func (c *client) writeCommandInfo(name string) {
 	cmd := commands[name]
-	conn.WriteArray(10)
-	conn.WriteBulkString(name)
-	conn.WriteInt(cmd.arity)
-	conn.WriteArray(1)
+	c.writeArray(10)
+	c.writeBulkString(name)
+	c.writeInt(cmd.arity)
+	c.writeArray(1)
 	if name == "getid" || name == "mgetid" {
-		conn.WriteString("write")
+		c.writeString("write")
 	} else {
-		conn.WriteString("fast")
+		c.writeString("fast")
 	}
-	conn.WriteInt(0)
-	conn.WriteInt(0)
-	conn.WriteInt(0)
+	c.writeInt(0)
+	c.writeInt(0)
+	c.writeInt(0)
 	for range 4 { // ACL categories, tips, key specs, subcommands
-		conn.WriteArray(0)
+		c.writeArray(0)
 	}
 }
 
-func cmdConfig(s *Server, c *client, conn redcon.Conn, args [][]byte) error {
+func cmdConfig(s *Server, c *client, args [][]byte) error {
 	switch sub := strings.ToLower(string(args[1])); sub {
 	case "get":
 		if len(args) < 3 {
@@ -488,10 +491,10 @@ func cmdConfig(s *Server, c *client, conn redcon.Conn, args [][]byte) error {
 				}
 			}
 		}
-		c.writeMap(conn, len(hits))
+		c.writeMap(len(hits))
 		for _, kv := range hits {
-			conn.WriteBulkString(kv[0])
-			conn.WriteBulkString(kv[1])
+			c.writeBulkString(kv[0])
+			c.writeBulkString(kv[1])
 		}
 	case "set":
 		if len(args) < 4 {
@@ -506,12 +509,12 @@ func cmdConfig(s *Server, c *client, conn redcon.Conn, args [][]byte) error {
 
 // debugAllowed reports whether enable-debug-command lets this client run
 // DEBUG, as Redis 7 decides it.
-func (s *Server) debugAllowed(conn redcon.Conn) bool {
+func (s *Server) debugAllowed(c *client) bool {
 	switch s.opts.EnableDebug {
 	case "yes":
 		return true
 	case "local":
-		host, _, err := net.SplitHostPort(conn.RemoteAddr())
+		host, _, err := net.SplitHostPort(c.addr)
 		ip := net.ParseIP(host)
 		return err == nil && ip != nil && ip.IsLoopback()
 	}
@@ -521,8 +524,8 @@ func (s *Server) debugAllowed(conn redcon.Conn) bool {
 // cmdDebug is DEBUG CLOCK-OFFSET [ms]: shift the generator's clock (a
 // negative offset steps it back) or show the shift, so the real binary
 // can be tested black-box against clock steps.
-func cmdDebug(s *Server, c *client, conn redcon.Conn, args [][]byte) error {
-	if !s.debugAllowed(conn) {
+func cmdDebug(s *Server, c *client, args [][]byte) error {
+	if !s.debugAllowed(c) {
 		return errors.New(`ERR DEBUG command not allowed. If the enable-debug-command option is set to "local", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.`)
 	}
 	if strings.ToLower(string(args[1])) != "clock-offset" {
@@ -530,15 +533,15 @@ func cmdDebug(s *Server, c *client, conn redcon.Conn, args [][]byte) error {
 	}
 	switch len(args) {
 	case 2:
-		conn.WriteInt64(s.gen.ClockOffset().Milliseconds())
+		c.writeInt64(s.gen.ClockOffset().Milliseconds())
 	case 3:
 		ms, ok := parseInt(args[2])
 		if !ok || ms < -1<<40 || ms > 1<<40 {
 			return errNotInteger
 		}
 		s.gen.SetClockOffset(time.Duration(ms) * time.Millisecond)
-		s.log.Warn().Int64("offset_ms", ms).Str("client", conn.RemoteAddr()).Msg("DEBUG CLOCK-OFFSET: generator clock shifted")
-		conn.WriteString("OK")
+		s.log.Warn().Int64("offset_ms", ms).Str("client", c.addr).Msg("DEBUG CLOCK-OFFSET: generator clock shifted")
+		c.writeString("OK")
 	default:
 		return errArity("debug|clock-offset")
 	}
@@ -548,8 +551,8 @@ func cmdDebug(s *Server, c *client, conn redcon.Conn, args [][]byte) error {
 // cmdShutdown is SHUTDOWN [NOSAVE|SAVE|NOW|FORCE]: the same graceful stop
 // as SIGTERM (the reservation is always written). Like Redis, it sends no
 // reply; the connection closes.
-func cmdShutdown(s *Server, c *client, conn redcon.Conn, args [][]byte) error {
-	if s.opts.Shutdown == nil || !s.debugAllowed(conn) && s.opts.RequirePass == "" {
+func cmdShutdown(s *Server, c *client, args [][]byte) error {
+	if s.opts.Shutdown == nil || !s.debugAllowed(c) && s.opts.RequirePass == "" {
 		return errors.New("ERR SHUTDOWN is not allowed: set requirepass, or enable-debug-command yes or local")
 	}
 	for _, a := range args[1:] {
@@ -559,15 +562,15 @@ func cmdShutdown(s *Server, c *client, conn redcon.Conn, args [][]byte) error {
 			return fmt.Errorf("ERR syntax error, unsupported SHUTDOWN option '%.128s'", a)
 		}
 	}
-	s.log.Info().Str("client", conn.RemoteAddr()).Msg("SHUTDOWN requested")
+	s.log.Info().Str("client", c.addr).Msg("SHUTDOWN requested")
 	s.opts.Shutdown()
 	return nil
 }
 
-func cmdTime(s *Server, c *client, conn redcon.Conn, args [][]byte) error {
+func cmdTime(s *Server, c *client, args [][]byte) error {
 	now := time.Now()
-	conn.WriteArray(2)
-	conn.WriteBulkString(strconv.FormatInt(now.Unix(), 10))
-	conn.WriteBulkString(strconv.FormatInt(int64(now.Nanosecond()/1000), 10))
+	c.writeArray(2)
+	c.writeBulkString(strconv.FormatInt(now.Unix(), 10))
+	c.writeBulkString(strconv.FormatInt(int64(now.Nanosecond()/1000), 10))
 	return nil
 }

@@ -3,17 +3,18 @@ package respserver
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"io"
 	"net"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/tidwall/redcon"
-
 	"github.com/idserver/idserver/idgen"
+	"github.com/idserver/idserver/resplimit"
 )
 
 // cpuTime is the CPU time this process has used so far.
@@ -159,43 +160,15 @@ func TestConnectionFlood(t *testing.T) {
 	}
 }
 
-// fakeConn is a redcon.Conn that writes replies into a buffer, so the
-// command layer can be fuzzed without sockets.
-type fakeConn struct {
-	redcon.Conn // nil: a method not overridden here panics, failing the fuzz
-	w           *redcon.Writer
-	buf         bytes.Buffer
-	ctx         any
-	closed      bool
+// testClient is a connection's state without a socket, for driving the
+// command layer directly.
+func testClient(s *Server) *client {
+	return &client{id: 1, addr: "127.0.0.1:1", authed: true, scan: resplimit.NewScanner(s.opts.Limits)}
 }
 
-func newFakeConn() *fakeConn {
-	c := &fakeConn{}
-	c.w = redcon.NewWriter(&c.buf)
-	return c
-}
-
-func (c *fakeConn) RemoteAddr() string             { return "127.0.0.1:1" }
-func (c *fakeConn) Close() error                   { c.closed = true; return nil }
-func (c *fakeConn) Context() any                   { return c.ctx }
-func (c *fakeConn) SetContext(v any)               { c.ctx = v }
-func (c *fakeConn) WriteError(msg string)          { c.w.WriteError(msg) }
-func (c *fakeConn) WriteString(s string)           { c.w.WriteString(s) }
-func (c *fakeConn) WriteBulk(b []byte)             { c.w.WriteBulk(b) }
-func (c *fakeConn) WriteBulkString(s string)       { c.w.WriteBulkString(s) }
-func (c *fakeConn) WriteInt(n int)                 { c.w.WriteInt(n) }
-func (c *fakeConn) WriteInt64(n int64)             { c.w.WriteInt64(n) }
-func (c *fakeConn) WriteArray(n int)               { c.w.WriteArray(n) }
-func (c *fakeConn) WriteNull()                     { c.w.WriteNull() }
-func (c *fakeConn) WriteRaw(b []byte)              { c.w.WriteRaw(b) }
-func (c *fakeConn) flush() ([]byte, error)         { err := c.w.Flush(); return c.buf.Bytes(), err }
-func (c *fakeConn) NetConn() net.Conn              { return nil }
-func (c *fakeConn) WriteUint64(n uint64)           { c.w.WriteUint64(n) }
-func (c *fakeConn) WriteAny(v any)                 { c.w.WriteAny(v) }
-func (c *fakeConn) ReadPipeline() []redcon.Command { return nil }
-
-// FuzzCommand runs arbitrary arguments through the command layer: every
-// command gets exactly one well-formed reply, and IDs only increase.
+// FuzzCommand runs arbitrary arguments through the command layer, as a
+// client library encodes them: every command gets exactly one well-formed
+// reply, and IDs only increase.
 func FuzzCommand(f *testing.F) {
 	for _, seed := range []string{
 		"GETID", "MGETID\x003", "MGETID\x00-1", "MGETID\x0099999999999", "DECODEID\x00123",
@@ -213,13 +186,15 @@ func FuzzCommand(f *testing.F) {
 	var last int64
 	f.Fuzz(func(t *testing.T, in string) {
 		args := bytes.Split([]byte(in), []byte{0})
-		conn := newFakeConn()
-		conn.SetContext(&client{id: 1, authed: true})
-		s.handle(conn, redcon.Command{Args: args})
-		out, err := conn.flush()
-		if err != nil {
-			t.Fatal(err)
+		c := testClient(s)
+		var strs []string
+		for _, a := range args {
+			strs = append(strs, string(a))
 		}
+		if rest := s.runCommands(c, []byte(encode(strs...))); len(rest) > 0 || c.busy {
+			t.Fatalf("%q: left %q unrun, busy %v", in, rest, c.busy)
+		}
+		out := c.out
 		r := bufio.NewReader(bytes.NewReader(out))
 		v, err := readReply(r)
 		if err != nil {
@@ -260,7 +235,7 @@ func isErrorCode(e string) bool {
 }
 
 // BenchmarkHandle measures the command layer alone, without sockets: one
-// GETID or MGETID 100 through dispatch and the reply writer.
+// GETID or MGETID 100 through the parser, dispatch and the reply.
 func BenchmarkHandle(b *testing.B) {
 	for _, args := range [][]string{{"GETID"}, {"MGETID", "100"}} {
 		b.Run(strings.Join(args, "_"), func(b *testing.B) {
@@ -269,18 +244,170 @@ func BenchmarkHandle(b *testing.B) {
 				b.Fatal(err)
 			}
 			s := New(Options{Generator: g})
-			conn := newFakeConn()
-			conn.SetContext(&client{id: 1, authed: true})
-			cmd := redcon.Command{}
-			for _, a := range args {
-				cmd.Args = append(cmd.Args, []byte(a))
-			}
+			c := testClient(s)
+			cmd := []byte(encode(args...))
 			b.ReportAllocs()
 			for b.Loop() {
-				s.handle(conn, cmd)
-				conn.w.Flush()
-				conn.buf.Reset()
+				s.runCommands(c, cmd)
+				c.out = c.out[:0]
 			}
 		})
+	}
+}
+
+// runHostile dials addr, sends with send (which stops once the server has
+// closed), and checks that the client got exactly want and then the end of
+// the connection. A client still sending when the server closes may see a
+// reset instead of EOF (the kernel resets a socket closed with unread
+// bytes); mayReset allows that, after the whole reply.
+func runHostile(t *testing.T, addr, want string, mayReset bool, send func(write func([]byte) bool)) {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	var got []byte
+	var readErr error
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		got, readErr = io.ReadAll(c)
+	}()
+	send(func(b []byte) bool {
+		select {
+		case <-closed:
+			return false
+		default:
+		}
+		_, err := c.Write(b)
+		return err == nil
+	})
+	<-closed
+	if string(got) != want {
+		t.Errorf("got %.200q, want %q", got, want)
+	}
+	if readErr != nil && !(mayReset && errors.Is(readErr, syscall.ECONNRESET)) {
+		t.Errorf("after the reply: %v, want EOF", readErr)
+	}
+}
+
+// TestHostileClients runs the server while hostile clients try each of
+// redcon's parser traps at once, and checks that each gets its error reply
+// and is closed, that a well-behaved client is served throughout, and what
+// it all costs. Unprotected, the first case alone takes redcon's parser
+// more than a second of CPU per trickled byte, and the third buffers 10 MB.
+func TestHostileClients(t *testing.T) {
+	_, addr := startServer(t, idgen.Settings{}, Options{})
+	const (
+		multibulk = "-ERR Protocol error: invalid multibulk length\r\n"
+		bulk      = "-ERR Protocol error: invalid bulk length\r\n"
+		inline    = "-ERR Protocol error: too big inline request\r\n"
+	)
+	// Built before the baseline, so only the server's and the clients'
+	// own allocations count.
+	tenMB := bytes.Repeat([]byte("x"), 10<<20)
+	spaces := []byte("PING" + strings.Repeat(" ", 60<<10) + "\r\n")
+	oneKB := bytes.Repeat([]byte("x"), 1<<10)
+	pipeline := []byte(strings.Repeat("*1\r\n$4\r\nPING\r\n", 3) + "PING\r\n" + "*1\r\n:")
+	trickle := func(write func([]byte) bool, b []byte) {
+		for range 50 {
+			time.Sleep(10 * time.Millisecond)
+			if !write(b) {
+				return
+			}
+		}
+	}
+	cases := []struct {
+		name     string
+		want     string
+		mayReset bool
+		send     func(write func([]byte) bool)
+	}{
+		{"huge array count, then a byte every 10 ms", multibulk, true, func(write func([]byte) bool) {
+			if write([]byte("*2147483647\r\n")) {
+				trickle(write, []byte("$"))
+			}
+		}},
+		{"bulk of 1e9 declared, data trickling in", bulk, true, func(write func([]byte) bool) {
+			if write([]byte("*1\r\n$1000000000\r\n")) {
+				trickle(write, oneKB)
+			}
+		}},
+		{"10 MB inline, no newline", inline, true, func(write func([]byte) bool) {
+			write(tenMB)
+		}},
+		{"inline line of spaces", inline, true, func(write func([]byte) bool) {
+			write(spaces) // 1.8 GB of allocation for redcon unprotected
+		}},
+		// The violation is the last byte written, so the server has read
+		// everything and its close is a clean EOF.
+		{"pipeline, then a violation", strings.Repeat("+PONG\r\n", 4) + "-ERR Protocol error: expected '$', got ':'\r\n", false,
+			func(write func([]byte) bool) {
+				write(pipeline)
+			}},
+	}
+
+	good, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer good.Close()
+	goodR := bufio.NewReader(good)
+	ping := func() error {
+		good.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := good.Write([]byte("PING\r\n")); err != nil {
+			return err
+		}
+		line, err := goodR.ReadString('\n')
+		if err == nil && line != "+PONG\r\n" {
+			err = errors.New("got " + line)
+		}
+		return err
+	}
+	if err := ping(); err != nil {
+		t.Fatal(err)
+	}
+
+	runtime.GC()
+	var mem0, mem1 runtime.MemStats
+	runtime.ReadMemStats(&mem0)
+	cpu0 := cpuTime(t)
+	start := time.Now()
+
+	var wg sync.WaitGroup
+	for _, tc := range cases {
+		wg.Go(func() {
+			t.Run(tc.name, func(t *testing.T) { runHostile(t, addr, tc.want, tc.mayReset, tc.send) })
+		})
+	}
+	hostileDone := make(chan struct{})
+	go func() { wg.Wait(); close(hostileDone) }()
+	pings := 0
+	for done := false; !done; {
+		select {
+		case <-hostileDone:
+			done = true
+		case <-time.After(5 * time.Millisecond):
+		}
+		if err := ping(); err != nil {
+			t.Fatalf("well-behaved client, after %d PINGs: %v", pings, err)
+		}
+		pings++
+	}
+
+	cpu := cpuTime(t) - cpu0
+	runtime.ReadMemStats(&mem1)
+	alloc := mem1.TotalAlloc - mem0.TotalAlloc
+	t.Logf("%d PINGs answered meanwhile; %v elapsed, %v CPU, %d KiB allocated",
+		pings, time.Since(start).Round(time.Millisecond), cpu.Round(time.Millisecond), alloc>>10)
+	// Generous bounds for a noisy 2-core machine under -race; the guarded
+	// run takes a few tens of milliseconds and well under 1 MiB.
+	if cpu > time.Second {
+		t.Errorf("hostile clients cost %v of CPU, want under 1s", cpu)
+	}
+	if alloc > 4<<20 {
+		t.Errorf("hostile clients made the process allocate %d KiB, want under 4 MiB", alloc>>10)
 	}
 }

@@ -6,8 +6,6 @@ import (
 	"runtime"
 	"strings"
 	"time"
-
-	"github.com/tidwall/redcon"
 )
 
 // infoSections are INFO's sections in the order Redis prints them.
@@ -24,7 +22,7 @@ var infoSections = []struct {
 
 // cmdInfo is INFO [section ...]; no section, "all", "default" or
 // "everything" mean every section, and an unknown one adds nothing, as in Redis.
-func cmdInfo(s *Server, c *client, conn redcon.Conn, args [][]byte) error {
+func cmdInfo(s *Server, c *client, args [][]byte) error {
 	want := map[string]bool{}
 	for _, a := range args[1:] {
 		want[strings.ToLower(string(a))] = true
@@ -39,7 +37,7 @@ func cmdInfo(s *Server, c *client, conn redcon.Conn, args [][]byte) error {
 			sec.write(s, &b)
 		}
 	}
-	conn.WriteBulkString(b.String())
+	c.writeBulkString(b.String())
 	return nil
 }
 
@@ -57,7 +55,8 @@ func (s *Server) infoServer(b *strings.Builder) {
 	field(b, "go_version", runtime.Version())
 	field(b, "gomaxprocs", runtime.GOMAXPROCS(0))
 	field(b, "process_id", os.Getpid())
-	field(b, "tcp_port", s.port)
+	field(b, "event_loops", s.loops.Load())
+	field(b, "tcp_port", s.port.Load())
 	field(b, "uptime_in_seconds", int64(up.Seconds()))
 	field(b, "uptime_in_days", int64(up.Hours()/24))
 }

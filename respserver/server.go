@@ -1,7 +1,17 @@
 // Package respserver serves an idgen.Generator over the Redis protocol
-// (RESP2, and RESP3 after HELLO 3) with redcon: GETID, MGETID and DECODEID,
-// plus the connection-level commands redis-cli, redis-benchmark and the
-// common client libraries send, so they connect and work unchanged.
+// (RESP2, and RESP3 after HELLO 3): GETID, MGETID and DECODEID, plus the
+// connection-level commands redis-cli, redis-benchmark and the common
+// client libraries send, so they connect and work unchanged.
+//
+// Connections are served by gnet event loops (epoll), one per CPU the
+// process may use, the way Redis serves them from one thread: a request
+// costs one read and one write system call, where a goroutine per
+// connection costs a third read that finds nothing, and a pipeline's
+// replies go out in one write. resplimit checks the framing of what is
+// read, then redcon's parser splits whole commands. A GETID or MGETID
+// that would wait (at the lead bound, or for the reservation on disk) is
+// finished on a goroutine, so a loop never sleeps; that connection's later
+// commands wait for it, in order.
 package respserver
 
 import (
@@ -9,12 +19,14 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
+	"github.com/panjf2000/gnet/v2"
 	"github.com/rs/zerolog"
-	"github.com/tidwall/redcon"
 
 	"github.com/idserver/idserver/idgen"
 	"github.com/idserver/idserver/resplimit"
@@ -55,11 +67,12 @@ type Server struct {
 	opts Options
 	gen  *idgen.Generator
 	log  zerolog.Logger
-	rs   *redcon.Server
 
 	started time.Time
-	port    int
+	port    atomic.Int64
+	loops   atomic.Int64 // event loops serving clients
 	nextID  atomic.Int64 // client ids, as CLIENT ID shows
+	tick    atomic.Int64 // seconds since started, moved by watch: the idle clock
 
 	clients  atomic.Int64
 	accepted atomic.Uint64
@@ -70,13 +83,16 @@ type Server struct {
 	mu      sync.Mutex
 	serving bool
 	closed  bool
-	conns   map[*client]redcon.Conn
+	ln      net.Listener
+	eng     *gnet.Client // the event loops; set by Serve
+	conns   map[*client]struct{}
 	done    chan struct{} // closed by Close or Shutdown
-	drained chan struct{} // closed when connections may be dropped
+	drained chan struct{} // closed when Close or Shutdown has finished with the clients
 	drainMu sync.Once
+	stopMu  sync.Once
 }
 
-// ErrServerClosed is returned by Serve after Close.
+// ErrServerClosed is returned by Serve after Close or Shutdown.
 var ErrServerClosed = errors.New("respserver: server closed")
 
 // New returns a Server for opts.
@@ -93,96 +109,201 @@ func New(opts Options) *Server {
 	if opts.Limits.MaxMultibulkLen == 0 {
 		opts.Limits.MaxMultibulkLen = 1024
 	}
-	s := &Server{
+	return &Server{
 		opts:    opts,
 		gen:     opts.Generator,
 		log:     opts.Logger,
 		started: time.Now(),
-		conns:   map[*client]redcon.Conn{},
+		conns:   map[*client]struct{}{},
 		done:    make(chan struct{}),
 		drained: make(chan struct{}),
 	}
-	s.rs = redcon.NewServer("", s.handle, s.accept, s.closedConn)
-	s.rs.SetIdleClose(opts.IdleTimeout)
-	return s
 }
 
-// Serve answers clients on ln until Close. It always returns a non-nil
-// error: ErrServerClosed after Close.
+// Serve answers clients on ln until Close or Shutdown. It always returns a
+// non-nil error: ErrServerClosed after Close or Shutdown, once they have
+// finished with the clients.
 func (s *Server) Serve(ln net.Listener) error {
 	s.mu.Lock()
-	if s.closed {
+	if s.closed || s.serving {
 		s.mu.Unlock()
 		ln.Close()
+		if s.serving {
+			return errors.New("respserver: Serve called twice")
+		}
 		return ErrServerClosed
 	}
-	s.serving = true
+	loops := max(runtime.GOMAXPROCS(0), 1)
+	eng, err := gnet.NewClient(&events{s: s},
+		gnet.WithNumEventLoop(loops),
+		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
+		gnet.WithLogger(gnetLogger{s.log}))
+	if err == nil {
+		err = eng.Start()
+	}
+	if err != nil {
+		s.mu.Unlock()
+		ln.Close()
+		return fmt.Errorf("respserver: start event loops: %w", err)
+	}
+	s.serving, s.ln, s.eng = true, ln, eng
+	s.loops.Store(int64(loops))
 	if a, ok := ln.Addr().(*net.TCPAddr); ok {
-		s.port = a.Port
+		s.port.Store(int64(a.Port))
 	}
 	s.mu.Unlock()
 	go s.watch()
-	err := s.rs.Serve(drainListener{resplimit.Listener(ln, s.opts.Limits), s.drained})
-	select {
-	case <-s.done:
-		return ErrServerClosed
-	default:
+
+	var backoff time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			select {
+			case <-s.done:
+				<-s.drained
+				return ErrServerClosed
+			default:
+			}
+			if !transient(err) {
+				return fmt.Errorf("respserver: accept: %w", err)
+			}
+			// Out of file descriptors or the like: wait, as net/http does,
+			// rather than spin; the clients already connected go on.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			s.log.Warn().Err(err).Dur("retry_in", backoff).Msg("accept failed")
+			time.Sleep(backoff)
+			continue
+		}
+		backoff = 0
+		s.admit(nc)
 	}
-	if err == nil {
-		err = errors.New("respserver: listener stopped")
+}
+
+// transient reports whether an Accept error may go away by itself.
+func transient(err error) bool {
+	for _, e := range []error{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM, syscall.ECONNABORTED, syscall.EINTR} {
+		if errors.Is(err, e) {
+			return true
+		}
 	}
-	return err
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// admit hands a new connection to an event loop, or refuses it.
+func (s *Server) admit(nc net.Conn) {
+	if s.clients.Load() >= int64(s.opts.MaxClients) {
+		s.rejected.Add(1)
+		nc.SetWriteDeadline(time.Now().Add(time.Second))
+		nc.Write([]byte("-ERR max number of clients reached\r\n"))
+		nc.Close()
+		return
+	}
+	c := &client{
+		id:     s.nextID.Add(1),
+		addr:   nc.RemoteAddr().String(),
+		authed: s.opts.RequirePass == "",
+		scan:   resplimit.NewScanner(s.opts.Limits),
+	}
+	// Registered under the lock Shutdown takes, so it either sees this
+	// client or the client's OnOpen sees the server closed.
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		nc.Close()
+		return
+	}
+	s.conns[c] = struct{}{}
+	s.clients.Add(1)
+	s.accepted.Add(1)
+	s.mu.Unlock()
+	// The loop takes a duplicate of the socket and closes nc.
+	_, err := s.eng.EnrollContext(nc, c)
+	s.mu.Lock()
+	opened := c.opened
+	s.mu.Unlock()
+	if err != nil || !opened {
+		// Never reached the loop (or the poller refused it): no OnClose
+		// will come for it.
+		s.forget(c)
+		s.log.Debug().Err(err).Str("client", c.addr).Msg("connection not served")
+	}
+}
+
+// forget unregisters c; it is safe to call twice.
+func (s *Server) forget(c *client) {
+	s.mu.Lock()
+	_, ok := s.conns[c]
+	delete(s.conns, c)
+	s.mu.Unlock()
+	if ok {
+		s.clients.Add(-1)
+	}
 }
 
 // Close stops accepting and drops every open connection at once.
 func (s *Server) Close() error {
-	_, serving, ok := s.markClosed()
-	if !ok {
+	if _, ok := s.markClosed(); !ok {
 		return nil
 	}
+	s.stopLoops()
 	s.drainMu.Do(func() { close(s.drained) })
-	if !serving {
-		return nil
-	}
-	// Not under s.mu: redcon calls closedConn, which takes s.mu, while it
-	// holds its own lock, which rs.Close takes.
-	return s.rs.Close()
+	return nil
 }
 
-// markClosed marks the server closed; ok is false if it already was. It
-// returns the open connections and whether Serve has started.
-func (s *Server) markClosed() (conns []redcon.Conn, serving, ok bool) {
+// markClosed marks the server closed and closes the listener; ok is false
+// if it already was closed. It returns the open connections.
+func (s *Server) markClosed() (conns []*client, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return nil, false, false
+		return nil, false
 	}
 	s.closed = true
 	close(s.done)
-	for _, c := range s.conns {
+	if s.ln != nil {
+		s.ln.Close()
+	}
+	for c := range s.conns {
 		conns = append(conns, c)
 	}
-	return conns, s.serving, true
+	return conns, true
 }
 
-// Shutdown stops gracefully: it stops accepting, stops reading from every
-// client, lets each answer the requests it has already read, and returns
-// when all are closed, or when ctx is done (then the rest are dropped).
+// stopLoops closes the event loops and every connection still open (each
+// gets what was already written to it first).
+func (s *Server) stopLoops() {
+	s.mu.Lock()
+	eng := s.eng
+	s.mu.Unlock()
+	if eng == nil {
+		return
+	}
+	s.stopMu.Do(func() {
+		if err := eng.Stop(); err != nil {
+			s.log.Debug().Err(err).Msg("event loops stopped")
+		}
+	})
+}
+
+// Shutdown stops gracefully: it stops accepting, lets each client finish
+// the commands it has sent, writes their replies and closes it, and
+// returns when all are closed, or when ctx is done (then the rest are
+// dropped).
 func (s *Server) Shutdown(ctx context.Context) error {
-	conns, serving, ok := s.markClosed()
+	conns, ok := s.markClosed()
 	if !ok {
 		return nil
 	}
 	defer s.drainMu.Do(func() { close(s.drained) })
-	if !serving {
-		return nil
-	}
-	// Closes the listener. redcon would drop every connection as soon as
-	// its accept loop ends; drainListener holds that loop until drained.
-	s.rs.Close()
+	defer s.stopLoops()
 	for _, c := range conns {
-		if cr, ok := c.NetConn().(interface{ CloseRead() error }); ok {
-			cr.CloseRead() // the handler finishes its batch, flushes, then reads EOF
+		c.draining.Store(true)
+		s.mu.Lock()
+		gc := c.gc
+		s.mu.Unlock()
+		if gc != nil { // else its OnOpen, still to come, sees the server closed
+			gc.Wake(nil) // on its loop: finish what was read, flush, close
 		}
 	}
 	tick := time.NewTicker(5 * time.Millisecond)
@@ -195,22 +316,6 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// drainListener keeps redcon's accept loop from ending, and so from
-// dropping the open connections, until the server has drained them.
-type drainListener struct {
-	net.Listener
-	drained <-chan struct{}
-}
-
-// Accept waits for the drain before it reports a closed listener.
-func (l drainListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if errors.Is(err, net.ErrClosed) {
-		<-l.drained
-	}
-	return c, err
 }
 
 // Stats are a Server's connection and command counters since New.
@@ -233,59 +338,9 @@ func (s *Server) Stats() Stats {
 	}
 }
 
-// client is the state of one connection.
-type client struct {
-	id     int64
-	resp3  bool
-	authed bool
-	name   string
-	lower  [32]byte // the command name, lower-cased, without allocating
-	num    []byte   // scratch for formatting numbers
-	ids    []int64  // scratch for MGETID
-	reply  []byte   // scratch for MGETID's reply
-}
-
-func (s *Server) accept(conn redcon.Conn) bool {
-	if s.clients.Load() >= int64(s.opts.MaxClients) {
-		s.rejected.Add(1)
-		conn.NetConn().Write([]byte("-ERR max number of clients reached\r\n"))
-		return false
-	}
-	c := &client{
-		id:     s.nextID.Add(1),
-		authed: s.opts.RequirePass == "",
-		num:    make([]byte, 0, 32),
-	}
-	// Registered under the lock Shutdown takes, so it either sees this
-	// client or this client sees it shutting down.
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return false
-	}
-	s.conns[c] = conn
-	s.clients.Add(1)
-	s.accepted.Add(1)
-	conn.SetContext(c)
-	return true
-}
-
-func (s *Server) closedConn(conn redcon.Conn, err error) {
-	c, ok := conn.Context().(*client)
-	if !ok {
-		return // refused in accept
-	}
-	s.mu.Lock()
-	delete(s.conns, c)
-	s.mu.Unlock()
-	s.clients.Add(-1)
-	if err != nil && !errors.Is(err, net.ErrClosed) {
-		s.log.Debug().Err(err).Str("client", conn.RemoteAddr()).Msg("connection closed")
-	}
-}
-
-// watch logs what the generator did that an operator should know about,
-// at most one line per kind per second: never a line per ID.
+// watch moves the idle clock, closes idle clients, and logs what the
+// generator did that an operator should know about, at most one line per
+// kind per second: never a line per ID.
 func (s *Server) watch() {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
@@ -295,6 +350,10 @@ func (s *Server) watch() {
 		case <-s.done:
 			return
 		case <-t.C:
+		}
+		now := s.tick.Add(1)
+		if s.opts.IdleTimeout > 0 {
+			s.closeIdle(now)
 		}
 		st := s.gen.Stats()
 		if n := st.Borrowed - prev.Borrowed; n > 0 {
@@ -316,3 +375,27 @@ func (s *Server) watch() {
 		prev = st
 	}
 }
+
+// closeIdle closes the clients that sent nothing for IdleTimeout. The
+// clock has one-second steps, so a client gets between IdleTimeout and a
+// second more, as in Redis.
+func (s *Server) closeIdle(now int64) {
+	limit := int64((s.opts.IdleTimeout + time.Second - 1) / time.Second)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		if c.gc != nil && now-c.active.Load() > limit {
+			c.gc.Close()
+		}
+	}
+}
+
+// gnetLogger sends gnet's own log lines to the server's logger. Its Info
+// lines (loops starting) are debug detail here; Fatalf does not exit.
+type gnetLogger struct{ log zerolog.Logger }
+
+func (l gnetLogger) Debugf(format string, args ...any) { l.log.Debug().Msgf(format, args...) }
+func (l gnetLogger) Infof(format string, args ...any)  { l.log.Debug().Msgf(format, args...) }
+func (l gnetLogger) Warnf(format string, args ...any)  { l.log.Warn().Msgf(format, args...) }
+func (l gnetLogger) Errorf(format string, args ...any) { l.log.Error().Msgf(format, args...) }
+func (l gnetLogger) Fatalf(format string, args ...any) { l.log.Error().Msgf(format, args...) }

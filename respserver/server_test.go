@@ -335,14 +335,22 @@ func TestMaxClients(t *testing.T) {
 func TestLeadBoundReply(t *testing.T) {
 	_, addr := startServer(t, idgen.Settings{MaxLead: 10 * time.Millisecond, MaxWait: -1}, Options{})
 	c := dialRaw(t, addr)
-	// 512 IDs per ms: 10000 IDs need a lead of 19ms.
-	got := c.do("MGETID", "10000")
+	// 512 IDs per ms: 5000 IDs borrow about 9ms ahead, the next 5000
+	// would need about 19ms. Sent together, they run microseconds apart.
+	c.send(encode("MGETID", "5000") + encode("MGETID", "5000"))
+	checkIDs(t, c.reply(), 5000, 0)
+	got := c.reply()
 	e, ok := got.(respError)
 	if !ok || !strings.HasPrefix(string(e), "BUSY lead ") || !strings.Contains(string(e), "exceed max-lead-ms 10") || !strings.Contains(string(e), "retry in ") {
 		t.Fatalf("reply past the lead bound: %.200v", got)
 	}
+	// A batch that alone spans more than the bound can never be served:
+	// an ERR, not a BUSY with a retry time.
+	if e, ok := c.do("MGETID", "10000").(respError); !ok || !strings.HasPrefix(string(e), "ERR ") || !strings.Contains(string(e), "ask for fewer") {
+		t.Fatalf("MGETID spanning more than max-lead: %.200v", e)
+	}
 	info := c.do("INFO", "idgen").(string)
-	if !strings.Contains(info, "lead_refusals:1\r\n") || !strings.Contains(info, "ids_issued:0\r\n") {
+	if !strings.Contains(info, "lead_refusals:1\r\n") || !strings.Contains(info, "ids_issued:5000\r\n") {
 		t.Fatalf("refusal not counted, or IDs issued: %q", info)
 	}
 	if id, ok := c.do("GETID").(int64); !ok || id <= 0 {

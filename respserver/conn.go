@@ -1,0 +1,246 @@
+package respserver
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/panjf2000/gnet/v2"
+	"github.com/tidwall/redcon"
+
+	"github.com/idserver/idserver/idgen"
+	"github.com/idserver/idserver/resplimit"
+)
+
+// client is the state of one connection. Its loop owns it, except that
+// while busy, the goroutine finishing the waiting command owns out and ids.
+type client struct {
+	id     int64
+	addr   string
+	gc     gnet.Conn // set by OnOpen, under Server.mu
+	opened bool      // OnOpen ran, under Server.mu
+	resp3  bool
+	authed bool
+	name   string
+
+	scan  resplimit.Scanner
+	in    []byte   // read but not yet run: an unfinished command, or what came while busy
+	out   []byte   // replies not yet written
+	args  [][]byte // the parser's scratch
+	lower [32]byte // the command name, lower-cased, without allocating
+	ids   []int64  // scratch for MGETID
+	bad   error    // a framing violation, answered after the commands before it
+	quit  bool     // close once the replies are out
+
+	busy  bool  // a GETID or MGETID is finishing on a goroutine
+	waitN int64 // its count
+	multi bool  // it is an MGETID
+
+	active   atomic.Int64 // Server.tick when it last sent something
+	draining atomic.Bool  // set by Shutdown: finish, flush, close
+}
+
+// keepBuf is the largest scratch buffer a client keeps between requests;
+// a larger one, grown for a rare big request, is let go.
+const keepBuf = 64 << 10
+
+// errWait is returned by a command that cannot finish without waiting; it
+// has set waitN and multi, and finish completes it.
+var errWait = errors.New("respserver: command must wait")
+
+// events is the gnet event handler: it runs on the event loops.
+type events struct {
+	gnet.BuiltinEventEngine
+	s *Server
+}
+
+func (e *events) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
+	c := gc.Context().(*client)
+	c.active.Store(e.s.tick.Load())
+	e.s.mu.Lock()
+	defer e.s.mu.Unlock()
+	c.gc, c.opened = gc, true
+	if e.s.closed { // Shutdown began after admit: it never saw this gc
+		return nil, gnet.Close
+	}
+	return nil, gnet.None
+}
+
+func (e *events) OnClose(gc gnet.Conn, err error) gnet.Action {
+	c := gc.Context().(*client)
+	e.s.forget(c)
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) {
+		e.s.log.Debug().Err(err).Str("client", c.addr).Msg("connection closed")
+	}
+	return gnet.None
+}
+
+func (e *events) OnTraffic(gc gnet.Conn) gnet.Action {
+	c := gc.Context().(*client)
+	data, _ := gc.Next(-1) // gnet's read buffer, valid until we return
+	if len(data) > 0 {
+		c.active.Store(e.s.tick.Load())
+	}
+	if c.bad != nil || c.quit {
+		return gnet.None // what follows a violation is not read
+	}
+	valid, err := c.scan.Scan(data)
+	data, c.bad = data[:valid], err
+	if c.busy {
+		c.in = append(c.in, data...)
+		return gnet.None
+	}
+	return e.s.serve(c, gc, data)
+}
+
+// serve runs the whole commands in c.in and data, in order, and writes
+// their replies in one write. It keeps an unfinished command, and
+// everything after a command that must wait, in c.in.
+func (s *Server) serve(c *client, gc gnet.Conn, data []byte) gnet.Action {
+	buf := data
+	if len(c.in) > 0 {
+		c.in = append(c.in, data...)
+		buf = c.in
+	}
+	whole := len(buf) - c.scan.Partial()
+	rest := s.runCommands(c, buf[:whole])
+	if c.quit {
+		c.in = c.in[:0]
+	} else {
+		// May move bytes of c.in to its front: append copies as memmove does.
+		c.in = append(c.in[:0], buf[whole-len(rest):]...)
+	}
+	if cap(c.in) > keepBuf && len(c.in) == 0 {
+		c.in = nil
+	}
+	if !c.busy && !c.quit {
+		if c.bad != nil {
+			s.errors.Add(1)
+			c.writeError(c.bad.Error())
+			c.quit = true
+		} else if c.draining.Load() {
+			c.quit = true
+		}
+	}
+	if len(c.out) > 0 {
+		gc.Write(c.out) // what the socket does not take at once, gnet copies
+		c.out = c.out[:0]
+		if cap(c.out) > keepBuf {
+			c.out = nil
+		}
+	}
+	if c.busy {
+		go s.finish(c, gc)
+		return gnet.None
+	}
+	if c.quit {
+		return gnet.Close // gnet writes what is still buffered first
+	}
+	return gnet.None
+}
+
+// runCommands runs the commands in buf, which holds whole ones only. It
+// returns what is left when a command must wait or the client is to close.
+func (s *Server) runCommands(c *client, buf []byte) []byte {
+	for len(buf) > 0 && !c.quit {
+		args, rest, err := c.parse(buf)
+		if err != nil {
+			c.bad = err
+			return nil
+		}
+		buf = rest
+		if len(args) == 0 {
+			continue // an empty line
+		}
+		s.commands.Add(1)
+		if err := s.dispatch(c, args); err != nil {
+			if err == errWait {
+				c.busy = true
+				return buf
+			}
+			s.errors.Add(1)
+			c.writeError(replyText(err))
+		}
+	}
+	return buf
+}
+
+// parse splits the first command off buf.
+func (c *client) parse(buf []byte) (args [][]byte, rest []byte, err error) {
+	if buf[0] == '$' {
+		// redcon would read a Tile38 command here; Redis, like the
+		// scanner, reads an inline line.
+		end := bytes.IndexByte(buf, '\n')
+		args = c.args[:0]
+		for f := range bytes.FieldsSeq(bytes.TrimSuffix(buf[:end], []byte{'\r'})) {
+			args = append(args, f)
+		}
+		c.args = args
+		return args, buf[end+1:], nil
+	}
+	complete, args, _, rest, err := redcon.ReadNextCommand(buf, c.args[:0])
+	c.args = args
+	switch {
+	case err != nil:
+		return nil, nil, errors.New("ERR " + err.Error())
+	case !complete: // the scanner saw the end of a command here
+		return nil, nil, errors.New("ERR Protocol error: incomplete command")
+	}
+	return args, rest, nil
+}
+
+// finish completes a GETID or MGETID that had to wait, off the loop, and
+// then has the loop write its reply and go on with the client's commands.
+func (s *Server) finish(c *client, gc gnet.Conn) {
+	if int64(cap(c.ids)) < c.waitN {
+		c.ids = make([]int64, c.waitN)
+	}
+	ids := c.ids[:c.waitN]
+	if err := s.gen.NextN(ids); err != nil {
+		s.errors.Add(1)
+		c.writeError(replyText(err))
+	} else if c.multi {
+		c.appendIDs(ids)
+	} else {
+		c.writeInt64(ids[0])
+	}
+	gc.AsyncWrite(c.out, func(gc gnet.Conn, err error) error {
+		// On the loop again.
+		c.busy = false
+		c.out = c.out[:0]
+		if cap(c.out) > keepBuf {
+			c.out = nil
+		}
+		if err != nil {
+			return nil // closed meanwhile
+		}
+		if s.serve(c, gc, nil) == gnet.Close {
+			gc.Close()
+		}
+		return nil
+	})
+}
+
+// wait is what GETID and MGETID return when the generator would wait:
+// finish issues their IDs instead.
+func (c *client) wait(n int64, multi bool) error {
+	c.waitN, c.multi = n, multi
+	return errWait
+}
+
+// isWait reports whether err means the generator would have waited.
+func isWait(err error) bool { return errors.Is(err, idgen.ErrWouldWait) }
+
+// Replies, appended to c.out.
+
+func (c *client) writeString(s string)     { c.out = redcon.AppendString(c.out, s) }
+func (c *client) writeError(s string)      { c.out = redcon.AppendError(c.out, s) }
+func (c *client) writeBulk(b []byte)       { c.out = redcon.AppendBulk(c.out, b) }
+func (c *client) writeBulkString(s string) { c.out = redcon.AppendBulkString(c.out, s) }
+func (c *client) writeInt(n int)           { c.out = redcon.AppendInt(c.out, int64(n)) }
+func (c *client) writeInt64(n int64)       { c.out = redcon.AppendInt(c.out, n) }
+func (c *client) writeArray(n int)         { c.out = redcon.AppendArray(c.out, n) }
+func (c *client) writeNull()               { c.out = redcon.AppendNull(c.out) }
+func (c *client) writeRaw(b []byte)        { c.out = append(c.out, b...) }

@@ -1,0 +1,218 @@
+package respserver
+
+import (
+	"context"
+	"errors"
+	"net"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idserver/idserver/idgen"
+)
+
+// slowLayout issues 2 IDs per ms, so a modest MGETID reaches the lead
+// bound and has to wait for the clock.
+var slowLayout = idgen.Layout{IDBits: 2, ShardBits: 1, RandomBits: 18}
+
+// oneLoop runs the server under test on a single event loop, so that its
+// clients share it, and restores GOMAXPROCS after the test.
+func oneLoop(t *testing.T) {
+	prev := runtime.GOMAXPROCS(1)
+	t.Cleanup(func() { runtime.GOMAXPROCS(prev) })
+}
+
+// nothingYet reports whether c has no reply waiting to be read.
+func nothingYet(t *testing.T, c *rawClient) bool {
+	t.Helper()
+	c.conn.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+	defer c.conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	_, err := c.r.Peek(1)
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// checkIDs checks that v is an MGETID reply of n increasing IDs above
+// after, and returns the last.
+func checkIDs(t *testing.T, v any, n int, after int64) int64 {
+	t.Helper()
+	a, ok := v.([]any)
+	if !ok || len(a) != n {
+		if ok {
+			t.Fatalf("want %d IDs, got %d", n, len(a))
+		}
+		t.Fatalf("want %d IDs, got %.200v", n, v)
+	}
+	for _, x := range a {
+		id, ok := parseInt([]byte(x.(string)))
+		if !ok || id <= after {
+			t.Fatalf("id %v after %d", x, after)
+		}
+		after = id
+	}
+	return after
+}
+
+// waitSettings issue 2 IDs per ms with a 500 ms lead bound: an MGETID
+// 1000 borrows 500 ms ahead, and a second one then waits about as long.
+var waitSettings = idgen.Settings{Layout: slowLayout, MaxLead: 500 * time.Millisecond, MaxWait: 5 * time.Second}
+
+// TestWaitOffTheLoop: a command that has to wait for the clock waits on
+// its own; another client on the same event loop is answered meanwhile,
+// and the waiting client's pipelined commands follow its reply in order.
+func TestWaitOffTheLoop(t *testing.T) {
+	oneLoop(t)
+	_, addr := startServer(t, waitSettings, Options{})
+	a, b := dialRaw(t, addr), dialRaw(t, addr)
+	last := checkIDs(t, a.do("MGETID", "1000"), 1000, 0)
+	a.send(encode("MGETID", "1000") + encode("PING") + encode("GETID"))
+	if v := b.do("PING"); v != "PONG" {
+		t.Fatalf("other client's PING: %v", v)
+	}
+	if !nothingYet(t, a) {
+		t.Fatal("the waiting MGETID was answered before another client's PING: it did not wait, or it held the loop")
+	}
+	last = checkIDs(t, a.reply(), 1000, last)
+	if v := a.reply(); v != "PONG" {
+		t.Fatalf("PING after the waiting MGETID: %v", v)
+	}
+	if id, ok := a.reply().(int64); !ok || id <= last {
+		t.Fatalf("GETID after the waiting MGETID: %v, want above %d", id, last)
+	}
+	info := b.do("INFO", "idgen").(string)
+	if !strings.Contains(info, "lead_waits:1\r\n") || !strings.Contains(info, "lead_refusals:0\r\n") {
+		t.Fatalf("want one wait and no refusal:\n%s", info)
+	}
+}
+
+// TestWaitRefused: a GETID that waits for the reservation on disk, which
+// does not come, gets -BUSY from the goroutine that waited, and the
+// connection goes on once the reservation moves.
+func TestWaitRefused(t *testing.T) {
+	now := time.Now().UnixMilli() - idgen.DefaultEpoch.UnixMilli()
+	s, addr := startServer(t, idgen.Settings{Ceiling: now, MaxWait: 50 * time.Millisecond}, Options{})
+	c := dialRaw(t, addr)
+	c.send(encode("GETID") + encode("PING"))
+	if e, ok := c.reply().(respError); !ok || !strings.HasPrefix(string(e), "BUSY ") || !strings.Contains(string(e), "not yet reserved") {
+		t.Fatalf("GETID past the reservation: %v", e)
+	}
+	if v := c.reply(); v != "PONG" {
+		t.Fatalf("PING after it: %v", v)
+	}
+	s.gen.Raise(now + 60_000)
+	if id, ok := c.do("GETID").(int64); !ok || id <= 0 {
+		t.Fatalf("GETID after the reservation moved: %v", id)
+	}
+}
+
+// TestShutdownFinishesWaitingCommand: Shutdown lets a command that is
+// waiting for the clock finish, answers what the client sent after it,
+// then closes the connection.
+func TestShutdownFinishesWaitingCommand(t *testing.T) {
+	s, addr := startServer(t, waitSettings, Options{})
+	a, b := dialRaw(t, addr), dialRaw(t, addr)
+	last := checkIDs(t, a.do("MGETID", "1000"), 1000, 0)
+	a.send(encode("MGETID", "1000") + encode("GETID"))
+	// Wait until the MGETID is waiting, as INFO counts it.
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(b.do("INFO", "idgen").(string), "lead_waits:1\r\n") {
+		if time.Now().After(deadline) {
+			t.Fatal("the MGETID never waited")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	last = checkIDs(t, a.reply(), 1000, last)
+	if id, ok := a.reply().(int64); !ok || id <= last {
+		t.Fatalf("GETID sent after the waiting MGETID: %v", id)
+	}
+	if _, err := readReply(a.r); err == nil {
+		t.Fatal("connection still open after Shutdown")
+	}
+}
+
+// TestIdleTimeout: a client that sends nothing for the timeout is closed;
+// one that keeps talking is not.
+func TestIdleTimeout(t *testing.T) {
+	_, addr := startServer(t, idgen.Settings{}, Options{IdleTimeout: time.Second})
+	idle, busy := dialRaw(t, addr), dialRaw(t, addr)
+	start := time.Now()
+	closed := make(chan time.Duration, 1)
+	go func() {
+		idle.r.ReadByte() // returns at the close
+		closed <- time.Since(start)
+	}()
+	for {
+		select {
+		case d := <-closed:
+			// The idle clock ticks once a second: between 1 and 3 s.
+			if d < time.Second || d > 3*time.Second {
+				t.Fatalf("idle client closed after %v, want 1-3 s", d)
+			}
+			if v := busy.do("PING"); v != "PONG" {
+				t.Fatalf("active client: %v", v)
+			}
+			return
+		case <-time.After(200 * time.Millisecond):
+			if v := busy.do("PING"); v != "PONG" {
+				t.Fatalf("active client, after %v: %v", time.Since(start), v)
+			}
+			if time.Since(start) > 10*time.Second {
+				t.Fatal("idle client never closed")
+			}
+		}
+	}
+}
+
+// TestQuitFlushesPipeline: QUIT answers OK after the replies before it and
+// closes; what came after it is not run.
+func TestQuitFlushesPipeline(t *testing.T) {
+	_, addr := startServer(t, idgen.Settings{}, Options{})
+	c := dialRaw(t, addr)
+	c.send(encode("PING") + encode("QUIT") + encode("GETID"))
+	if v := c.reply(); v != "PONG" {
+		t.Fatalf("PING: %v", v)
+	}
+	if v := c.reply(); v != "OK" {
+		t.Fatalf("QUIT: %v", v)
+	}
+	if v, err := readReply(c.r); err == nil {
+		t.Fatalf("reply after QUIT: %v", v)
+	}
+}
+
+// TestBigReplySlowReader: a reply larger than the socket buffers reaches a
+// client that reads it slowly, whole and in order.
+func TestBigReplySlowReader(t *testing.T) {
+	_, addr := startServer(t, idgen.Settings{Layout: idgen.Layout{IDBits: 2, ShardBits: 19, RandomBits: 0}},
+		Options{MGetIDMax: 100000})
+	c := dialRaw(t, addr)
+	c.send(strings.Repeat(encode("MGETID", "100000"), 3) + encode("PING"))
+	time.Sleep(200 * time.Millisecond) // the server fills the socket and buffers the rest
+	last := int64(0)
+	for range 3 {
+		last = checkIDs(t, c.reply(), 100000, last)
+	}
+	if v := c.reply(); v != "PONG" {
+		t.Fatalf("after the big replies: %v", v)
+	}
+}
+
+// TestInlineDollar: an inline line that starts with '$' is read as Redis
+// reads it, as an inline command, not as redcon's Tile38 framing.
+func TestInlineDollar(t *testing.T) {
+	_, addr := startServer(t, idgen.Settings{}, Options{})
+	c := dialRaw(t, addr)
+	c.send("$5 x\r\nPING\r\n")
+	if e, ok := c.reply().(respError); !ok || !strings.HasPrefix(string(e), "ERR unknown command '$5', with args beginning with: 'x'") {
+		t.Fatalf("inline $5: %v", e)
+	}
+	if v := c.reply(); v != "PONG" {
+		t.Fatalf("after it: %v", v)
+	}
+}
