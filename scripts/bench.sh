@@ -2,7 +2,7 @@
 # Benchmark harness: idserver against redis-server on the same machine, in
 # the same run, under the same redis-benchmark commands, interleaved A/B.
 #
-#   scripts/bench.sh [rounds]             (default 3; about 1.5 min a round)
+#   scripts/bench.sh [rounds]             (default 3; about 40 s a round, 10 s more at the end)
 #   BASELINE=<git rev> scripts/bench.sh   adds idserver built at rev as a third column set
 #
 # Rows (idserver vs redis):
@@ -12,9 +12,16 @@
 #   GETID vs INCR k, appendfsync always   the durable way people use INCR for IDs
 # MGETID rows use a second idserver with id-range 2 shard-range 19
 # random-range 0 (the default layout caps a server at 512 IDs per ms).
-# Prints requests/s, p50 and p99 (ms) as medians over the rounds, and the
-# median of the per-round ratios idserver/redis. Every server is started
-# here on 127.0.0.1 and stopped on exit.
+# Last, once: GETID -P 16 against a default-layout idserver with
+# max-lead-ms 500, long enough to hold it at the lead bound, showing the
+# rate it sustains there (512 IDs per ms) and that it waits, not refuses.
+# Prints requests/s, p50 and p99 (ms) and the server's CPU time per request
+# (us, user + system, from /proc) as medians over the rounds, and the
+# median of the per-round ratios idserver/redis of requests/s and of CPU
+# per request. redis-benchmark takes a core of its own, so on a 2-core
+# machine requests/s is often the client's limit; CPU per request is what
+# the server itself costs. Every server is started here on 127.0.0.1 and
+# stopped on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
@@ -28,6 +35,7 @@ fi
 
 tmp=$(mktemp -d)
 pids=()
+declare -A pid_of # port -> server pid, for its CPU time
 cleanup() {
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
 	wait 2>/dev/null || true
@@ -48,13 +56,17 @@ start_idserver() { # port dir args...
 	local port=$1 dir=$2; shift 2
 	mkdir -p "$dir"
 	"$tmp/idserver" --port "$port" --dir "$dir" --loglevel warning "$@" 2>>"$tmp/idserver.log" & pids+=($!)
+	pid_of[$port]=$!
 }
-ip=$(free_port); wp=$(free_port); rp=$(free_port); ap=$(free_port)
+ip=$(free_port); wp=$(free_port); rp=$(free_port); ap=$(free_port); lp=$(free_port)
 start_idserver "$ip" "$tmp/default"
+start_idserver "$lp" "$tmp/limit" --max-lead-ms 500
 start_idserver "$wp" "$tmp/wide" --id-range 2 --shard-range 19 --random-range 0 --mgetid-max 100000
 redis-server --port "$rp" --bind 127.0.0.1 --save "" --appendonly no >"$tmp/redis.log" & pids+=($!)
+pid_of[$rp]=$!
 redis-server --port "$ap" --bind 127.0.0.1 --save "" --appendonly yes --appendfsync always --dir "$tmp" >"$tmp/aof.log" & pids+=($!)
-for p in "$ip" "$wp" "$rp" "$ap"; do wait_port "$p"; done
+pid_of[$ap]=$!
+for p in "$ip" "$wp" "$rp" "$ap" "$lp"; do wait_port "$p"; done
 # 100 numbers of 18 digits, the shape of an MGETID 100 reply.
 redis-cli -p "$rp" rpush ids $(seq 787082868470841634 787082868470841733) >/dev/null
 bp=""; bwp=""
@@ -63,9 +75,11 @@ if [ -n "${BASELINE:-}" ]; then
 	(cd "$tmp/base" && go build -o "$tmp/idserver-base" .)
 	bp=$(free_port); bwp=$(free_port)
 	(cd "$tmp" && exec "$tmp/idserver-base" --port "$bp" --loglevel warning 2>>"$tmp/base.log") & pids+=($!)
+	pid_of[$bp]=$!
 	mkdir -p "$tmp/basewide"
 	(cd "$tmp/basewide" && exec "$tmp/idserver-base" --port "$bwp" --loglevel warning \
 		--id-range 2 --shard-range 19 --random-range 0 --mgetid-max 100000 2>>"$tmp/base.log") & pids+=($!)
+	pid_of[$bwp]=$!
 	wait_port "$bp"; wait_port "$bwp"
 fi
 
@@ -79,11 +93,20 @@ rows=(
 	"GETID vs INCR appendfsync always|ip|GETID|ap|INCR k|-c 50|50000"
 )
 
-# bench PORT N OPTS CMD... prints "rps p50 p99" of one redis-benchmark run.
+# cpu_ticks PID prints the process's user + system CPU time in clock ticks.
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+hz=$(getconf CLK_TCK)
+
+# bench PORT N OPTS CMD... prints "rps p50 p99 cpu_us_per_request" of one
+# redis-benchmark run.
 bench() {
 	local port=$1 n=$2 opts=$3; shift 3
+	local pid=${pid_of[$port]} before after
+	before=$(cpu_ticks "$pid")
 	redis-benchmark -h 127.0.0.1 -p "$port" -n "$n" $opts --csv "$@" 2>/dev/null |
-		awk -F'","' 'NR == 2 { print $2, $5, $7 }'
+		awk -F'","' 'NR == 2 { printf "%s %s %s", $2, $5, $7 }'
+	after=$(cpu_ticks "$pid")
+	echo " $(( (after - before) * 1000000 / hz ))" | awk -v n="$n" '{ printf " %.2f\n", $1 / n }'
 }
 
 results="$tmp/results"
@@ -115,11 +138,11 @@ function median(a, n,    i, j, t) {
 	for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] > a[j]; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t }
 	return n % 2 ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2
 }
-{ k = $1 SUBSEP $2; c[k]++; rps[k, c[k]] = $3; p50[k, c[k]] = $4; p99[k, c[k]] = $5 }
+{ k = $1 SUBSEP $2; c[k]++; rps[k, c[k]] = $3; p50[k, c[k]] = $4; p99[k, c[k]] = $5; cpu[k, c[k]] = $6 }
 END {
 	split(names, name, "\n")
-	printf "%-34s %11s %6s %6s %11s %6s %6s %6s", "row", "idserver/s", "p50", "p99", "redis/s", "p50", "p99", "ratio"
-	if (base) printf " %11s %6s", "base/s", "ratio"
+	printf "%-34s %11s %6s %6s %6s %11s %6s %6s %6s %6s %6s", "row", "idserver/s", "p50", "p99", "us/req", "redis/s", "p50", "p99", "us/req", "ratio", "cpu"
+	if (base) printf " %11s %6s %6s %6s", "base/s", "us/req", "ratio", "cpu"
 	printf "\n"
 	for (r = 0; r < length(name); r++) {
 		out = ""
@@ -127,16 +150,20 @@ END {
 			side = s == 1 ? "id" : s == 2 ? "redis" : "base"
 			if (side == "base" && !base) continue
 			k = r SUBSEP side; n = c[k]
-			for (i = 1; i <= n; i++) { x[i] = rps[k, i]; y[i] = p50[k, i]; z[i] = p99[k, i] }
-			m[side] = median(x, n); q50[side] = median(y, n); q99[side] = median(z, n)
-			for (i = 1; i <= n; i++) ratio[side, i] = rps[r SUBSEP side, i] / rps[r SUBSEP "redis", i]
+			for (i = 1; i <= n; i++) { x[i] = rps[k, i]; y[i] = p50[k, i]; z[i] = p99[k, i]; w[i] = cpu[k, i] }
+			m[side] = median(x, n); q50[side] = median(y, n); q99[side] = median(z, n); us[side] = median(w, n)
+			for (i = 1; i <= n; i++) {
+				ratio[side, i] = rps[r SUBSEP side, i] / rps[r SUBSEP "redis", i]
+				rc = cpu[r SUBSEP "redis", i]
+				cratio[side, i] = rc > 0 ? cpu[r SUBSEP side, i] / rc : 0
+			}
 		}
-		for (i = 1; i <= c[r SUBSEP "id"]; i++) x[i] = ratio["id", i]
-		rid = median(x, c[r SUBSEP "id"])
-		printf "%-34s %11.0f %6.3f %6.3f %11.0f %6.3f %6.3f %6.2f", name[r+1], m["id"], q50["id"], q99["id"], m["redis"], q50["redis"], q99["redis"], rid
+		for (i = 1; i <= c[r SUBSEP "id"]; i++) { x[i] = ratio["id", i]; y[i] = cratio["id", i] }
+		rid = median(x, c[r SUBSEP "id"]); cid = median(y, c[r SUBSEP "id"])
+		printf "%-34s %11.0f %6.3f %6.3f %6.2f %11.0f %6.3f %6.3f %6.2f %6.2f %6.2f", name[r+1], m["id"], q50["id"], q99["id"], us["id"], m["redis"], q50["redis"], q99["redis"], us["redis"], rid, cid
 		if (base) {
-			for (i = 1; i <= c[r SUBSEP "base"]; i++) x[i] = ratio["base", i]
-			printf " %11.0f %6.2f", m["base"], median(x, c[r SUBSEP "base"])
+			for (i = 1; i <= c[r SUBSEP "base"]; i++) { x[i] = ratio["base", i]; y[i] = cratio["base", i] }
+			printf " %11.0f %6.2f %6.2f %6.2f", m["base"], us["base"], median(x, c[r SUBSEP "base"]), median(y, c[r SUBSEP "base"])
 		}
 		printf "\n"
 	}
@@ -145,3 +172,12 @@ END {
 echo
 echo "default layout (512 IDs/ms): lead_ms $(info "$ip" idgen lead_ms), max_lead_seen_ms $(info "$ip" idgen max_lead_seen_ms) (max-lead-ms 5000), lead_refusals $(info "$ip" idgen lead_refusals), ids_issued $(info "$ip" idgen ids_issued)"
 echo "reservation writes: default $(info "$ip" persistence reservation_saves), wide $(info "$wp" persistence reservation_saves) (2 fsyncs each)"
+
+# At the physical limit: 5M GETIDs, about 10 s at 512 per ms.
+n=5000000
+start=$(date +%s%N)
+read -r rps p50 p99 cpu <<<"$(bench "$lp" "$n" "-c 50 -P 16" GETID)"
+secs=$(awk -v a="$start" -v b="$(date +%s%N)" 'BEGIN { printf "%.1f", (b - a) / 1e9 }')
+echo "at the limit (default layout, max-lead-ms 500, GETID -c 50 -P 16, $n requests in ${secs}s): $rps requests/s," \
+	"p50 $p50 p99 $p99 ms; max_lead_seen_ms $(info "$lp" idgen max_lead_seen_ms), lead_waits $(info "$lp" idgen lead_waits)," \
+	"lead_refusals $(info "$lp" idgen lead_refusals), error replies $(info "$lp" stats total_error_replies)"
