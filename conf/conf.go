@@ -38,7 +38,7 @@ type Config struct {
 	MaxLead time.Duration `key:"max-lead-ms" default:"5000" unit:"ms" usage:"how far IDs may run ahead of the clock"`
 	MaxWait time.Duration `key:"max-wait-ms" default:"100" unit:"ms" usage:"how long a request may wait for the clock before -BUSY; 0 = never wait"`
 
-	GoMaxProcs int `key:"gomaxprocs" default:"1" usage:"CPU cores the server runs on (GOMAXPROCS); 0 = all"`
+	GoMaxProcs int `key:"gomaxprocs" default:"1" usage:"CPU cores the server runs on (GOMAXPROCS), and its number of event loops; 0 = all"`
 
 	MGetIDMax            int           `key:"mgetid-max" default:"10000" usage:"largest MGETID count"`
 	MaxClients           int           `key:"maxclients" default:"10000" usage:"most clients connected at once"`
