@@ -216,3 +216,34 @@ func TestInlineDollar(t *testing.T) {
 		t.Fatalf("after it: %v", v)
 	}
 }
+
+// TestCloseDuringShutdown: Close drops the clients a Shutdown is still
+// waiting for, and the Shutdown then returns.
+func TestCloseDuringShutdown(t *testing.T) {
+	s, addr := startServer(t, waitSettings, Options{})
+	a, b := dialRaw(t, addr), dialRaw(t, addr)
+	checkIDs(t, a.do("MGETID", "1000"), 1000, 0)
+	a.send(encode("MGETID", "1000")) // waits about 500 ms for the clock
+	for !strings.Contains(b.do("INFO", "idgen").(string), "lead_waits:1\r\n") {
+		time.Sleep(5 * time.Millisecond)
+	}
+	shut := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		shut <- s.Shutdown(ctx)
+	}()
+	time.Sleep(20 * time.Millisecond) // Shutdown is now waiting for a
+	s.Close()
+	if v, err := readReply(a.r); err == nil {
+		t.Fatalf("dropped client got a reply: %.100v", v)
+	}
+	select {
+	case err := <-shut:
+		if err != nil {
+			t.Fatalf("Shutdown after Close: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Shutdown still waiting after Close dropped the clients")
+	}
+}

@@ -154,14 +154,32 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.mu.Unlock()
 	go s.watch()
 
+	// Accepting runs on its own goroutine: handing a connection to a loop
+	// waits for the loop, and a loop stopped meanwhile must not keep Serve
+	// from returning.
+	accepted := make(chan error, 1)
+	go func() { accepted <- s.accept(ln) }()
+	select {
+	case err := <-accepted:
+		if err != nil {
+			return err
+		}
+	case <-s.done:
+	}
+	<-s.drained
+	return ErrServerClosed
+}
+
+// accept takes connections from ln until it is closed (then it returns
+// nil) or fails for good.
+func (s *Server) accept(ln net.Listener) error {
 	var backoff time.Duration
 	for {
 		nc, err := ln.Accept()
 		if err != nil {
 			select {
 			case <-s.done:
-				<-s.drained
-				return ErrServerClosed
+				return nil
 			default:
 			}
 			if !transient(err) {
@@ -241,11 +259,10 @@ func (s *Server) forget(c *client) {
 	}
 }
 
-// Close stops accepting and drops every open connection at once.
+// Close stops accepting and drops every open connection at once, also
+// those a Shutdown in progress is still waiting for.
 func (s *Server) Close() error {
-	if _, ok := s.markClosed(); !ok {
-		return nil
-	}
+	s.markClosed()
 	s.stopLoops()
 	s.drainMu.Do(func() { close(s.drained) })
 	return nil
