@@ -89,6 +89,12 @@ func (e *events) OnTraffic(gc gnet.Conn) gnet.Action {
 	valid, err := c.scan.Scan(data)
 	data, c.bad = data[:valid], err
 	if c.busy {
+		if len(c.in)+len(data) > e.s.opts.MaxQueued {
+			e.s.log.Warn().Str("client", c.addr).Int("bytes", len(c.in)+len(data)).
+				Msg("closing a client that sent too much while its command waited")
+			c.quit = true
+			return gnet.Close
+		}
 		c.in = append(c.in, data...)
 		return gnet.None
 	}

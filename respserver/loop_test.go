@@ -247,3 +247,36 @@ func TestCloseDuringShutdown(t *testing.T) {
 		t.Fatal("Shutdown still waiting after Close dropped the clients")
 	}
 }
+
+// TestMaxQueued: a client that floods the server while its command waits
+// is closed; other clients are served throughout.
+func TestMaxQueued(t *testing.T) {
+	_, addr := startServer(t, waitSettings, Options{MaxQueued: 1 << 20})
+	a, b := dialRaw(t, addr), dialRaw(t, addr)
+	checkIDs(t, a.do("MGETID", "1000"), 1000, 0)
+	a.send(encode("MGETID", "1000")) // waits about 500 ms for the clock
+	for !strings.Contains(b.do("INFO", "idgen").(string), "lead_waits:1\r\n") {
+		time.Sleep(5 * time.Millisecond)
+	}
+	flood := []byte(strings.Repeat(encode("PING"), 1<<14)) // 224 KiB
+	sent := 0
+	for ; sent < 4<<20; sent += len(flood) {
+		if _, err := a.conn.Write(flood); err != nil {
+			break // closed: the kernel answered with a reset
+		}
+	}
+	if v, err := readReply(a.r); err == nil {
+		t.Fatalf("flooding client got a reply: %.100v", v)
+	}
+	if v := b.do("PING"); v != "PONG" {
+		t.Fatalf("other client: %v", v)
+	}
+	// A client that sends a lot, but not while waiting, is served.
+	c := dialRaw(t, addr)
+	go c.conn.Write([]byte(strings.Repeat(encode("PING"), 1<<17))) // 1.8 MiB
+	for i := range 1 << 17 {
+		if v := c.reply(); v != "PONG" {
+			t.Fatalf("reply %d: %v", i, v)
+		}
+	}
+}

@@ -47,6 +47,11 @@ type Options struct {
 	MaxClients  int              // zero means 10000
 	IdleTimeout time.Duration    // close clients idle this long; zero means never
 	Limits      resplimit.Limits // zero fields mean 64 KiB bulks, 1024 elements
+	// MaxQueued is how many bytes a client may send while one of its
+	// commands waits for the clock or the reservation (at most
+	// max-wait-ms); past it the client is closed, as Redis closes one at
+	// client-query-buffer-limit. Zero means 64 MiB.
+	MaxQueued int
 
 	// Config lists the configuration for CONFIG GET; nil means none.
 	Config [][2]string
@@ -108,6 +113,9 @@ func New(opts Options) *Server {
 	}
 	if opts.Limits.MaxMultibulkLen == 0 {
 		opts.Limits.MaxMultibulkLen = 1024
+	}
+	if opts.MaxQueued == 0 {
+		opts.MaxQueued = 64 << 20
 	}
 	return &Server{
 		opts:    opts,
