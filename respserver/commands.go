@@ -159,17 +159,9 @@ func parseInt(b []byte) (int64, bool) {
 }
 
 // cmdGetID and cmdMGetID never wait on the loop: where the generator
-// would, they hand the command to Server.finish.
+// would, Server.finish issues their IDs instead.
 func cmdGetID(s *Server, c *client, args [][]byte) error {
-	id, err := s.gen.TryNext()
-	if isWait(err) {
-		return c.wait(1, false)
-	}
-	if err != nil {
-		return err
-	}
-	c.writeInt64(id)
-	return nil
+	return s.issue(c, 1, false, false)
 }
 
 func cmdMGetID(s *Server, c *client, args [][]byte) error {
@@ -180,18 +172,36 @@ func cmdMGetID(s *Server, c *client, args [][]byte) error {
 	if n < 1 || n > int64(s.opts.MGetIDMax) {
 		return fmt.Errorf("ERR count %d out of range, must be 1..%d (mgetid-max)", n, s.opts.MGetIDMax)
 	}
+	return s.issue(c, n, true, false)
+}
+
+// issue issues n IDs and appends the reply: an integer for GETID, an
+// array of bulk strings for MGETID (multi). Unless mayWait, where the
+// generator would wait it returns errWait and keeps the command in c for
+// finish.
+func (s *Server) issue(c *client, n int64, multi, mayWait bool) error {
 	if int64(cap(c.ids)) < n {
 		c.ids = make([]int64, n)
 	}
 	ids := c.ids[:n]
-	err := s.gen.TryNextN(ids)
-	if isWait(err) {
-		return c.wait(n, true)
+	var err error
+	if mayWait {
+		err = s.gen.NextN(ids)
+	} else {
+		err = s.gen.TryNextN(ids)
+	}
+	if errors.Is(err, idgen.ErrWouldWait) {
+		c.waitN, c.multi = n, multi
+		return errWait
 	}
 	if err != nil {
 		return err
 	}
-	c.appendIDs(ids)
+	if multi {
+		c.appendIDs(ids)
+	} else {
+		c.writeInt64(ids[0])
+	}
 	if cap(c.ids) > keepBuf/8 {
 		c.ids = nil
 	}

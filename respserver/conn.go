@@ -10,7 +10,6 @@ import (
 	"github.com/panjf2000/gnet/v2"
 	"github.com/tidwall/redcon"
 
-	"github.com/idserver/idserver/idgen"
 	"github.com/idserver/idserver/resplimit"
 )
 
@@ -46,8 +45,8 @@ type client struct {
 // a larger one, grown for a rare big request, is let go.
 const keepBuf = 64 << 10
 
-// errWait is returned by a command that cannot finish without waiting; it
-// has set waitN and multi, and finish completes it.
+// errWait is returned by a command that cannot finish without waiting;
+// issue has set waitN and multi, and finish completes it.
 var errWait = errors.New("respserver: command must wait")
 
 // events is the gnet event handler: it runs on the event loops.
@@ -200,17 +199,9 @@ func (c *client) parse(buf []byte) (args [][]byte, rest []byte, err error) {
 // finish completes a GETID or MGETID that had to wait, off the loop, and
 // then has the loop write its reply and go on with the client's commands.
 func (s *Server) finish(c *client, gc gnet.Conn) {
-	if int64(cap(c.ids)) < c.waitN {
-		c.ids = make([]int64, c.waitN)
-	}
-	ids := c.ids[:c.waitN]
-	if err := s.gen.NextN(ids); err != nil {
+	if err := s.issue(c, c.waitN, c.multi, true); err != nil {
 		s.errors.Add(1)
 		c.writeError(replyText(err))
-	} else if c.multi {
-		c.appendIDs(ids)
-	} else {
-		c.writeInt64(ids[0])
 	}
 	gc.AsyncWrite(c.out, func(gc gnet.Conn, err error) error {
 		// On the loop again.
@@ -228,16 +219,6 @@ func (s *Server) finish(c *client, gc gnet.Conn) {
 		return nil
 	})
 }
-
-// wait is what GETID and MGETID return when the generator would wait:
-// finish issues their IDs instead.
-func (c *client) wait(n int64, multi bool) error {
-	c.waitN, c.multi = n, multi
-	return errWait
-}
-
-// isWait reports whether err means the generator would have waited.
-func isWait(err error) bool { return errors.Is(err, idgen.ErrWouldWait) }
 
 // Replies, appended to c.out.
 
