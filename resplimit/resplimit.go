@@ -102,7 +102,6 @@ type Scanner struct {
 	args    int // bulks left in the current command
 	remain  int // bulk bytes left
 	partial int // bytes scanned since the last command end
-	lastEnd int // during scan: index just past the last command end, or -1
 
 	lineLen int // inline: bytes so far
 	delims  int // inline: spaces and quotes so far
@@ -127,10 +126,9 @@ func NewScanner(lim Limits) Scanner {
 // offending byte, err wraps ErrLimit, and the Scanner must not be used
 // again. It allocates nothing.
 func (s *Scanner) Scan(p []byte) (valid int, err error) {
-	s.lastEnd = -1
-	valid, err = s.scan(p)
-	if s.lastEnd >= 0 {
-		s.partial = valid - s.lastEnd
+	valid, end, err := s.scan(p)
+	if end >= 0 {
+		s.partial = valid - end
 	} else {
 		s.partial += valid
 	}
@@ -141,7 +139,10 @@ func (s *Scanner) Scan(p []byte) (valid int, err error) {
 // end, belong to a command not yet complete.
 func (s *Scanner) Partial() int { return s.partial }
 
-func (s *Scanner) scan(p []byte) (valid int, err error) {
+// scan is Scan without the bookkeeping: end is the index just past the
+// last command that ended in p, or -1.
+func (s *Scanner) scan(p []byte) (valid, end int, err error) {
+	end = -1
 	i := 0
 	for i < len(p) {
 		b := p[i]
@@ -163,28 +164,28 @@ func (s *Scanner) scan(p []byte) (valid int, err error) {
 				break
 			}
 			if b < '0' || b > '9' || s.digits == maxDigits {
-				return i, bad
+				return i, end, bad
 			}
 			// Refuse as soon as the number is too big, not at its end:
 			// the digits could go on for ever.
 			s.num = s.num*10 + int(b-'0')
 			s.digits++
 			if s.num > limit {
-				return i, bad
+				return i, end, bad
 			}
 		case stCountLF:
 			if b != '\n' || s.num < 1 {
-				return i, errMultibulk
+				return i, end, errMultibulk
 			}
 			s.args, s.st = s.num, stDollar
 		case stDollar:
 			if b != '$' {
-				return i, violation("ERR Protocol error: expected '$', got '" + printable(b) + "'")
+				return i, end, violation("ERR Protocol error: expected '$', got '" + printable(b) + "'")
 			}
 			s.st, s.num, s.digits = stLen, 0, 0
 		case stLenLF:
 			if b != '\n' {
-				return i, errBulk
+				return i, end, errBulk
 			}
 			s.remain, s.st = s.num, stData
 			if s.remain == 0 {
@@ -199,23 +200,23 @@ func (s *Scanner) scan(p []byte) (valid int, err error) {
 			continue
 		case stDataCR:
 			if b != '\r' {
-				return i, errBulk
+				return i, end, errBulk
 			}
 			s.st = stDataLF
 		case stDataLF:
 			if b != '\n' {
-				return i, errBulk
+				return i, end, errBulk
 			}
 			if s.args--; s.args == 0 {
 				s.st = stStart
-				s.lastEnd = i + 1
+				end = i + 1
 			} else {
 				s.st = stDollar
 			}
 		case stInline:
 			if b == '\n' {
 				s.st = stStart
-				s.lastEnd = i + 1
+				end = i + 1
 				break
 			}
 			// redcon allocates the whole line, and the rest of it again
@@ -227,12 +228,12 @@ func (s *Scanner) scan(p []byte) (valid int, err error) {
 				s.delims++
 			}
 			if s.lineLen > s.lim.MaxBulkLen || s.delims >= s.lim.MaxMultibulkLen || s.cost > s.budget {
-				return i, errInline
+				return i, end, errInline
 			}
 		}
 		i++
 	}
-	return i, nil
+	return i, end, nil
 }
 
 // printable keeps an error reply on one line whatever byte came.
