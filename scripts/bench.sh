@@ -106,7 +106,7 @@ bench() {
 	redis-benchmark -h 127.0.0.1 -p "$port" -n "$n" $opts --csv "$@" 2>/dev/null |
 		awk -F'","' 'NR == 2 { printf "%s %s %s", $2, $5, $7 }'
 	after=$(cpu_ticks "$pid")
-	echo " $(( (after - before) * 1000000 / hz ))" | awk -v n="$n" '{ printf " %.2f\n", $1 / n }'
+	awk -v t=$((after - before)) -v hz="$hz" -v n="$n" 'BEGIN { printf " %.2f\n", t * 1e6 / hz / n }'
 }
 
 results="$tmp/results"
