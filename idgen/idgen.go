@@ -54,8 +54,9 @@ const (
 	DefaultMaxWait = 100 * time.Millisecond
 )
 
-// ErrOverflow is returned when the time field no longer fits in 42 bits.
-var ErrOverflow = errors.New("idgen: time field overflows 42 bits (epoch too old or clock too far ahead)")
+// ErrOverflow is wrapped by the errors of a generator whose 42-bit time
+// field is used up: the clock or the reservation is at or past End.
+var ErrOverflow = errors.New("idgen: the 42-bit time field is used up")
 
 // ErrNotReserved is returned when IDs would pass the ceiling (the
 // reservation on disk) and no larger one arrived within MaxWait.
@@ -117,6 +118,13 @@ func (l Layout) Validate() error {
 // MaxServerID is the largest server-id the layout can hold.
 func (l Layout) MaxServerID() int64 { return 1<<l.IDBits - 1 }
 
+// Clock is where a Generator reads the time and waits at the lead bound.
+// Tests set one to move time by hand.
+type Clock interface {
+	Now() time.Time
+	Sleep(d time.Duration)
+}
+
 // Settings configures a Generator. Zero fields mean the documented defaults.
 type Settings struct {
 	Layout   Layout    // zero means DefaultLayout
@@ -138,6 +146,8 @@ type Settings struct {
 	Ceiling int64
 	// ClockOffset shifts the clock (see SetClockOffset).
 	ClockOffset time.Duration
+	// Clock is the time source; nil means the system clock.
+	Clock Clock
 }
 
 // Parts are the fields of an ID.
@@ -170,6 +180,7 @@ type Generator struct {
 	maxLeadMs  int64
 	maxWaitMs  int64 // < 0: never wait
 	shardMask  int64
+	maxUnit    int64 // the last unit whose time field fits in 42 bits
 	randMask   uint64
 	table      []uint32 // permutation of 0..2^R-1, read-only after New
 
@@ -189,12 +200,13 @@ type Generator struct {
 	stats   Stats
 }
 
-// New returns a Generator for st, starting at the current time.
+// New returns a Generator for st, starting at the later of the clock and
+// st.Floor. It fails when that is at or past the end of the time field.
 func New(st Settings) (*Generator, error) {
-	return newGenerator(st, func() int64 { return time.Now().UnixMilli() }, time.Sleep)
-}
-
-func newGenerator(st Settings, nowMs func() int64, sleep func(time.Duration)) (*Generator, error) {
+	nowMs, sleep := func() int64 { return time.Now().UnixMilli() }, time.Sleep
+	if st.Clock != nil {
+		nowMs, sleep = func() int64 { return st.Clock.Now().UnixMilli() }, st.Clock.Sleep
+	}
 	if st.Layout == (Layout{}) {
 		st.Layout = DefaultLayout
 	}
@@ -225,6 +237,7 @@ func newGenerator(st Settings, nowMs func() int64, sleep func(time.Duration)) (*
 		maxLeadMs:  st.MaxLead.Milliseconds(),
 		maxWaitMs:  st.MaxWait.Milliseconds(),
 		shardMask:  1<<l.ShardBits - 1,
+		maxUnit:    int64(uint64(1)<<(TimeBits+l.ShardBits) - 1),
 		randMask:   1<<l.RandomBits - 1,
 		table:      shuffledTable(l.RandomBits),
 		nowMs:      nowMs,
@@ -242,8 +255,18 @@ func newGenerator(st Settings, nowMs func() int64, sleep func(time.Duration)) (*
 	g.raised = make(chan struct{})
 	g.demand = make(chan struct{}, 1)
 	now := g.now()
+	switch {
+	case g.floor >= 1<<TimeBits:
+		return nil, fmt.Errorf("%w: the reservation of an earlier run is at its end (%s): this layout and epoch can make no more IDs",
+			ErrOverflow, g.End().UTC().Format(time.RFC3339))
+	case now >= 1<<TimeBits:
+		return nil, fmt.Errorf("%w: the clock is past its end (%s): the epoch is too old, or the clock too far ahead",
+			ErrOverflow, g.End().UTC().Format(time.RFC3339))
+	}
 	g.lastNow = now
-	g.last = max(now, g.floor)<<l.ShardBits - 1
+	// Unit 0 would be ID 0 (time 0, shard 0, random 0 when the table starts
+	// there) if the clock were at or before the epoch: IDs start at unit 1.
+	g.last = max(max(now, g.floor)<<l.ShardBits-1, 0)
 	return g, nil
 }
 
@@ -284,7 +307,8 @@ func (g *Generator) Reach() int64 {
 	now := g.now()
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return max(now, (g.last+1)>>g.layout.ShardBits)
+	// In uint64: after the very last unit, last+1 overflows an int64.
+	return max(now, int64((uint64(g.last)+1)>>g.layout.ShardBits))
 }
 
 // Demand is signalled when a call waits for a larger Ceiling.
@@ -318,6 +342,14 @@ func (g *Generator) Layout() Layout { return g.layout }
 
 // Epoch returns the generator's epoch.
 func (g *Generator) Epoch() time.Time { return time.UnixMilli(g.epochMs) }
+
+// End returns the first millisecond the time field cannot hold: the
+// generator issues no ID from then on.
+func (g *Generator) End() time.Time { return End(g.Epoch()) }
+
+// End returns the first millisecond the time field of IDs with this epoch
+// cannot hold.
+func End(epoch time.Time) time.Time { return time.UnixMilli(epoch.UnixMilli() + 1<<TimeBits) }
 
 // ServerID returns the generator's server-id.
 func (g *Generator) ServerID() int64 {
@@ -393,7 +425,17 @@ func (g *Generator) reserve(n int64, mayWait bool) (int64, uint64, error) {
 			g.stats.LastStep = time.Duration(g.lastNow-now) * time.Millisecond
 		}
 		g.lastNow = now
+		// Checked before the arithmetic: at shard-range 21 the last unit is
+		// the largest int64, and last+1 would wrap round to repeat IDs.
+		if now >= 1<<TimeBits || g.last > g.maxUnit-n {
+			g.mu.Unlock()
+			return 0, 0, g.overflow(n)
+		}
 		first := max(g.last+1, max(now, 0)<<g.layout.ShardBits)
+		if first > g.maxUnit-n+1 {
+			g.mu.Unlock()
+			return 0, 0, g.overflow(n)
+		}
 		end := first + n - 1
 		endMs := end >> g.layout.ShardBits
 		// Until the clock passes the floor, count the lead from the floor:
@@ -421,10 +463,6 @@ func (g *Generator) reserve(n int64, mayWait bool) (int64, uint64, error) {
 			g.sleep(time.Duration(wait) * time.Millisecond)
 			waited += wait
 			continue
-		}
-		if endMs >= 1<<TimeBits || end < first {
-			g.mu.Unlock()
-			return 0, 0, ErrOverflow
 		}
 		if endMs >= g.ceiling {
 			raised := g.raised
@@ -457,6 +495,11 @@ func (g *Generator) reserve(n int64, mayWait bool) (int64, uint64, error) {
 		g.mu.Unlock()
 		return first, k, nil
 	}
+}
+
+// overflow is the error for n IDs that would pass the end of the time field.
+func (g *Generator) overflow(n int64) error {
+	return fmt.Errorf("%w: %d more IDs would run past its end (%s)", ErrOverflow, n, g.End().UTC().Format(time.RFC3339))
 }
 
 // waitRaise waits for raised to close, within what is left of max-wait.

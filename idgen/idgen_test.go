@@ -11,17 +11,18 @@ import (
 	"time"
 )
 
-// fakeClock is a clock tests move by hand. Sleeping advances it when
-// sleepAdvances is set, as a real clock would; otherwise it stays frozen.
+// fakeClock is a clock tests move by hand. Sleep returns at once: it
+// advances the clock when sleepAdvances is set, as a real clock would;
+// otherwise the clock stays frozen.
 type fakeClock struct {
 	ms            atomic.Int64 // unix ms
 	sleepAdvances bool
 	slept         atomic.Int64 // total ms requested from sleep
 }
 
-func (c *fakeClock) now() int64 { return c.ms.Load() }
+func (c *fakeClock) Now() time.Time { return time.UnixMilli(c.ms.Load()) }
 
-func (c *fakeClock) sleep(d time.Duration) {
+func (c *fakeClock) Sleep(d time.Duration) {
 	c.slept.Add(d.Milliseconds())
 	if c.sleepAdvances {
 		c.ms.Add(d.Milliseconds())
@@ -38,7 +39,8 @@ func newFake(t testing.TB, st Settings, startMs int64) (*Generator, *fakeClock) 
 	if st.Epoch.IsZero() {
 		st.Epoch = testEpoch
 	}
-	g, err := newGenerator(st, c.now, c.sleep)
+	st.Clock = c
+	g, err := New(st)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +210,7 @@ func fillToLead(t *testing.T, g *Generator, maxLeadMs int64) int64 {
 func TestLeadBound(t *testing.T) {
 	l := Layout{IDBits: 2, ShardBits: 4, RandomBits: 15}
 	t.Run("frozen clock: waits, then errors", func(t *testing.T) {
-		g, c := newFake(t, Settings{Layout: l, MaxLead: 10 * time.Millisecond, MaxWait: 5 * time.Millisecond}, 0)
+		g, c := newFake(t, Settings{Layout: l, MaxLead: 10 * time.Millisecond, MaxWait: 5 * time.Millisecond}, 1000)
 		last := fillToLead(t, g, 10)
 		_, err := g.Next()
 		var le *LeadError
@@ -231,7 +233,7 @@ func TestLeadBound(t *testing.T) {
 		}
 	})
 	t.Run("clock moves while waiting: succeeds", func(t *testing.T) {
-		g, c := newFake(t, Settings{Layout: l, MaxLead: 10 * time.Millisecond, MaxWait: 5 * time.Millisecond}, 0)
+		g, c := newFake(t, Settings{Layout: l, MaxLead: 10 * time.Millisecond, MaxWait: 5 * time.Millisecond}, 1000)
 		c.sleepAdvances = true
 		last := fillToLead(t, g, 10)
 		id := mustNext(t, g)
@@ -240,14 +242,14 @@ func TestLeadBound(t *testing.T) {
 		}
 	})
 	t.Run("negative max wait: refuses at once", func(t *testing.T) {
-		g, c := newFake(t, Settings{Layout: l, MaxLead: 10 * time.Millisecond, MaxWait: -1}, 0)
+		g, c := newFake(t, Settings{Layout: l, MaxLead: 10 * time.Millisecond, MaxWait: -1}, 1000)
 		fillToLead(t, g, 10)
 		if _, err := g.Next(); !errors.Is(err, ErrLeadExceeded) || c.slept.Load() != 0 {
 			t.Fatalf("err %v after %dms, want ErrLeadExceeded without waiting", err, c.slept.Load())
 		}
 	})
 	t.Run("batch too large for the bound: refused whole", func(t *testing.T) {
-		g, c := newFake(t, Settings{Layout: l, MaxLead: 10 * time.Millisecond, MaxWait: 5 * time.Millisecond}, 0)
+		g, c := newFake(t, Settings{Layout: l, MaxLead: 10 * time.Millisecond, MaxWait: 5 * time.Millisecond}, 1000)
 		c.sleepAdvances = true
 		first := mustNext(t, g)
 		// 16 units per ms: 500 IDs need a lead of 31ms, more than waiting can fix.
@@ -267,7 +269,7 @@ func TestLeadBound(t *testing.T) {
 		// Waiting cannot help: the batch starts where the clock is. The
 		// wait it would seem to need (21ms) fits in max-wait, so a
 		// generator that waited would sleep and then refuse anyway.
-		g, c := newFake(t, Settings{Layout: l, MaxLead: 10 * time.Millisecond, MaxWait: time.Second}, 0)
+		g, c := newFake(t, Settings{Layout: l, MaxLead: 10 * time.Millisecond, MaxWait: time.Second}, 1000)
 		c.sleepAdvances = true
 		for _, try := range []func([]int64) error{g.NextN, g.TryNextN} {
 			err := try(make([]int64, 16*11+1)) // 11ms of slots and one more
@@ -524,7 +526,7 @@ func TestFloorCountsLeadFromReservation(t *testing.T) {
 }
 
 func TestCeiling(t *testing.T) {
-	g, _ := newFake(t, Settings{Ceiling: 3, MaxWait: 30 * time.Millisecond}, 0)
+	g, _ := newFake(t, Settings{Ceiling: 1003, MaxWait: 30 * time.Millisecond}, 1000)
 	shards := 1 << DefaultLayout.ShardBits
 	buf := make([]int64, 3*shards)
 	if err := g.NextN(buf); err != nil {
@@ -540,17 +542,17 @@ func TestCeiling(t *testing.T) {
 	}
 	go func() {
 		time.Sleep(5 * time.Millisecond)
-		g.Raise(10)
+		g.Raise(1010)
 	}()
 	id, err := g.Next()
-	if err != nil || id>>Bits != 3 {
-		t.Fatalf("after Raise: id %d (ms %d), %v; want ms 3", id, id>>Bits, err)
+	if err != nil || id>>Bits != 1003 {
+		t.Fatalf("after Raise: id %d (ms %d), %v; want ms 1003", id, id>>Bits, err)
 	}
-	if s := g.Stats(); s.Ceiling != 10 || s.Unreserved != 1 {
+	if s := g.Stats(); s.Ceiling != 1010 || s.Unreserved != 1 {
 		t.Fatalf("stats %+v", s)
 	}
-	g.Raise(5) // lower: ignored
-	if s := g.Stats(); s.Ceiling != 10 {
+	g.Raise(1005) // lower: ignored
+	if s := g.Stats(); s.Ceiling != 1010 {
 		t.Fatalf("ceiling lowered to %d", s.Ceiling)
 	}
 }
@@ -579,7 +581,7 @@ func TestClockOffsetAndClose(t *testing.T) {
 func TestTryNext(t *testing.T) {
 	l := Layout{IDBits: 2, ShardBits: 4, RandomBits: 15}
 	t.Run("at the lead bound", func(t *testing.T) {
-		g, c := newFake(t, Settings{Layout: l, MaxLead: 10 * time.Millisecond, MaxWait: 5 * time.Millisecond}, 0)
+		g, c := newFake(t, Settings{Layout: l, MaxLead: 10 * time.Millisecond, MaxWait: 5 * time.Millisecond}, 1000)
 		last := fillToLead(t, g, 10)
 		before := g.Stats()
 		if _, err := g.TryNext(); !errors.Is(err, ErrWouldWait) {
@@ -603,7 +605,7 @@ func TestTryNext(t *testing.T) {
 		}
 	})
 	t.Run("at the ceiling", func(t *testing.T) {
-		g, _ := newFake(t, Settings{Layout: l, Ceiling: 2, MaxWait: 30 * time.Millisecond}, 0)
+		g, _ := newFake(t, Settings{Layout: l, Ceiling: 1002, MaxWait: 30 * time.Millisecond}, 1000)
 		if err := g.TryNextN(make([]int64, 2<<l.ShardBits)); err != nil {
 			t.Fatal(err)
 		}
@@ -618,16 +620,103 @@ func TestTryNext(t *testing.T) {
 		if s := g.Stats(); s.Unreserved != 0 {
 			t.Fatalf("Unreserved %d, want 0: nothing was refused", s.Unreserved)
 		}
-		g.Raise(3)
-		if id, err := g.TryNext(); err != nil || id>>Bits != 2 {
-			t.Fatalf("after Raise: id %d (ms %d), %v; want ms 2", id, id>>Bits, err)
+		g.Raise(1003)
+		if id, err := g.TryNext(); err != nil || id>>Bits != 1002 {
+			t.Fatalf("after Raise: id %d (ms %d), %v; want ms 1002", id, id>>Bits, err)
 		}
 	})
 	t.Run("never waiting anyway", func(t *testing.T) {
-		g, _ := newFake(t, Settings{Layout: l, MaxLead: 10 * time.Millisecond, MaxWait: -1}, 0)
+		g, _ := newFake(t, Settings{Layout: l, MaxLead: 10 * time.Millisecond, MaxWait: -1}, 1000)
 		fillToLead(t, g, 10)
 		if _, err := g.TryNext(); !errors.Is(err, ErrLeadExceeded) {
 			t.Fatalf("TryNext with MaxWait < 0: %v, want ErrLeadExceeded", err)
 		}
 	})
+}
+
+// TestNeverZero: with the clock at or before the epoch, the first IDs are
+// still positive. Unit 0 would be ID 0 in a layout without random bits,
+// and in any layout whose shuffled table starts at 0.
+func TestNeverZero(t *testing.T) {
+	for _, l := range []Layout{{IDBits: 0, ShardBits: 21, RandomBits: 0}, DefaultLayout, {IDBits: 0, ShardBits: 1, RandomBits: 20}} {
+		for _, startMs := range []int64{0, -5000} { // at the epoch; 5 s before it
+			g, _ := newFake(t, Settings{Layout: l}, startMs)
+			buf := make([]int64, 3)
+			if err := g.NextN(buf); err != nil {
+				t.Fatal(err)
+			}
+			if buf[0] <= 0 || buf[1] <= buf[0] || buf[2] <= buf[1] {
+				t.Fatalf("layout %+v, clock %dms from the epoch: first IDs %v, want positive and increasing", l, startMs, buf)
+			}
+		}
+	}
+}
+
+// TestEndOfTimeField: the last millisecond the time field holds is used
+// in full, and then every request is refused; nothing wraps round to
+// repeat IDs, not even at shard-range 21 where the last unit is the
+// largest int64.
+func TestEndOfTimeField(t *testing.T) {
+	l := Layout{IDBits: 0, ShardBits: 21, RandomBits: 0}
+	last := int64(1)<<TimeBits - 1
+	g, _ := newFake(t, Settings{Layout: l}, last)
+	buf := make([]int64, 1<<l.ShardBits)
+	if err := g.NextN(buf); err != nil {
+		t.Fatalf("the last millisecond's IDs: %v", err)
+	}
+	if buf[len(buf)-1] != math.MaxInt64 {
+		t.Fatalf("last ID %d, want %d", buf[len(buf)-1], int64(math.MaxInt64))
+	}
+	for _, try := range []func() error{
+		func() error { _, err := g.Next(); return err },
+		func() error { _, err := g.TryNext(); return err },
+		func() error { return g.NextN(buf[:2]) },
+	} {
+		if err := try(); !errors.Is(err, ErrOverflow) || !strings.Contains(err.Error(), End(testEpoch).UTC().Format(time.RFC3339)) {
+			t.Fatalf("past the end: %v, want ErrOverflow naming the end date", err)
+		}
+	}
+	if r := g.Reach(); r != 1<<TimeBits {
+		t.Fatalf("Reach() = %d past the last unit, want %d", r, int64(1)<<TimeBits)
+	}
+	if next := g.Close(); next != 1<<TimeBits {
+		t.Fatalf("Close() = %d, want %d", next, int64(1)<<TimeBits)
+	}
+
+	// A batch that would cross the end is refused whole, in any layout.
+	g, _ = newFake(t, Settings{}, last)
+	if err := g.NextN(make([]int64, 1<<DefaultLayout.ShardBits+1)); !errors.Is(err, ErrOverflow) {
+		t.Fatalf("batch crossing the end: %v, want ErrOverflow", err)
+	}
+	if id := mustNext(t, g); id>>Bits != last {
+		t.Fatalf("after the refused batch: time field %d, want %d", id>>Bits, last)
+	}
+}
+
+// TestNewRefusesPastTheEnd: a reservation or a clock at the end of the
+// time field stops New with an error naming the date, rather than an
+// overflowing counter.
+func TestNewRefusesPastTheEnd(t *testing.T) {
+	l := Layout{IDBits: 0, ShardBits: 21, RandomBits: 0}
+	for _, tt := range []struct {
+		floor, clock int64
+		want         string
+	}{
+		{floor: 1 << TimeBits, want: "reservation of an earlier run is at its end"},
+		{floor: 1<<TimeBits + 5000, want: "reservation of an earlier run is at its end"},
+		{clock: 1 << TimeBits, want: "the clock is past its end"},
+	} {
+		c := &fakeClock{}
+		c.ms.Store(testEpoch.UnixMilli() + tt.clock)
+		_, err := New(Settings{Layout: l, Epoch: testEpoch, Floor: tt.floor, Clock: c})
+		if !errors.Is(err, ErrOverflow) || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), End(testEpoch).UTC().Format(time.RFC3339)) {
+			t.Errorf("floor %d, clock %d: %v; want ErrOverflow saying %q and the end date", tt.floor, tt.clock, err, tt.want)
+		}
+	}
+	if _, err := New(Settings{Layout: l, Epoch: testEpoch, Floor: 1<<TimeBits - 1, Clock: &fakeClock{}}); err != nil {
+		t.Fatalf("a reservation in the last millisecond: %v", err)
+	}
+	if end := End(DefaultEpoch).UTC(); end.Year() != 2154 {
+		t.Fatalf("the default epoch's time field ends %v, want in 2154", end)
+	}
 }

@@ -119,7 +119,7 @@ func replyText(err error) string {
 	case errors.Is(err, idgen.ErrClosed):
 		msg = "ERR server is shutting down"
 	default:
-		msg = err.Error()
+		msg = strings.TrimPrefix(err.Error(), "idgen: ")
 		if i := strings.IndexByte(msg, ' '); i <= 0 || strings.ToUpper(msg[:i]) != msg[:i] {
 			msg = "ERR " + msg
 		}

@@ -95,6 +95,8 @@ func (s *Server) infoIDGen(b *strings.Builder) {
 	field(b, "shard_range", l.ShardBits)
 	field(b, "random_range", l.RandomBits)
 	field(b, "epoch_ms", s.gen.Epoch().UnixMilli())
+	field(b, "time_field_end_ms", s.gen.End().UnixMilli())
+	field(b, "time_field_end", s.gen.End().UTC().Format(time.RFC3339))
 	field(b, "ids_issued", st.Issued)
 	field(b, "lead_ms", st.Lead.Milliseconds())
 	field(b, "max_lead_seen_ms", st.MaxLeadSeen.Milliseconds())

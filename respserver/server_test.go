@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idserver/idserver/idgen"
+	"github.com/idserver/idserver/idgen/idgentest"
 )
 
 func newClient(t testing.TB, addr string, protocol int) *redis.Client {
@@ -346,7 +347,7 @@ func TestLeadBoundReply(t *testing.T) {
 	}
 	// A batch that alone spans more than the bound can never be served:
 	// an ERR, not a BUSY with a retry time.
-	if e, ok := c.do("MGETID", "10000").(respError); !ok || !strings.HasPrefix(string(e), "ERR ") || !strings.Contains(string(e), "ask for fewer") {
+	if e, ok := c.do("MGETID", "10000").(respError); !ok || !strings.HasPrefix(string(e), "ERR lead bound exceeded: ") || !strings.Contains(string(e), "ask for fewer") {
 		t.Fatalf("MGETID spanning more than max-lead: %.200v", e)
 	}
 	info := c.do("INFO", "idgen").(string)
@@ -355,6 +356,25 @@ func TestLeadBoundReply(t *testing.T) {
 	}
 	if id, ok := c.do("GETID").(int64); !ok || id <= 0 {
 		t.Fatalf("GETID after a refusal: %v", id)
+	}
+}
+
+// TestEndOfTimeFieldReply: at the end of the time field every request
+// gets an ERR naming the date, in Redis's wording without Go's package
+// prefix, and INFO shows the date beforehand.
+func TestEndOfTimeFieldReply(t *testing.T) {
+	end := idgen.End(idgen.DefaultEpoch)
+	clk := idgentest.NewClock(end.Add(-time.Millisecond))
+	_, addr := startServer(t, idgen.Settings{Clock: clk}, Options{})
+	c := dialRaw(t, addr)
+	info := c.do("INFO", "idgen").(string)
+	if want := fmt.Sprintf("time_field_end_ms:%d\r\ntime_field_end:%s\r\n", end.UnixMilli(), end.UTC().Format(time.RFC3339)); !strings.Contains(info, want) {
+		t.Fatalf("INFO idgen lacks %q:\n%s", want, info)
+	}
+	checkIDs(t, c.do("MGETID", "512"), 512, 0) // the last millisecond
+	want := "ERR the 42-bit time field is used up: 1 more IDs would run past its end (" + end.UTC().Format(time.RFC3339) + ")"
+	if e, ok := c.do("GETID").(respError); !ok || string(e) != want {
+		t.Fatalf("GETID past the end: %q, want %q", e, want)
 	}
 }
 
