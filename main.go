@@ -56,12 +56,21 @@ func run(args []string) int {
 	}
 	layout := idgen.Layout{IDBits: cfg.IDRange, ShardBits: cfg.ShardRange, RandomBits: cfg.RandomRange}
 	identity := reservation.State{ServerID: int64(cfg.ServerID), Layout: layout, Epoch: cfg.Epoch}
-	store := reservation.FileStore{Path: filepath.Join(cfg.Dir, cfg.StateFile)}
-	resumeAt, err := store.Resume(identity)
+	// The lock comes first: nothing reads the state file, and no start
+	// that fails writes it, while another process serves from it.
+	store, err := reservation.OpenFile(filepath.Join(cfg.Dir, cfg.StateFile), log)
+	if err != nil {
+		log.Error().Err(err).Msg("refusing to start")
+		return 1
+	}
+	defer store.Close()
+	resumed, err := store.Resume(identity)
 	if err != nil {
 		log.Error().Err(err).Msg("refusing to start: the state file cannot be used (it is left as it is)")
 		return 1
 	}
+	now := time.Now().UnixMilli() + cfg.DebugClockOffset.Milliseconds() - cfg.Epoch
+	floor := resumed.Floor(now, cfg.MaxLead)
 	gen, err := idgen.New(idgen.Settings{
 		Layout:   layout,
 		Epoch:    time.UnixMilli(cfg.Epoch),
@@ -70,14 +79,33 @@ func run(args []string) int {
 		MaxWait:  maxWait,
 		// Start above every ID of earlier runs, and issue nothing until
 		// the keeper has a reservation on disk.
-		Floor:       resumeAt,
-		Ceiling:     max(resumeAt, 1),
+		Floor:       floor,
+		Ceiling:     max(floor, 1),
 		ClockOffset: cfg.DebugClockOffset,
 	})
 	if err != nil {
-		log.Error().Err(err).Msg("cannot start the generator")
+		log.Error().Err(err).Msg("refusing to start")
 		return 1
 	}
+	logResumption(log, resumed, store.Path(), gen, floor, cfg)
+
+	// Every address is taken before the first write: a start that fails
+	// here leaves the state file as it found it.
+	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Bind, strconv.Itoa(cfg.Port)))
+	if err != nil {
+		log.Error().Err(err).Msg("cannot listen")
+		return 1
+	}
+	defer ln.Close()
+	var metricsLn net.Listener
+	if cfg.MetricsAddr != "" {
+		if metricsLn, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
+			log.Error().Err(err).Msg("cannot serve metrics (metrics-addr)")
+			return 1
+		}
+		defer metricsLn.Close()
+	}
+
 	keeper, err := reservation.Start(gen, store, identity, cfg.ReserveAhead, log)
 	if err != nil {
 		log.Error().Err(err).Msg("refusing to start: cannot write the reservation (is dir writable?)")
@@ -97,11 +125,6 @@ func run(args []string) int {
 	}
 	defer persist()
 
-	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Bind, strconv.Itoa(cfg.Port)))
-	if err != nil {
-		log.Error().Err(err).Msg("cannot listen")
-		return 1
-	}
 	stopRequested := make(chan struct{}, 1)
 	requestStop := func() {
 		select {
@@ -123,13 +146,8 @@ func run(args []string) int {
 		EnableDebug: cfg.EnableDebugCommand,
 		Shutdown:    requestStop,
 	})
-	if cfg.MetricsAddr != "" {
-		stop, err := serveMetrics(cfg.MetricsAddr, metrics.Handler(gen, srv, version), log)
-		if err != nil {
-			log.Error().Err(err).Msg("cannot serve metrics")
-			return 1
-		}
-		defer stop()
+	if metricsLn != nil {
+		defer serveMetrics(metricsLn, metrics.Handler(gen, srv, version), log)()
 	}
 
 	log.Info().
@@ -138,8 +156,7 @@ func run(args []string) int {
 		Str("layout", fmt.Sprintf("id-range %d shard-range %d random-range %d", cfg.IDRange, cfg.ShardRange, cfg.RandomRange)).
 		Int64("epoch_ms", cfg.Epoch).
 		Str("config", cfg.File).
-		Str("state_file", store.Path).
-		Int64("resumed_from_ms", resumeAt).
+		Str("state_file", store.Path()).
 		Str("version", version).
 		Msg("idserver ready")
 
@@ -165,16 +182,16 @@ func run(args []string) int {
 	if !persist() {
 		return 1
 	}
-	log.Info().Str("state_file", store.Path).Msg("reservation written; bye")
+	log.Info().Str("state_file", store.Path()).Msg("reservation written; bye")
 	return 0
 }
 
 // persistenceInfo is INFO's persistence section: the reservation.
-func persistenceInfo(store reservation.FileStore, gen *idgen.Generator, keeper *reservation.Keeper) [][2]string {
+func persistenceInfo(store *reservation.FileStore, gen *idgen.Generator, keeper *reservation.Keeper) [][2]string {
 	g, k := gen.Stats(), keeper.Stats()
 	epoch := gen.Epoch().UnixMilli()
 	return [][2]string{
-		{"state_file", store.Path},
+		{"state_file", store.Path()},
 		{"reserved_until_ms", strconv.FormatInt(epoch+g.Ceiling, 10)},
 		{"reserved_ahead_ms", strconv.FormatInt(g.Ceiling-gen.Now(), 10)},
 		{"reservation_saves", strconv.FormatUint(k.Saves, 10)},
@@ -183,13 +200,9 @@ func persistenceInfo(store reservation.FileStore, gen *idgen.Generator, keeper *
 	}
 }
 
-// serveMetrics serves h at /metrics on addr and returns a function that
+// serveMetrics serves h at /metrics on ln and returns a function that
 // stops it.
-func serveMetrics(addr string, h http.Handler, log zerolog.Logger) (stop func(), err error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("metrics-addr %s: %w", addr, err)
-	}
+func serveMetrics(ln net.Listener, h http.Handler, log zerolog.Logger) (stop func()) {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", h)
 	// Profiles of the live server, for performance work (go tool pprof).
@@ -202,7 +215,38 @@ func serveMetrics(addr string, h http.Handler, log zerolog.Logger) (stop func(),
 		}
 	}()
 	log.Info().Str("metrics_addr", ln.Addr().String()).Msg("serving Prometheus metrics at /metrics")
-	return func() { hs.Close() }, nil
+	return func() { hs.Close() }
+}
+
+// logResumption says where the start resumed from when it was not a plain
+// restart: from the lock file's copy (the state file is gone), from
+// nothing (a first start), or from a reservation so far ahead of the clock
+// that requests will be refused for a while.
+func logResumption(log zerolog.Logger, r reservation.Resumed, statePath string, gen *idgen.Generator, floor int64, cfg *conf.Config) {
+	switch r.From {
+	case "":
+		log.Info().Str("state_file", statePath).Int64("max_lead_ms", cfg.MaxLead.Milliseconds()).
+			Msg("no state file: a first start on this dir; IDs begin max-lead-ms ahead of the clock, above anything a server whose state file was deleted could have issued")
+	case statePath:
+	default:
+		log.Warn().Str("state_file", statePath).Str("from", r.From).
+			Msg("the state file is missing; resuming from the copy of the reservation in the lock file")
+	}
+	// A restart jumps at most the previous run's lead plus reserve-ms
+	// ahead of the clock; further means the clock went back while the
+	// server was down. The lead is counted from the reservation until the
+	// clock gets there, so max-lead-ms worth of IDs go out at once, and
+	// then requests get -BUSY until the clock reaches it.
+	ahead := floor - gen.Now()
+	if ahead <= cfg.MaxLead.Milliseconds()+cfg.ReserveAhead.Milliseconds() {
+		return
+	}
+	at := time.UnixMilli(cfg.Epoch + floor).UTC()
+	budget := (cfg.MaxLead.Milliseconds() + 1) << cfg.ShardRange // the floor's millisecond and max-lead-ms more
+	log.Warn().Int64("ahead_ms", ahead).Str("available_at", at.Format(time.RFC3339Nano)).Int64("ids_before_then", budget).
+		Msgf("the reservation is %s ahead of the clock (was the clock set back while the server was down?): "+
+			"until the clock reaches it at %s, this server can issue at most %d IDs (max-lead-ms %d at 2^%d per ms); past those, requests get -BUSY until then",
+			time.Duration(ahead)*time.Millisecond, at.Format(time.RFC3339), budget, cfg.MaxLead.Milliseconds(), cfg.ShardRange)
 }
 
 // newLogger logs human-readable lines on a terminal and JSON otherwise, at

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -176,7 +177,10 @@ func runToExit(t *testing.T, args ...string) (string, int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, binary, append(args, "--port", "0")...)
+	if !slices.Contains(args, "--port") {
+		args = append(args, "--port", "0")
+	}
+	cmd := exec.CommandContext(ctx, binary, args...)
 	out, err := cmd.CombinedOutput()
 	var exit interface{ ExitCode() int }
 	if err != nil && !errors.As(err, &exit) {
@@ -206,7 +210,7 @@ func TestSigtermUnderLoad(t *testing.T) {
 	}
 	close(stop)
 	ids := <-got
-	s, found, err := reservation.FileStore{Path: filepath.Join(dir, "idserver.state")}.Load()
+	s, found, err := reservation.ReadFile(filepath.Join(dir, "idserver.state"))
 	if err != nil || !found {
 		t.Fatalf("state after SIGTERM: %v, found %v", err, found)
 	}
@@ -281,7 +285,7 @@ func TestDebugAndShutdownCommands(t *testing.T) {
 		if code := p.cmd.ProcessState.ExitCode(); code != 0 {
 			t.Fatalf("exit %d after SHUTDOWN", code)
 		}
-		if _, found, err := (reservation.FileStore{Path: filepath.Join(dir, "idserver.state")}).Load(); !found || err != nil {
+		if _, found, err := reservation.ReadFile(filepath.Join(dir, "idserver.state")); !found || err != nil {
 			t.Fatalf("no reservation after SHUTDOWN: %v", err)
 		}
 	})

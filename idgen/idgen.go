@@ -442,7 +442,9 @@ func (g *Generator) reserve(n int64, mayWait bool) (int64, uint64, error) {
 		// the jump a restart makes to its reservation is not borrowing.
 		lead := endMs - max(now, g.floor)
 		if lead > g.maxLeadMs {
-			wait := lead - g.maxLeadMs
+			// The clock must reach endMs - maxLead: the floor does not
+			// move, so behind it the wait is longer than the excess lead.
+			wait := endMs - g.maxLeadMs - now
 			if g.maxWaitMs < 0 || waited+wait > g.maxWaitMs {
 				g.stats.Refused++
 				g.mu.Unlock()

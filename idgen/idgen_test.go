@@ -720,3 +720,23 @@ func TestNewRefusesPastTheEnd(t *testing.T) {
 		t.Fatalf("the default epoch's time field ends %v, want in 2154", end)
 	}
 }
+
+// TestRetryAfterBehindTheFloor: with the clock a day behind a restart's
+// floor, a request past the lead bound is told to retry when the clock
+// gets there, a day later, and it does not wait max-wait for nothing.
+func TestRetryAfterBehindTheFloor(t *testing.T) {
+	const day = 24 * 3600 * 1000
+	l := Layout{IDBits: 2, ShardBits: 4, RandomBits: 15}
+	g, c := newFake(t, Settings{Layout: l, Floor: 1000 + day, MaxLead: 10 * time.Millisecond, MaxWait: time.Second}, 1000)
+	if err := g.NextN(make([]int64, 11<<l.ShardBits)); err != nil { // up to the bound, counted from the floor
+		t.Fatal(err)
+	}
+	_, err := g.Next()
+	var le *LeadError
+	if !errors.As(err, &le) || le.RetryAfter != (day+1)*time.Millisecond {
+		t.Fatalf("past the bound a day behind the floor: %v, want a LeadError with RetryAfter %dms", err, day+1)
+	}
+	if c.slept.Load() != 0 {
+		t.Fatalf("slept %dms: no wait within max-wait can help", c.slept.Load())
+	}
+}

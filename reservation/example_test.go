@@ -1,34 +1,43 @@
 package reservation_test
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/idserver/idserver/idgen"
 	"github.com/idserver/idserver/reservation"
 )
 
-func ExampleFileStore() {
+func ExampleOpenFile() {
 	dir, _ := os.MkdirTemp("", "example")
 	defer os.RemoveAll(dir)
-	store := reservation.FileStore{Path: filepath.Join(dir, "idserver.state")}
+	path := filepath.Join(dir, "idserver.state")
+	store, err := reservation.OpenFile(path, zerolog.Nop())
+	if err != nil {
+		panic(err)
+	}
 	me := reservation.State{ServerID: 1, Layout: idgen.DefaultLayout, Epoch: idgen.DefaultEpoch.UnixMilli()}
 
-	at, err := store.Resume(me) // no file yet: a first start
-	fmt.Println(at, err)
+	r, err := store.Resume(me) // no file yet: a first start
+	fmt.Println(r.From == "", r.Floor(1000, 5*time.Second), err)
 
 	me.Reserved = 375310358272
 	store.Save(me)
-	at, err = store.Resume(me)
-	fmt.Println(at, err)
+	r, err = store.Resume(me)
+	fmt.Println(r.Reserved, r.Floor(1000, 5*time.Second), err)
 
-	other := me
-	other.ServerID = 2
-	_, err = store.Resume(other)
-	fmt.Println(err != nil)
+	// A second process on the same state file is refused.
+	_, err = reservation.OpenFile(path, zerolog.Nop())
+	fmt.Println(errors.Is(err, reservation.ErrLocked))
+
+	store.Close()
 	// Output:
-	// 0 <nil>
-	// 375310358272 <nil>
+	// true 6000 <nil>
+	// 375310358272 375310358272 <nil>
 	// true
 }

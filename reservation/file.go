@@ -6,58 +6,170 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
+
+	"github.com/rs/zerolog"
 )
 
-// FileStore keeps the State in one file, replaced atomically.
+// FileStore keeps the State in one file, replaced atomically, for one
+// process at a time: it holds an exclusive lock on a lock file beside the
+// state file (path + ".lock") from OpenFile to Close. The lock file names
+// the process that holds it and repeats the last reservation saved, so a
+// state file deleted under a running server loses nothing.
 type FileStore struct {
-	Path string
+	path string
+	lock *lockFile
+	log  zerolog.Logger
+
+	found  bool  // the state file existed when last read, or was saved since
+	record State // the lock file's copy of the reservation, as OpenFile found it
+	hasRec bool
+	recErr error // why that copy could not be read
 }
 
-// Load reads the state file. found is false, with no error, when there is
-// no file: a first start.
-func (f FileStore) Load() (s State, found bool, err error) {
-	data, err := os.ReadFile(f.Path)
+// OpenFile takes the lock on the state file at path and returns a store
+// for it. It fails when another process holds the lock, with an error
+// naming the lock file and that process's pid. It writes nothing to the
+// state file.
+func OpenFile(path string, log zerolog.Logger) (*FileStore, error) {
+	lf, rec, hasRec, recErr, err := lock(path + ".lock")
+	if errors.Is(err, ErrLocked) {
+		return nil, fmt.Errorf("state file %s is %w (two servers on one state file would issue the same IDs)", path, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &FileStore{path: path, lock: lf, log: log, record: rec, hasRec: hasRec, recErr: recErr}, nil
+}
+
+// Path returns the state file's path.
+func (f *FileStore) Path() string { return f.path }
+
+// Close releases the lock. The store must not be used after.
+func (f *FileStore) Close() error { return f.lock.close() }
+
+// ReadFile reads the state file at path, without taking its lock. found is
+// false, with no error, when there is no file.
+func ReadFile(path string) (s State, found bool, err error) {
+	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return State{}, false, nil
 	}
 	if err != nil {
-		return State{}, false, fmt.Errorf("read state file %s: %w", f.Path, err)
+		return State{}, false, fmt.Errorf("read state file %s: %w", path, err)
 	}
 	s, err = Unmarshal(data)
 	if err != nil {
-		return State{}, false, fmt.Errorf("state file %s: %w", f.Path, err)
+		return State{}, false, fmt.Errorf("state file %s: %w", path, err)
 	}
 	return s, true, nil
 }
 
+// Load reads the state file. When it is missing, it returns the copy the
+// lock file kept, if there is one; found is false only when neither has a
+// reservation: a first start.
+func (f *FileStore) Load() (s State, found bool, err error) {
+	s, found, err = ReadFile(f.path)
+	f.found = found
+	if err != nil || found {
+		return s, found, err
+	}
+	return f.record, f.hasRec, f.recErr
+}
+
+// Resumed tells where a start resumes from.
+type Resumed struct {
+	Reserved int64  // T of the earlier run: no ID of it reached this time field
+	From     string // the file T was read from; "" when there was none
+}
+
 // Resume returns the reservation a generator with identity's server-id,
-// layout and epoch must start from: 0 on a first start (no file), else the
-// stored T. A file it cannot read, or one written for another identity, is
-// an error naming the file; the file is left as it is.
-func (f FileStore) Resume(identity State) (int64, error) {
-	s, found, err := f.Load()
-	if err != nil || !found {
-		return 0, err
+// layout and epoch must start from: the larger of the state file's T and
+// the copy in the lock file (the state file may have been deleted, or
+// restored from an old backup). A file it cannot read, or one written for
+// another identity, is an error naming the file; files are left as they
+// are. A copy in the lock file that cannot be read (it is written without
+// fsync) is an error only when the state file is missing.
+func (f *FileStore) Resume(identity State) (Resumed, error) {
+	s, found, err := ReadFile(f.path)
+	if err == nil && !found {
+		err = f.recErr // only the copy is left: it must be readable
 	}
-	if err := s.Check(identity); err != nil {
-		return 0, fmt.Errorf("state file %s: %w", f.Path, err)
+	if err != nil {
+		return Resumed{}, err
 	}
-	return s.Reserved, nil
+	f.found = found
+	var r Resumed
+	for _, c := range []struct {
+		s     State
+		found bool
+		file  string
+	}{{s, found, f.path}, {f.record, f.hasRec, f.lock.path}} {
+		if !c.found {
+			continue
+		}
+		if err := c.s.Check(identity); err != nil {
+			return Resumed{}, fmt.Errorf("%s: %w", c.file, err)
+		}
+		if r.From == "" || c.s.Reserved > r.Reserved {
+			r = Resumed{Reserved: c.s.Reserved, From: c.file}
+		}
+	}
+	return r, nil
+}
+
+// Floor is the time field (ms since the epoch) a generator must start at,
+// now being its clock: T, or on a first start maxLead ahead of now. A
+// state file and its lock file deleted under a running server that then
+// died leave no T, and that server may have issued IDs up to maxLead ahead
+// of its clock.
+func (r Resumed) Floor(now int64, maxLead time.Duration) int64 {
+	if r.From == "" {
+		return max(now, 0) + maxLead.Milliseconds()
+	}
+	return r.Reserved
 }
 
 // Save writes s durably: a temporary file in the same directory, fsync,
 // rename over the state file, fsync of the directory. A crash at any point
 // leaves either the old state or the new one, never a mix. (Written here
 // rather than taken from a library: the directory fsync is the part that
-// matters and the common helpers leave it out.)
-func (f FileStore) Save(s State) error {
-	dir := filepath.Dir(f.Path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(f.Path)+".tmp*")
+// matters and the common helpers leave it out.) The lock file then gets a
+// copy of s.
+//
+// A state file that vanished since it was last read or written is logged
+// and written again. So is a lock file that vanished; if another process
+// has taken a lock file in its place, Save fails, before and after the
+// write, so the caller never counts on a T the other process may not
+// have seen.
+func (f *FileStore) Save(s State) error {
+	if err := f.lock.keep(f.log); err != nil {
+		return err
+	}
+	if _, err := os.Lstat(f.path); f.found && errors.Is(err, fs.ErrNotExist) {
+		f.log.Warn().Str("state_file", f.path).
+			Msg("the state file vanished while the server ran; writing it again (the lock file keeps a copy of the reservation)")
+	}
+	if err := writeAtomic(f.path, s.Marshal()); err != nil {
+		return fmt.Errorf("save state file %s: %w", f.path, err)
+	}
+	f.found = true
+	if err := f.lock.keep(f.log); err != nil {
+		return err
+	}
+	return f.lock.record(s)
+}
+
+// writeAtomic replaces path with data: temp file, fsync, rename, fsync of
+// the directory.
+func writeAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
 	if err != nil {
-		return fmt.Errorf("save state file %s: %w", f.Path, err)
+		return err
 	}
 	defer os.Remove(tmp.Name()) // after a successful rename this finds nothing
-	_, err = tmp.Write(s.Marshal())
+	_, err = tmp.Write(data)
 	if err == nil {
 		err = tmp.Sync()
 	}
@@ -65,15 +177,12 @@ func (f FileStore) Save(s State) error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp.Name(), f.Path)
+		err = os.Rename(tmp.Name(), path)
 	}
 	if err == nil {
 		err = syncDir(dir)
 	}
-	if err != nil {
-		return fmt.Errorf("save state file %s: %w", f.Path, err)
-	}
-	return nil
+	return err
 }
 
 // syncDir makes a rename in dir durable.

@@ -65,16 +65,22 @@ func Start(gen *idgen.Generator, store Store, base State, reserve time.Duration,
 }
 
 // needed reports whether the reservation should be renewed now: when less
-// than half of it is left ahead of what the generator may issue next.
+// than half of it is left ahead of what the generator may issue next, and
+// it does not yet cover the whole time field.
 func (k *Keeper) needed() bool {
-	return k.gen.Reach()+k.reserve/2 >= k.gen.Stats().Ceiling
+	ceiling := k.gen.Stats().Ceiling
+	return ceiling < endOfField && k.gen.Reach()+k.reserve/2 >= ceiling
 }
+
+// endOfField is the largest reservation worth storing: no time field
+// reaches it. A larger one would stop the next start.
+const endOfField = 1 << idgen.TimeBits
 
 func (k *Keeper) renew() error {
 	s := k.base
 	// Never store less than the ceiling in force: IDs up to it may be out
 	// already. (The clock can step back between needed and here.)
-	s.Reserved = max(k.gen.Reach()+k.reserve, k.gen.Stats().Ceiling)
+	s.Reserved = min(max(k.gen.Reach()+k.reserve, k.gen.Stats().Ceiling), endOfField)
 	start := time.Now()
 	if err := k.store.Save(s); err != nil {
 		k.failures.Add(1)

@@ -1,7 +1,9 @@
 package reservation
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,17 +15,17 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/idserver/idserver/idgen"
+	"github.com/idserver/idserver/idgen/idgentest"
 )
 
-// memStore is a Store in memory whose writes can be slowed or failed.
+// memStore is a Store in memory whose writes can be held or failed.
 type memStore struct {
 	mu    sync.Mutex
 	state State
 	found bool
-	saved atomic.Int64 // the largest Reserved ever saved
-	delay atomic.Int64 // ns each Save takes
+	saved atomic.Int64  // the largest Reserved ever saved
+	hold  chan struct{} // when set, Save waits until it is closed
 	fail  atomic.Bool
-	saves atomic.Int64
 }
 
 func (m *memStore) Load() (State, bool, error) {
@@ -33,18 +35,42 @@ func (m *memStore) Load() (State, bool, error) {
 }
 
 func (m *memStore) Save(s State) error {
-	time.Sleep(time.Duration(m.delay.Load()))
+	m.mu.Lock()
+	hold := m.hold
+	m.mu.Unlock()
+	if hold != nil {
+		<-hold
+	}
 	if m.fail.Load() {
 		return errors.New("disk full")
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.state, m.found = s, true
-	m.saves.Add(1)
 	if s.Reserved > m.saved.Load() {
 		m.saved.Store(s.Reserved)
 	}
 	return nil
+}
+
+// holdSaves makes every Save wait until the returned function is called.
+func (m *memStore) holdSaves() (release func()) {
+	hold := make(chan struct{})
+	m.mu.Lock()
+	m.hold = hold
+	m.mu.Unlock()
+	return func() {
+		m.mu.Lock()
+		m.hold = nil
+		m.mu.Unlock()
+		close(hold)
+	}
+}
+
+func (m *memStore) reserved() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.state.Reserved
 }
 
 var base = State{ServerID: 1, Layout: idgen.DefaultLayout, Epoch: idgen.DefaultEpoch.UnixMilli()}
@@ -72,19 +98,19 @@ func open(t *testing.T, store *memStore, st idgen.Settings, reserve time.Duratio
 	return g, k
 }
 
-// issue calls Next from several goroutines for d and checks every ID
-// against the reservation stored when it was returned.
-func issue(t *testing.T, g *idgen.Generator, store *memStore, d time.Duration) (ids []int64, refused int) {
+// issue makes calls NextN(50) calls from each of 4 goroutines and checks
+// every ID against the reservation stored when it was returned. Refused
+// calls count, and are not retried.
+func issue(t *testing.T, g *idgen.Generator, store *memStore, calls int) (ids []int64, refused int) {
 	t.Helper()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	deadline := time.Now().Add(d)
 	for range 4 {
 		wg.Go(func() {
 			var mine []int64
 			var no int
 			buf := make([]int64, 50)
-			for time.Now().Before(deadline) {
+			for range calls {
 				err := g.NextN(buf)
 				if errors.Is(err, idgen.ErrNotReserved) || errors.Is(err, idgen.ErrLeadExceeded) {
 					no++
@@ -121,15 +147,18 @@ func maxOf(ids []int64) int64 {
 	return m
 }
 
+// TestSteadyStateRenewsAhead: 100,000 IDs, about 200 ms of the default
+// layout's shard slots, through a 100 ms reservation: the keeper renews
+// ahead of them, and no request is refused.
 func TestSteadyStateRenewsAhead(t *testing.T) {
 	store := &memStore{}
-	g, k := open(t, store, idgen.Settings{}, 100*time.Millisecond)
-	ids, refused := issue(t, g, store, 400*time.Millisecond)
-	if len(ids) == 0 || refused != 0 {
+	g, k := open(t, store, idgen.Settings{MaxWait: time.Minute}, 100*time.Millisecond)
+	ids, refused := issue(t, g, store, 500)
+	if len(ids) != 100_000 || refused != 0 {
 		t.Fatalf("%d ids, %d refused with a fast store", len(ids), refused)
 	}
-	if s := k.Stats(); s.Saves < 3 || s.Failures != 0 {
-		t.Fatalf("keeper stats %+v after 400ms with a 100ms reservation", s)
+	if s := k.Stats(); s.Saves < 2 || s.Failures != 0 {
+		t.Fatalf("keeper stats %+v after 200ms of IDs with a 100ms reservation", s)
 	}
 	if err := k.Close(); err != nil {
 		t.Fatal(err)
@@ -137,25 +166,44 @@ func TestSteadyStateRenewsAhead(t *testing.T) {
 	if _, err := g.Next(); !errors.Is(err, idgen.ErrClosed) {
 		t.Fatalf("Next after Close: %v", err)
 	}
-	if last := maxOf(ids); store.state.Reserved != last>>idgen.Bits+1 {
-		t.Fatalf("final reservation %d, want the last id's ms + 1 = %d", store.state.Reserved, last>>idgen.Bits+1)
+	if last := maxOf(ids); store.reserved() != last>>idgen.Bits+1 {
+		t.Fatalf("final reservation %d, want the last id's ms + 1 = %d", store.reserved(), last>>idgen.Bits+1)
 	}
 }
 
-// TestSlowStore: when writes take longer than max-wait, requests that
-// reach T wait, then get ErrNotReserved; none is issued past T.
+// TestSlowStore: while a write hangs, requests that reach T wait max-wait,
+// then get ErrNotReserved; none is issued past T. Once the write lands,
+// requests go on.
 func TestSlowStore(t *testing.T) {
 	store := &memStore{}
 	g, k := open(t, store, idgen.Settings{MaxWait: 20 * time.Millisecond, MaxLead: time.Hour}, 10*time.Millisecond)
 	defer k.Close()
-	store.delay.Store(int64(150 * time.Millisecond))
-	// Borrowing ahead fast runs into T long before a slow write lands.
-	ids, refused := issue(t, g, store, 500*time.Millisecond)
+	release := store.holdSaves()
+	// 8,000 IDs need 16ms of shard slots, past the 10ms reserved.
+	ids, refused := issue(t, g, store, 40)
 	if refused == 0 || len(ids) == 0 {
-		t.Fatalf("%d ids, %d refused: want both with a store slower than max-wait", len(ids), refused)
+		t.Fatalf("%d ids, %d refused: want both while the store hangs", len(ids), refused)
 	}
 	if s := g.Stats(); s.Unreserved == 0 {
 		t.Fatalf("generator stats %+v: no ErrNotReserved counted", s)
+	}
+	release()
+	nextOnceRenewed(t, g)
+}
+
+// nextOnceRenewed checks that Next succeeds once the keeper has caught up:
+// it retries ErrNotReserved for up to 10 s.
+func nextOnceRenewed(t *testing.T, g *idgen.Generator) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := g.Next()
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, idgen.ErrNotReserved) || time.Now().After(deadline) {
+			t.Fatalf("Next after the store recovered: %v", err)
+		}
 	}
 }
 
@@ -166,15 +214,12 @@ func TestFailingStore(t *testing.T) {
 	g, k := open(t, store, idgen.Settings{MaxWait: 10 * time.Millisecond, MaxLead: time.Hour}, 10*time.Millisecond)
 	defer k.Close()
 	store.fail.Store(true)
-	_, refused := issue(t, g, store, 200*time.Millisecond)
+	_, refused := issue(t, g, store, 40)
 	if refused == 0 || k.Stats().Failures == 0 {
 		t.Fatalf("%d refused, keeper %+v: want refusals and failures while the store fails", refused, k.Stats())
 	}
 	store.fail.Store(false)
-	time.Sleep(50 * time.Millisecond)
-	if _, err := g.Next(); err != nil {
-		t.Fatalf("Next after the store recovered: %v", err)
-	}
+	nextOnceRenewed(t, g)
 }
 
 func TestStartFailsWithoutStore(t *testing.T) {
@@ -201,8 +246,9 @@ func TestRestarts(t *testing.T) {
 	for run := range 8 {
 		st := idgen.Settings{MaxLead: 2 * time.Second, ClockOffset: -time.Duration(run%3) * 5 * time.Second}
 		g, k := open(t, store, st, 100*time.Millisecond)
-		ids, refused := issue(t, g, store, 100*time.Millisecond)
-		if len(ids) == 0 || refused != 0 {
+		// 10,000 IDs: 20ms of shard slots, within the first reservation.
+		ids, refused := issue(t, g, store, 50)
+		if len(ids) != 10_000 || refused != 0 {
 			t.Fatalf("run %d: %d ids, %d refused", run, len(ids), refused)
 		}
 		low := ids[0]
@@ -223,9 +269,43 @@ func TestRestarts(t *testing.T) {
 	}
 }
 
+// TestReservationStopsAtTheEnd: near the end of the time field the keeper
+// stores the end itself, never more, so the next start is refused with a
+// clear error rather than an overflowing counter.
+func TestReservationStopsAtTheEnd(t *testing.T) {
+	end := idgen.End(idgen.DefaultEpoch)
+	clk := idgentest.NewClock(end.Add(-time.Second))
+	store := &memStore{}
+	g, k := open(t, store, idgen.Settings{Clock: clk}, 3*time.Second)
+	if got := store.reserved(); got != 1<<idgen.TimeBits {
+		t.Fatalf("stored T %d a second before the end, want the end %d", got, int64(1)<<idgen.TimeBits)
+	}
+	if _, err := g.Next(); err != nil {
+		t.Fatal(err)
+	}
+	// A crash: the stored end stands, and a restart has nothing left.
+	k.stopOnce.Do(func() { close(k.stop) })
+	<-k.done
+	if _, err := idgen.New(idgen.Settings{Floor: store.reserved(), Clock: clk}); !errors.Is(err, idgen.ErrOverflow) {
+		t.Fatalf("restart after a crash at the end: %v, want ErrOverflow", err)
+	}
+}
+
+// openStore opens the FileStore on path, logging to a buffer.
+func openStore(t *testing.T, path string) (*FileStore, *bytes.Buffer) {
+	t.Helper()
+	var log bytes.Buffer
+	f, err := OpenFile(path, zerolog.New(&log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f, &log
+}
+
 func TestFileStore(t *testing.T) {
 	dir := t.TempDir()
-	f := FileStore{Path: filepath.Join(dir, "idserver.state")}
+	f, _ := openStore(t, filepath.Join(dir, "idserver.state"))
 	if _, found, err := f.Load(); found || err != nil {
 		t.Fatalf("Load without a file: found %v, %v", found, err)
 	}
@@ -242,11 +322,165 @@ func TestFileStore(t *testing.T) {
 	if err != nil || !found || got != want {
 		t.Fatalf("Load = %+v, %v, %v; want %+v", got, found, err, want)
 	}
-	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
-		t.Fatalf("%d files in the directory, want only the state file", len(entries))
+	if got, found, err := ReadFile(f.Path()); err != nil || !found || got != want {
+		t.Fatalf("ReadFile = %+v, %v, %v; want %+v", got, found, err, want)
 	}
-	if err := (FileStore{Path: filepath.Join(dir, "no", "such", "dir", "s")}).Save(want); err == nil {
-		t.Fatal("Save into a missing directory succeeded")
+	if entries, _ := os.ReadDir(dir); len(entries) != 2 {
+		t.Fatalf("%d files in the directory, want only the state file and its lock file", len(entries))
+	}
+	if _, err := OpenFile(filepath.Join(dir, "no", "such", "dir", "s"), zerolog.Nop()); err == nil {
+		t.Fatal("OpenFile in a missing directory succeeded")
+	}
+}
+
+// TestLockExclusive: while one store holds a state file, opening it again
+// fails with an error naming the lock file and the holder's pid; once the
+// first is closed, it succeeds.
+func TestLockExclusive(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "idserver.state")
+	f, _ := openStore(t, path)
+	_, err := OpenFile(path, zerolog.Nop())
+	want := fmt.Sprintf("pid %d holds its lock file %s.lock", os.Getpid(), path)
+	if !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("second OpenFile: %v, want ErrLocked saying %q", err, want)
+	}
+	f.Close()
+	g, err := OpenFile(path, zerolog.Nop())
+	if err != nil {
+		t.Fatalf("OpenFile after Close: %v", err)
+	}
+	g.Close()
+}
+
+// TestStateFileVanishes: a state file deleted under a running server is
+// noticed and written again at the next save; if the server dies before
+// that, the next start resumes from the copy in the lock file.
+func TestStateFileVanishes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "idserver.state")
+	f, log := openStore(t, path)
+	s := base
+	s.Reserved = 1000
+	if err := f.Save(s); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(path)
+	s.Reserved = 2000
+	if err := f.Save(s); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(log.String(), `"level":"warn"`) || !strings.Contains(log.String(), "the state file vanished") {
+		t.Fatalf("no warning for the vanished state file: %s", log)
+	}
+	if got, found, _ := ReadFile(path); !found || got.Reserved != 2000 {
+		t.Fatalf("state file after the save: %+v, found %v", got, found)
+	}
+
+	// Deleted again, and the server dies before its next save.
+	os.Remove(path)
+	f.Close()
+	g, _ := openStore(t, path)
+	r, err := g.Resume(base)
+	if err != nil || r.Reserved != 2000 || r.From != path+".lock" {
+		t.Fatalf("Resume = %+v, %v; want 2000 from the lock file", r, err)
+	}
+	if floor := r.Floor(5000, time.Hour); floor != 2000 {
+		t.Fatalf("Floor = %d, want the reservation 2000", floor)
+	}
+}
+
+// TestLockFileVanishes: a lock file deleted under a running server is
+// taken again at the next save; if another process has taken one in its
+// place, saves fail, and that process resumes above everything the first
+// one may issue.
+func TestLockFileVanishes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "idserver.state")
+	a, log := openStore(t, path)
+	s := base
+	s.Reserved = 1000
+	if err := a.Save(s); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(path + ".lock")
+	s.Reserved = 2000
+	if err := a.Save(s); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(log.String(), "the lock file vanished") {
+		t.Fatalf("no warning for the vanished lock file: %s", log)
+	}
+	if _, err := OpenFile(path, zerolog.Nop()); !errors.Is(err, ErrLocked) {
+		t.Fatalf("OpenFile while the lock was taken again: %v, want ErrLocked", err)
+	}
+
+	os.Remove(path + ".lock")
+	b, _ := openStore(t, path)
+	r, err := b.Resume(base)
+	if err != nil || r.Reserved != 2000 {
+		t.Fatalf("second process resumes from %+v, %v; want 2000", r, err)
+	}
+	s.Reserved = 3000
+	if err := a.Save(s); !errors.Is(err, ErrLocked) {
+		t.Fatalf("Save by the process that lost its lock: %v, want ErrLocked", err)
+	}
+}
+
+// TestResumeTakesTheLarger: a state file restored from an old backup does
+// not take a start below the copy in the lock file, and the reverse.
+func TestResumeTakesTheLarger(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "idserver.state")
+	f, _ := openStore(t, path)
+	old, cur := base, base
+	old.Reserved, cur.Reserved = 1000, 5000
+	f.Save(cur)
+	os.WriteFile(path, old.Marshal(), 0o644) // restored from a backup
+	f.Close()
+	g, _ := openStore(t, path)
+	if r, err := g.Resume(base); err != nil || r.Reserved != 5000 {
+		t.Fatalf("Resume = %+v, %v; want 5000 from the lock file", r, err)
+	}
+	cur.Reserved = 7000
+	os.WriteFile(path, cur.Marshal(), 0o644)
+	if r, err := g.Resume(base); err != nil || r.Reserved != 7000 || r.From != path {
+		t.Fatalf("Resume = %+v, %v; want 7000 from the state file", r, err)
+	}
+}
+
+// TestLockFileCopyUnreadable: a torn copy in the lock file (it is written
+// without fsync) does not matter while the state file is there, and stops
+// the start when it is the only reservation left.
+func TestLockFileCopyUnreadable(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "idserver.state")
+	s := base
+	s.Reserved = 4000
+	if err := os.WriteFile(path+".lock", append([]byte("pid 1\n"), s.Marshal()[:20]...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, s.Marshal(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, _ := openStore(t, path)
+	if r, err := f.Resume(base); err != nil || r.Reserved != 4000 {
+		t.Fatalf("Resume with a good state file: %+v, %v", r, err)
+	}
+	os.Remove(path)
+	if _, err := f.Resume(base); err == nil || !strings.Contains(err.Error(), path+".lock") {
+		t.Fatalf("Resume from a torn copy only: %v, want an error naming the lock file", err)
+	}
+	other := base
+	other.ServerID = 3
+	os.WriteFile(path, other.Marshal(), 0o644)
+	if _, err := f.Resume(base); err == nil || !strings.Contains(err.Error(), "written for server-id 3") {
+		t.Fatalf("Resume from another server's state file: %v", err)
+	}
+}
+
+func TestFirstStartFloor(t *testing.T) {
+	var first Resumed
+	if got := first.Floor(10_000, 5*time.Second); got != 15_000 {
+		t.Fatalf("first start at 10000 with max-lead 5s: floor %d, want 15000", got)
+	}
+	if got := first.Floor(-3000, 5*time.Second); got != 5000 {
+		t.Fatalf("first start with the clock before the epoch: floor %d, want 5000", got)
 	}
 }
 
@@ -270,20 +504,21 @@ func TestCorruptFiles(t *testing.T) {
 		}
 	}
 	dir := t.TempDir()
-	if _, _, err := (FileStore{Path: dir}).Load(); err == nil {
-		t.Error("Load of a directory succeeded")
+	if _, _, err := ReadFile(dir); err == nil {
+		t.Error("ReadFile of a directory succeeded")
 	}
 	other := good
 	other.ServerID = 2
-	f := FileStore{Path: filepath.Join(dir, "s")}
+	path := filepath.Join(dir, "s")
+	f, _ := openStore(t, path)
 	if err := f.Save(other); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.Resume(good); err == nil || !strings.Contains(err.Error(), "written for server-id 2") || !strings.Contains(err.Error(), f.Path) {
+	if _, err := f.Resume(good); err == nil || !strings.Contains(err.Error(), "written for server-id 2") || !strings.Contains(err.Error(), path) {
 		t.Errorf("Resume from another server-id's file: %v", err)
 	}
-	if at, err := f.Resume(other); err != nil || at != other.Reserved {
-		t.Errorf("Resume = %d, %v; want %d", at, err, other.Reserved)
+	if r, err := f.Resume(other); err != nil || r.Reserved != other.Reserved || r.From != path {
+		t.Errorf("Resume = %+v, %v; want %d from %s", r, err, other.Reserved, path)
 	}
 }
 
@@ -309,20 +544,21 @@ func FuzzUnmarshal(f *testing.F) {
 // already have issued up to.
 func TestNeverStoresLessThanCeiling(t *testing.T) {
 	store := &memStore{}
-	g, k := open(t, store, idgen.Settings{MaxLead: time.Hour}, 100*time.Millisecond)
+	clk := idgentest.NewClock(time.Now())
+	g, k := open(t, store, idgen.Settings{MaxLead: time.Hour, Clock: clk}, 100*time.Millisecond)
 	defer k.Close()
 	// The clock runs on with no IDs issued: the ceiling follows the clock,
 	// well past the next ID's time.
-	time.Sleep(300 * time.Millisecond)
+	clk.Advance(300 * time.Millisecond)
 	if err := k.renew(); err != nil {
 		t.Fatal(err)
 	}
 	ceiling := g.Stats().Ceiling
-	g.SetClockOffset(-time.Minute)
+	clk.Advance(-time.Minute)
 	if err := k.renew(); err != nil {
 		t.Fatal(err)
 	}
-	if got := store.state.Reserved; got < ceiling {
+	if got := store.reserved(); got < ceiling {
 		t.Fatalf("stored T %d below the ceiling %d in force", got, ceiling)
 	}
 }
