@@ -16,6 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idserver/idserver/idgen"
 	"github.com/idserver/idserver/reservation"
 )
 
@@ -165,7 +166,8 @@ func TestBadStateFiles(t *testing.T) {
 	t.Run("dir missing", func(t *testing.T) {
 		dir := filepath.Join(t.TempDir(), "nope")
 		out, code := runToExit(t, "--dir", dir)
-		if code != 1 || !strings.Contains(out, "cannot write the reservation") || strings.Count(strings.TrimSpace(out), "\n") != 0 {
+		if code != 1 || !strings.Contains(out, "refusing to start") || !strings.Contains(out, filepath.Join(dir, "idserver.state.lock")+": no such file or directory") ||
+			strings.Count(strings.TrimSpace(out), "\n") != 0 {
 			t.Fatalf("exit %d, output %q", code, out)
 		}
 	})
@@ -248,6 +250,10 @@ func TestDebugAndShutdownCommands(t *testing.T) {
 	})
 	t.Run("enabled", func(t *testing.T) {
 		dir := t.TempDir()
+		// The lead is counted from a start's floor until the clock passes
+		// it: start from a reservation a minute old, as a server that has
+		// run a while (a first start would begin max-lead-ms ahead).
+		writeState(t, dir, time.Now().UnixMilli()-idgen.DefaultEpoch.UnixMilli()-60_000)
 		p := start(t, nil, "--dir", dir, "--enable-debug-command", "yes", "--max-wait-ms", "0")
 		c := redis.NewClient(&redis.Options{Addr: p.addr})
 		defer c.Close()
