@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idserver/idserver/idgen"
+	"github.com/idserver/idserver/idgen/idgentest"
 )
 
 // slowLayout issues 2 IDs per ms, so a modest MGETID reaches the lead
@@ -54,25 +55,46 @@ func checkIDs(t *testing.T, v any, n int, after int64) int64 {
 	return after
 }
 
-// waitSettings issue 2 IDs per ms with a 500 ms lead bound: an MGETID
-// 1000 borrows 500 ms ahead, and a second one then waits about as long.
-var waitSettings = idgen.Settings{Layout: slowLayout, MaxLead: 500 * time.Millisecond, MaxWait: 5 * time.Second}
+// waitSettings issue 2 IDs per ms with a 500 ms lead bound, on a clock
+// that moves only when the test moves it: an MGETID 1000 borrows 500 ms
+// ahead, and a second one then waits until the test advances the clock
+// 500 ms.
+func waitSettings(t *testing.T) (idgen.Settings, *idgentest.Clock) {
+	clk := idgentest.NewClock(time.Now())
+	// Whatever a test leaves waiting wakes up at its end.
+	t.Cleanup(func() { clk.Advance(time.Hour) })
+	return idgen.Settings{Layout: slowLayout, MaxLead: 500 * time.Millisecond, MaxWait: 5 * time.Second, Clock: clk}, clk
+}
+
+// startWaiting starts a server on waitSettings, borrows 500 ms ahead from
+// client a, then sends then, which starts with a command that waits for
+// the clock, and returns once it waits.
+func startWaiting(t *testing.T, opts Options, then string) (s *Server, a, b *rawClient, last int64, clk *idgentest.Clock) {
+	t.Helper()
+	st, clk := waitSettings(t)
+	s, addr := startServer(t, st, opts)
+	a, b = dialRaw(t, addr), dialRaw(t, addr)
+	last = checkIDs(t, a.do("MGETID", "1000"), 1000, 0)
+	a.send(then)
+	if !clk.AwaitSleepers(1, 10*time.Second) {
+		t.Fatal("the command never waited for the clock")
+	}
+	return s, a, b, last, clk
+}
 
 // TestWaitOffTheLoop: a command that has to wait for the clock waits on
 // its own; another client on the same event loop is answered meanwhile,
 // and the waiting client's pipelined commands follow its reply in order.
 func TestWaitOffTheLoop(t *testing.T) {
 	oneLoop(t)
-	_, addr := startServer(t, waitSettings, Options{})
-	a, b := dialRaw(t, addr), dialRaw(t, addr)
-	last := checkIDs(t, a.do("MGETID", "1000"), 1000, 0)
-	a.send(encode("MGETID", "1000") + encode("PING") + encode("GETID"))
+	_, a, b, last, clk := startWaiting(t, Options{}, encode("MGETID", "1000")+encode("PING")+encode("GETID"))
 	if v := b.do("PING"); v != "PONG" {
 		t.Fatalf("other client's PING: %v", v)
 	}
 	if !nothingYet(t, a) {
-		t.Fatal("the waiting MGETID was answered before another client's PING: it did not wait, or it held the loop")
+		t.Fatal("the waiting MGETID was answered before the clock moved")
 	}
+	clk.Advance(500 * time.Millisecond)
 	last = checkIDs(t, a.reply(), 1000, last)
 	if v := a.reply(); v != "PONG" {
 		t.Fatalf("PING after the waiting MGETID: %v", v)
@@ -110,29 +132,23 @@ func TestWaitRefused(t *testing.T) {
 // waiting for the clock finish, answers what the client sent after it,
 // then closes the connection.
 func TestShutdownFinishesWaitingCommand(t *testing.T) {
-	s, addr := startServer(t, waitSettings, Options{})
-	a, b := dialRaw(t, addr), dialRaw(t, addr)
-	last := checkIDs(t, a.do("MGETID", "1000"), 1000, 0)
-	a.send(encode("MGETID", "1000") + encode("GETID"))
-	// Wait until the MGETID is waiting, as INFO counts it.
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(b.do("INFO", "idgen").(string), "lead_waits:1\r\n") {
-		if time.Now().After(deadline) {
-			t.Fatal("the MGETID never waited")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := s.Shutdown(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s, a, _, last, clk := startWaiting(t, Options{}, encode("MGETID", "1000")+encode("GETID"))
+	shut := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		shut <- s.Shutdown(ctx)
+	}()
+	clk.Advance(500 * time.Millisecond)
 	last = checkIDs(t, a.reply(), 1000, last)
 	if id, ok := a.reply().(int64); !ok || id <= last {
 		t.Fatalf("GETID sent after the waiting MGETID: %v", id)
 	}
 	if _, err := readReply(a.r); err == nil {
 		t.Fatal("connection still open after Shutdown")
+	}
+	if err := <-shut; err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -220,20 +236,14 @@ func TestInlineDollar(t *testing.T) {
 // TestCloseDuringShutdown: Close drops the clients a Shutdown is still
 // waiting for, and the Shutdown then returns.
 func TestCloseDuringShutdown(t *testing.T) {
-	s, addr := startServer(t, waitSettings, Options{})
-	a, b := dialRaw(t, addr), dialRaw(t, addr)
-	checkIDs(t, a.do("MGETID", "1000"), 1000, 0)
-	a.send(encode("MGETID", "1000")) // waits about 500 ms for the clock
-	for !strings.Contains(b.do("INFO", "idgen").(string), "lead_waits:1\r\n") {
-		time.Sleep(5 * time.Millisecond)
-	}
+	s, a, _, _, _ := startWaiting(t, Options{}, encode("MGETID", "1000"))
 	shut := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		shut <- s.Shutdown(ctx)
 	}()
-	time.Sleep(20 * time.Millisecond) // Shutdown is now waiting for a
+	time.Sleep(20 * time.Millisecond) // Shutdown is now waiting for a (if not, Close comes first: the same end)
 	s.Close()
 	if v, err := readReply(a.r); err == nil {
 		t.Fatalf("dropped client got a reply: %.100v", v)
@@ -251,13 +261,8 @@ func TestCloseDuringShutdown(t *testing.T) {
 // TestMaxQueued: a client that floods the server while its command waits
 // is closed; other clients are served throughout.
 func TestMaxQueued(t *testing.T) {
-	_, addr := startServer(t, waitSettings, Options{MaxQueued: 1 << 20})
-	a, b := dialRaw(t, addr), dialRaw(t, addr)
-	checkIDs(t, a.do("MGETID", "1000"), 1000, 0)
-	a.send(encode("MGETID", "1000")) // waits about 500 ms for the clock
-	for !strings.Contains(b.do("INFO", "idgen").(string), "lead_waits:1\r\n") {
-		time.Sleep(5 * time.Millisecond)
-	}
+	s, a, b, _, _ := startWaiting(t, Options{MaxQueued: 1 << 20}, encode("MGETID", "1000"))
+	addr := s.ln.Addr().String()
 	flood := []byte(strings.Repeat(encode("PING"), 1<<14)) // 224 KiB
 	sent := 0
 	for ; sent < 4<<20; sent += len(flood) {

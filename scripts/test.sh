@@ -1,22 +1,24 @@
 #!/usr/bin/env bash
-# Runs idserver's whole test suite: formatting, vet, and every Go test under
-# the race detector. The end-to-end tests drive the server with the real
-# redis-cli and redis-benchmark, so Debian's redis-tools is installed first
-# when missing. Every server a test starts listens on 127.0.0.1 and is
-# stopped by the test itself.
+# Runs idserver's whole test suite: formatting, vet, every Go test three
+# times as a newcomer runs it (no race detector: timing-bound tests show up
+# here), then once under the race detector, then each fuzz target briefly.
+# The end-to-end tests drive the server with the real redis-cli and
+# redis-benchmark, and -race needs cgo and a C compiler, so Debian's
+# redis-tools and gcc are installed first when missing. Every server a
+# test starts listens on 127.0.0.1 and is stopped by the test itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need=()
-for tool in redis-cli redis-benchmark script; do
-	command -v "$tool" >/dev/null || need+=("$tool")
-done
+command -v redis-cli >/dev/null && command -v redis-benchmark >/dev/null || need+=(redis-tools)
+command -v script >/dev/null || need+=(bsdutils)
+command -v gcc >/dev/null || need+=(gcc)
 if [ ${#need[@]} -gt 0 ]; then
-	echo "installing redis-tools for: ${need[*]}"
+	echo "installing ${need[*]}"
 	sudo=""
 	[ "$(id -u)" -eq 0 ] || sudo="sudo"
 	$sudo apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq redis-tools bsdutils >/dev/null
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
@@ -25,4 +27,5 @@ if [ -n "$unformatted" ]; then
 	exit 1
 fi
 go vet ./...
+go test -count=3 -timeout 10m "$@" ./...
 go test -race -count=1 -timeout 12m "$@" ./...
