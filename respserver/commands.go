@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tidwall/match"
-
 	"github.com/idserver/idserver/idgen"
 )
 
@@ -492,10 +490,14 @@ func cmdConfig(s *Server, c *client, args [][]byte) error {
 		if len(args) < 3 {
 			return errArity("config|get")
 		}
+		globs := make([]glob, len(args)-2)
+		for i, pat := range args[2:] {
+			globs[i] = compileGlob(string(pat), s.configKeyLen)
+		}
 		var hits [][2]string
 		for _, kv := range s.opts.Config {
-			for _, pat := range args[2:] {
-				if match.Match(kv[0], strings.ToLower(string(pat))) {
+			for _, g := range globs {
+				if g.match(kv[0]) {
 					hits = append(hits, kv)
 					break
 				}

@@ -73,8 +73,9 @@ type Server struct {
 	gen  *idgen.Generator
 	log  zerolog.Logger
 
-	started time.Time
-	port    atomic.Int64
+	started      time.Time
+	configKeyLen int // the longest key in Options.Config
+	port         atomic.Int64
 	loops   atomic.Int64 // event loops serving clients
 	nextID  atomic.Int64 // client ids, as CLIENT ID shows
 	tick    atomic.Int64 // seconds since started, moved by watch: the idle clock
@@ -117,7 +118,7 @@ func New(opts Options) *Server {
 	if opts.MaxQueued == 0 {
 		opts.MaxQueued = 64 << 20
 	}
-	return &Server{
+	s := &Server{
 		opts:    opts,
 		gen:     opts.Generator,
 		log:     opts.Logger,
@@ -126,6 +127,10 @@ func New(opts Options) *Server {
 		done:    make(chan struct{}),
 		drained: make(chan struct{}),
 	}
+	for _, kv := range opts.Config {
+		s.configKeyLen = max(s.configKeyLen, len(kv[0]))
+	}
+	return s
 }
 
 // Serve answers clients on ln until Close or Shutdown. It always returns a

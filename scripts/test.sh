@@ -3,14 +3,16 @@
 # times as a newcomer runs it (no race detector: timing-bound tests show up
 # here), then once under the race detector, then each fuzz target briefly.
 # The end-to-end tests drive the server with the real redis-cli and
-# redis-benchmark, and -race needs cgo and a C compiler, so Debian's
-# redis-tools and gcc are installed first when missing. Every server a
+# redis-benchmark, the glob matcher is checked against redis-server's, and
+# -race needs cgo and a C compiler, so Debian's redis-tools, redis-server
+# and gcc are installed first when missing. Every server a
 # test starts listens on 127.0.0.1 and is stopped by the test itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need=()
 command -v redis-cli >/dev/null && command -v redis-benchmark >/dev/null || need+=(redis-tools)
+command -v redis-server >/dev/null || need+=(redis-server)
 command -v script >/dev/null || need+=(bsdutils)
 command -v gcc >/dev/null || need+=(gcc)
 if [ ${#need[@]} -gt 0 ]; then
