@@ -76,9 +76,9 @@ type Server struct {
 	started      time.Time
 	configKeyLen int // the longest key in Options.Config
 	port         atomic.Int64
-	loops   atomic.Int64 // event loops serving clients
-	nextID  atomic.Int64 // client ids, as CLIENT ID shows
-	tick    atomic.Int64 // seconds since started, moved by watch: the idle clock
+	loops        atomic.Int64 // event loops serving clients
+	nextID       atomic.Int64 // client ids, as CLIENT ID shows
+	tick         atomic.Int64 // seconds since started, moved by watch: the idle clock
 
 	clients  atomic.Int64
 	accepted atomic.Uint64
