@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -50,10 +51,23 @@ type process struct {
 // "idserver ready" line.
 func start(t *testing.T, env []string, args ...string) *process {
 	t.Helper()
+	return startCmd(t, env, binary, args...)
+}
+
+// startLimited is start with the open files limit set to nofile.
+func startLimited(t *testing.T, nofile int, args ...string) *process {
+	t.Helper()
+	return startCmd(t, nil, "sh", append([]string{"-c", fmt.Sprintf(`ulimit -n %d && exec "$0" "$@"`, nofile), binary}, args...)...)
+}
+
+// startCmd runs name with args, the binary's arguments last, and waits
+// for the binary's "idserver ready" line.
+func startCmd(t *testing.T, env []string, name string, args ...string) *process {
+	t.Helper()
 	if !slices.Contains(args, "--dir") {
 		args = append(args, "--dir", t.TempDir())
 	}
-	cmd := exec.Command(binary, append(args, "--port", "0")...)
+	cmd := exec.Command(name, append(args, "--port", "0")...)
 	cmd.Env = append(os.Environ(), env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -44,7 +45,7 @@ type Options struct {
 
 	MGetIDMax   int              // largest MGETID count; zero means 10000
 	RequirePass string           // password for AUTH; empty means none
-	MaxClients  int              // zero means 10000
+	MaxClients  int              // zero means 10000; lowered to fit the open files limit
 	IdleTimeout time.Duration    // close clients idle this long; zero means never
 	Limits      resplimit.Limits // zero fields mean 64 KiB bulks, 1024 elements
 	// MaxQueued is how many bytes a client may send while one of its
@@ -130,7 +131,29 @@ func New(opts Options) *Server {
 	for _, kv := range opts.Config {
 		s.configKeyLen = max(s.configKeyLen, len(kv[0]))
 	}
+	s.fitMaxClients()
 	return s
+}
+
+// reservedFDs are the file descriptors kept for the server's own use
+// (listeners, event loops, the state file and its lock, metrics) when
+// maxclients is fitted to the open files limit, as Redis keeps 32.
+const reservedFDs = 32
+
+// fitMaxClients lowers MaxClients, as Redis does, when the open files
+// limit cannot hold that many clients beside reservedFDs: clients past it
+// then get Redis's maxclients error, and the server keeps the descriptors
+// it needs to renew its reservation.
+func (s *Server) fitMaxClients() {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil || uint64(s.opts.MaxClients)+reservedFDs <= lim.Cur {
+		return
+	}
+	fitted := max(int(lim.Cur)-reservedFDs, 1)
+	s.log.Warn().Int("maxclients", s.opts.MaxClients).Uint64("rlimit_nofile", lim.Cur).Int("fitted", fitted).
+		Msgf("maxclients %d needs %d open files, and the limit is %d: serving at most %d clients (raise the limit: ulimit -n, or LimitNOFILE= for systemd)",
+			s.opts.MaxClients, s.opts.MaxClients+reservedFDs, lim.Cur, fitted)
+	s.opts.MaxClients = fitted
 }
 
 // Serve answers clients on ln until Close or Shutdown. It always returns a
@@ -186,9 +209,25 @@ func (s *Server) Serve(ln net.Listener) error {
 // accept takes connections from ln until it is closed (then it returns
 // nil) or fails for good.
 func (s *Server) accept(ln net.Listener) error {
+	spare := takeSpare()
+	defer spare.release()
 	var backoff time.Duration
+	var refusals fdRefusals
 	for {
 		nc, err := ln.Accept()
+		if outOfFDs(err) && spare.release() {
+			// The descriptor held back lets the pending connection in, to
+			// be told why it is refused rather than left hanging.
+			nc, err = ln.Accept()
+			if err == nil {
+				s.refuse(nc, errNoFDs)
+				refusals.add(s.log)
+			}
+			spare = takeSpare() // after the refused socket is closed
+			if err == nil {
+				continue
+			}
+		}
 		if err != nil {
 			select {
 			case <-s.done:
@@ -198,15 +237,23 @@ func (s *Server) accept(ln net.Listener) error {
 			if !transient(err) {
 				return fmt.Errorf("respserver: accept: %w", err)
 			}
-			// Out of file descriptors or the like: wait, as net/http does,
-			// rather than spin; the clients already connected go on.
+			// Out of file descriptors with none in reserve, or the like:
+			// wait, as net/http does, rather than spin; the clients
+			// already connected go on, the new ones wait in the backlog.
 			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-			s.log.Warn().Err(err).Dur("retry_in", backoff).Msg("accept failed")
+			refusals.warnAccept(s.log, err, backoff)
 			time.Sleep(backoff)
+			spare = spare.retake()
 			continue
 		}
 		backoff = 0
-		s.admit(nc)
+		// gnet takes the connection over by dup(2): the spare makes room.
+		spare.release()
+		if err := s.admit(nc); outOfFDs(err) {
+			s.rejected.Add(1) // gnet has closed it already
+			refusals.add(s.log)
+		}
+		spare = takeSpare()
 	}
 }
 
@@ -221,14 +268,87 @@ func transient(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// admit hands a new connection to an event loop, or refuses it.
-func (s *Server) admit(nc net.Conn) {
-	if s.clients.Load() >= int64(s.opts.MaxClients) {
-		s.rejected.Add(1)
-		nc.SetWriteDeadline(time.Now().Add(time.Second))
-		nc.Write([]byte("-ERR max number of clients reached\r\n"))
-		nc.Close()
+// errNoFDs is the reply to a connection refused for want of file
+// descriptors: Redis's words for a full server, and the reason.
+const errNoFDs = "-ERR max number of clients reached (the server is out of file descriptors)\r\n"
+
+// outOfFDs reports whether err means the process or the system has no
+// file descriptor left.
+func outOfFDs(err error) bool {
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
+}
+
+// spareFD is a file descriptor held in reserve, for the moments the
+// process has no other: to refuse a connection with a reply, and to let
+// gnet duplicate the socket of one it takes over.
+type spareFD struct{ f *os.File }
+
+// takeSpare opens a spare; it holds nothing if the process is out of
+// descriptors.
+func takeSpare() spareFD {
+	f, _ := os.Open(os.DevNull)
+	return spareFD{f}
+}
+
+// release frees the descriptor and reports whether there was one.
+func (d *spareFD) release() bool {
+	if d.f == nil {
+		return false
+	}
+	d.f.Close()
+	d.f = nil
+	return true
+}
+
+// retake opens the spare again if it holds nothing.
+func (d spareFD) retake() spareFD {
+	if d.f != nil {
+		return d
+	}
+	return takeSpare()
+}
+
+// fdRefusals counts connections refused for want of descriptors and warns
+// about them, and about accept failing, at most once a second each.
+type fdRefusals struct {
+	n                    uint64
+	lastRefused, lastErr time.Time
+}
+
+func (r *fdRefusals) add(log zerolog.Logger) {
+	r.n++
+	if time.Since(r.lastRefused) < time.Second {
 		return
+	}
+	var lim syscall.Rlimit
+	syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
+	log.Warn().Uint64("refused", r.n).Uint64("rlimit_nofile", lim.Cur).
+		Msg("out of file descriptors: refusing new connections with -ERR (raise the open files limit, or lower maxclients)")
+	r.n, r.lastRefused = 0, time.Now()
+}
+
+func (r *fdRefusals) warnAccept(log zerolog.Logger, err error, retry time.Duration) {
+	if time.Since(r.lastErr) < time.Second {
+		return
+	}
+	log.Warn().Err(err).Dur("retry_in", retry).Msg("accept failed; new connections wait")
+	r.lastErr = time.Now()
+}
+
+// refuse answers a connection it will not serve with reply and closes it.
+func (s *Server) refuse(nc net.Conn, reply string) {
+	s.rejected.Add(1)
+	nc.SetWriteDeadline(time.Now().Add(time.Second))
+	nc.Write([]byte(reply))
+	nc.Close()
+}
+
+// admit hands a new connection to an event loop, or refuses it. It returns
+// the error of the hand-over, if it failed.
+func (s *Server) admit(nc net.Conn) error {
+	if s.clients.Load() >= int64(s.opts.MaxClients) {
+		s.refuse(nc, "-ERR max number of clients reached\r\n")
+		return nil
 	}
 	c := &client{
 		id:     s.nextID.Add(1),
@@ -242,11 +362,10 @@ func (s *Server) admit(nc net.Conn) {
 	if s.closed {
 		s.mu.Unlock()
 		nc.Close()
-		return
+		return nil
 	}
 	s.conns[c] = struct{}{}
 	s.clients.Add(1)
-	s.accepted.Add(1)
 	s.mu.Unlock()
 	// The loop takes a duplicate of the socket and closes nc.
 	_, err := s.eng.EnrollContext(nc, c)
@@ -258,7 +377,10 @@ func (s *Server) admit(nc net.Conn) {
 		// will come for it.
 		s.forget(c)
 		s.log.Debug().Err(err).Str("client", c.addr).Msg("connection not served")
+		return err
 	}
+	s.accepted.Add(1)
+	return nil
 }
 
 // forget unregisters c; it is safe to call twice.
