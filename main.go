@@ -141,6 +141,11 @@ func run(args []string) int {
 		MaxClients:  cfg.MaxClients,
 		IdleTimeout: cfg.Timeout,
 		Limits:      resplimit.Limits{MaxBulkLen: cfg.ProtoMaxBulkLen, MaxMultibulkLen: cfg.ProtoMaxMultibulkLen},
+		Output: respserver.OutputLimits{
+			Soft:    int(cfg.ClientOutputBufferLimit.Soft),
+			Hard:    int(cfg.ClientOutputBufferLimit.Hard),
+			SoftFor: cfg.ClientOutputBufferLimit.SoftSeconds,
+		},
 		Config:      cfg.Pairs(),
 		Persistence: func() [][2]string { return persistenceInfo(store, gen, keeper) },
 		EnableDebug: cfg.EnableDebugCommand,

@@ -8,6 +8,7 @@
 package conf
 
 import (
+	"encoding"
 	"errors"
 	"fmt"
 	"os"
@@ -40,12 +41,13 @@ type Config struct {
 
 	GoMaxProcs int `key:"gomaxprocs" default:"1" usage:"CPU cores the server runs on (GOMAXPROCS), and its number of event loops; 0 = all"`
 
-	MGetIDMax            int           `key:"mgetid-max" default:"10000" usage:"largest MGETID count"`
-	MaxClients           int           `key:"maxclients" default:"10000" usage:"most clients connected at once"`
-	Timeout              time.Duration `key:"timeout" default:"0" unit:"s" usage:"close a client idle this many seconds; 0 = never"`
-	ProtoMaxBulkLen      int           `key:"proto-max-bulk-len" default:"64kb" unit:"bytes" usage:"largest bulk string or inline command a client may send"`
-	ProtoMaxMultibulkLen int           `key:"proto-max-multibulk-len" default:"1024" usage:"most arguments in one command"`
-	RequirePass          string        `key:"requirepass" default:"" usage:"password clients must AUTH with; empty = none"`
+	MGetIDMax               int           `key:"mgetid-max" default:"10000" usage:"largest MGETID count"`
+	MaxClients              int           `key:"maxclients" default:"10000" usage:"most clients connected at once"`
+	Timeout                 time.Duration `key:"timeout" default:"0" unit:"s" usage:"close a client idle this many seconds; 0 = never"`
+	ProtoMaxBulkLen         int           `key:"proto-max-bulk-len" default:"64kb" unit:"bytes" usage:"largest bulk string or inline command a client may send"`
+	ProtoMaxMultibulkLen    int           `key:"proto-max-multibulk-len" default:"1024" usage:"most arguments in one command"`
+	ClientOutputBufferLimit OutputLimit   `key:"client-output-buffer-limit" default:"normal 16mb 8mb 60" usage:"normal <hard> <soft> <soft-seconds>: past soft, a client's commands wait until its replies drain; past hard (replies plus waiting requests), or soft for soft-seconds, it is closed; 0 = no limit"`
+	RequirePass             string        `key:"requirepass" default:"" usage:"password clients must AUTH with; empty = none"`
 
 	Dir          string        `key:"dir" default:"." usage:"directory of the state file"`
 	StateFile    string        `key:"state-file" default:"idserver.state" usage:"file name of the durable ID reservation, in dir"`
@@ -61,15 +63,62 @@ type Config struct {
 	File string
 }
 
+// OutputLimit is client-output-buffer-limit for normal clients, written as
+// in redis.conf: "normal <hard> <soft> <soft-seconds>", the sizes in bytes
+// or with Redis's units (8mb). Unlike Redis, which closes a client at its
+// soft limit, idserver holds it there: its commands wait until its replies
+// drain (backpressure).
+type OutputLimit struct {
+	Hard        int64         // unsent replies plus waiting requests past which a client is closed; 0: none
+	Soft        int64         // unsent replies at which a client's commands wait; 0: none
+	SoftSeconds time.Duration // how long a client may stay at Soft before it is closed; 0: for ever
+}
+
+// UnmarshalText parses the redis.conf form. Only the normal class applies:
+// idserver has no replicas and no pub/sub.
+func (l *OutputLimit) UnmarshalText(text []byte) error {
+	w := strings.Fields(string(text))
+	if len(w) != 4 || !strings.EqualFold(w[0], "normal") {
+		return errors.New("want normal <hard> <soft> <soft-seconds> (only the normal class applies to idserver)")
+	}
+	hard, err := parseNumber(w[1], true)
+	if err != nil {
+		return fmt.Errorf("hard limit: %w", err)
+	}
+	soft, err := parseNumber(w[2], true)
+	if err != nil {
+		return fmt.Errorf("soft limit: %w", err)
+	}
+	secs, err := parseNumber(w[3], false)
+	if err != nil {
+		return fmt.Errorf("soft seconds: %w", err)
+	}
+	if hard < 0 || soft < 0 || secs < 0 || secs > 31_536_000 {
+		return errors.New("limits must be 0 or more, and soft seconds at most a year")
+	}
+	*l = OutputLimit{Hard: hard, Soft: soft, SoftSeconds: time.Duration(secs) * time.Second}
+	return nil
+}
+
+// String is the form CONFIG GET shows, with the sizes in bytes, as Redis
+// shows them.
+func (l OutputLimit) String() string {
+	return fmt.Sprintf("normal %d %d %d", l.Hard, l.Soft, int64(l.SoftSeconds/time.Second))
+}
+
 // field is one key of Config, read from its tags.
 type field struct {
 	key, def, unit, usage string
 	index                 int
+	text                  bool // the type parses itself, from one or more words
 }
 
 // typ names the field's kind in --help. The names are not pflag's own
 // ("int"): viper would convert such flags itself, turning "abc" into 0.
 func (f field) typ() string {
+	if f.text {
+		return "limits"
+	}
 	switch f.unit {
 	case "":
 		return map[bool]string{true: "string", false: "integer"}[reflect.TypeFor[Config]().Field(f.index).Type.Kind() == reflect.String]
@@ -94,7 +143,8 @@ var fields = func() []field {
 	for i := range t.NumField() {
 		f := t.Field(i)
 		if key, ok := f.Tag.Lookup("key"); ok {
-			fs = append(fs, field{key, f.Tag.Get("default"), f.Tag.Get("unit"), f.Tag.Get("usage"), i})
+			text := reflect.PointerTo(f.Type).Implements(reflect.TypeFor[encoding.TextUnmarshaler]())
+			fs = append(fs, field{key, f.Tag.Get("default"), f.Tag.Get("unit"), f.Tag.Get("usage"), i, text})
 		}
 	}
 	return fs
@@ -109,13 +159,14 @@ func Keys() []string {
 	return keys
 }
 
-func isKey(name string) bool {
+// lookup returns the field of a key.
+func lookup(name string) (field, bool) {
 	for _, f := range fields {
 		if f.key == name {
-			return true
+			return f, true
 		}
 	}
-	return false
+	return field{}, false
 }
 
 // Load builds the Config from args (as os.Args[1:]) and the environment:
@@ -184,6 +235,12 @@ func Load(args []string) (*Config, error) {
 
 // set stores the text s into the field, by the field's type and unit.
 func set(fv reflect.Value, f field, s string) error {
+	if f.text {
+		if err := fv.Addr().Interface().(encoding.TextUnmarshaler).UnmarshalText([]byte(s)); err != nil {
+			return fmt.Errorf("invalid config: %s %q: %w", f.key, s, err)
+		}
+		return nil
+	}
 	if fv.Kind() == reflect.String {
 		fv.SetString(s)
 		return nil
@@ -324,6 +381,12 @@ func (c *Config) validate() error {
 			return inRange("debug-clock-offset-ms", c.DebugClockOffset.Milliseconds(), -31_536_000_000, 31_536_000_000)
 		},
 		func() error {
+			if l := c.ClientOutputBufferLimit; l.Hard > 0 && l.Soft > l.Hard {
+				return fmt.Errorf("client-output-buffer-limit: the soft limit %d is above the hard limit %d", l.Soft, l.Hard)
+			}
+			return nil
+		},
+		func() error {
 			switch c.LogLevel {
 			case "debug", "verbose", "notice", "warning":
 				return nil
@@ -349,6 +412,8 @@ func (c *Config) Pairs() [][2]string {
 		fv := rv.Field(f.index)
 		var s string
 		switch {
+		case f.text:
+			s = fv.Interface().(fmt.Stringer).String()
 		case fv.Kind() == reflect.String:
 			s = fv.String()
 		case f.unit == "ms":

@@ -30,7 +30,8 @@ func defaults() Config {
 		MGetIDMax: 10000, MaxClients: 10000, Timeout: 0, GoMaxProcs: 1,
 		ProtoMaxBulkLen: 64 << 10, ProtoMaxMultibulkLen: 1024,
 		Dir: ".", StateFile: "idserver.state", ReserveAhead: 3 * time.Second, EnableDebugCommand: "no",
-		LogLevel: "notice",
+		ClientOutputBufferLimit: OutputLimit{Hard: 16 << 20, Soft: 8 << 20, SoftSeconds: time.Minute},
+		LogLevel:                "notice",
 	}
 }
 
@@ -133,6 +134,11 @@ func TestInvalid(t *testing.T) {
 		{[]string{"--reserve-ms", "30"}, "invalid config: reserve-ms 30 is less than twice the 20ms one MGETID of mgetid-max 10000 spans at shard-range 9"},
 		{[]string{"--enable-debug-command", "maybe"}, `invalid config: enable-debug-command "maybe" must be one of no, yes, local`},
 		{[]string{"--debug-clock-offset-ms", "-5"}, "invalid config: debug-clock-offset-ms -5 needs enable-debug-command yes or local"},
+		{[]string{"--client-output-buffer-limit", "replica 1mb 1mb 1"}, `invalid config: client-output-buffer-limit "replica 1mb 1mb 1": want normal <hard> <soft> <soft-seconds> (only the normal class applies`},
+		{[]string{"--client-output-buffer-limit", "normal 1mb 1mb"}, `invalid config: client-output-buffer-limit "normal 1mb 1mb": want normal`},
+		{[]string{"--client-output-buffer-limit", "normal 1xb 1mb 0"}, `invalid config: client-output-buffer-limit "normal 1xb 1mb 0": hard limit: not a size`},
+		{[]string{"--client-output-buffer-limit", "normal -1 1mb 0"}, `invalid config: client-output-buffer-limit "normal -1 1mb 0": limits must be 0 or more`},
+		{[]string{"--client-output-buffer-limit", "normal 1mb 2mb 0"}, "invalid config: client-output-buffer-limit: the soft limit 2097152 is above the hard limit 1048576"},
 		{[]string{"--nope", "1"}, "command line: unknown flag: --nope"},
 		{[]string{"a.conf", "b.conf"}, `command line: unexpected arguments ["a.conf" "b.conf"]`},
 		{[]string{"/nonexistent/idserver.conf"}, "read config: open /nonexistent/idserver.conf: no such file or directory"},
@@ -154,6 +160,7 @@ func TestFileErrors(t *testing.T) {
 		{"port 1\nprot 2\n", `line 2: unknown key "prot"`},
 		{"port\n", "line 1: port takes exactly one value, got 0"},
 		{"bind a b\n", "line 1: bind takes exactly one value, got 2"},
+		{"client-output-buffer-limit\n", "line 1: client-output-buffer-limit takes exactly one value, got 0"},
 		{"# c\nid-generator server-id 0 id-range\n", "line 2: id-generator takes key value pairs"},
 		{"id-generator port 1\n", `line 1: id-generator: unknown key "port"`},
 		{`requirepass "abc`, "line 1: unbalanced quotes"},
@@ -195,6 +202,30 @@ func TestExampleFile(t *testing.T) {
 		if _, ok := values[k]; !ok {
 			t.Errorf("redis.conf.example does not set %s", k)
 		}
+	}
+}
+
+// TestOutputLimit: client-output-buffer-limit in its redis.conf form, from
+// a file, the environment and a flag; 0 turns a limit off.
+func TestOutputLimit(t *testing.T) {
+	name := writeFile(t, "client-output-buffer-limit normal 64mb 16MB 30\n")
+	c, err := Load([]string{name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (OutputLimit{Hard: 64 << 20, Soft: 16 << 20, SoftSeconds: 30 * time.Second}); c.ClientOutputBufferLimit != want {
+		t.Fatalf("from the file: %+v, want %+v", c.ClientOutputBufferLimit, want)
+	}
+	t.Setenv("IDSERVER_CLIENT_OUTPUT_BUFFER_LIMIT", "normal 0 0 0")
+	if c, err = Load([]string{name}); err != nil || c.ClientOutputBufferLimit != (OutputLimit{}) {
+		t.Fatalf("from the environment: %+v, %v", c.ClientOutputBufferLimit, err)
+	}
+	c, err = Load([]string{name, "--client-output-buffer-limit", "normal 1000 100 1"})
+	if err != nil || c.ClientOutputBufferLimit != (OutputLimit{Hard: 1000, Soft: 100, SoftSeconds: time.Second}) {
+		t.Fatalf("from a flag: %+v, %v", c.ClientOutputBufferLimit, err)
+	}
+	if got := c.ClientOutputBufferLimit.String(); got != "normal 1000 100 1" {
+		t.Fatalf("CONFIG GET form %q", got)
 	}
 }
 
@@ -256,7 +287,7 @@ func FuzzParse(f *testing.F) {
 			return
 		}
 		for k := range values {
-			if !isKey(k) {
+			if _, ok := lookup(k); !ok {
 				t.Fatalf("Parse accepted unknown key %q", k)
 			}
 		}

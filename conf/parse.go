@@ -59,12 +59,18 @@ func Parse(r io.Reader) (map[string]string, error) {
 				}
 				values[k] = args[i+1]
 			}
-		case !isKey(key):
-			return nil, fmt.Errorf("line %d: unknown key %q", n, args[0])
-		case len(args) != 2:
-			return nil, fmt.Errorf("line %d: %s takes exactly one value, got %d", n, key, len(args)-1)
 		default:
-			values[key] = args[1]
+			f, ok := lookup(key)
+			switch {
+			case !ok:
+				return nil, fmt.Errorf("line %d: unknown key %q", n, args[0])
+			case f.text && len(args) >= 2:
+				values[key] = strings.Join(args[1:], " ") // the type reads the words
+			case len(args) != 2:
+				return nil, fmt.Errorf("line %d: %s takes exactly one value, got %d", n, key, len(args)-1)
+			default:
+				values[key] = args[1]
+			}
 		}
 	}
 	if err := sc.Err(); err != nil {

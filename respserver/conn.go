@@ -6,6 +6,7 @@ import (
 	"io"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/panjf2000/gnet/v2"
 	"github.com/tidwall/redcon"
@@ -36,6 +37,9 @@ type client struct {
 	busy  bool  // a GETID or MGETID is finishing on a goroutine
 	waitN int64 // its count
 	multi bool  // it is an MGETID
+
+	held   bool      // its unsent replies reached the soft limit: its commands wait
+	heldAt time.Time // since when
 
 	active   atomic.Int64 // Server.tick when it last sent something
 	draining atomic.Bool  // set by Shutdown: finish, flush, close
@@ -87,15 +91,8 @@ func (e *events) OnTraffic(gc gnet.Conn) gnet.Action {
 	}
 	valid, err := c.scan.Scan(data)
 	data, c.bad = data[:valid], err
-	if c.busy {
-		if len(c.in)+len(data) > e.s.opts.MaxQueued {
-			e.s.log.Warn().Str("client", c.addr).Int("bytes", len(c.in)+len(data)).
-				Msg("closing a client that sent too much while its command waited")
-			c.quit = true
-			return gnet.Close
-		}
-		c.in = append(c.in, data...)
-		return gnet.None
+	if c.busy || c.held && !e.s.caughtUp(c, gc) {
+		return e.s.queue(c, gc, data)
 	}
 	return e.s.serve(c, gc, data)
 }
@@ -110,7 +107,7 @@ func (s *Server) serve(c *client, gc gnet.Conn, data []byte) gnet.Action {
 		buf = c.in
 	}
 	whole := len(buf) - c.scan.Partial()
-	rest := s.runCommands(c, buf[:whole])
+	rest := s.runCommands(c, buf[:whole], s.room(gc))
 	if c.quit {
 		c.in = c.in[:0]
 	} else {
@@ -120,7 +117,7 @@ func (s *Server) serve(c *client, gc gnet.Conn, data []byte) gnet.Action {
 	if cap(c.in) > keepBuf && len(c.in) == 0 {
 		c.in = nil
 	}
-	if !c.busy && !c.quit {
+	if !c.busy && !c.quit && !c.held {
 		if c.bad != nil {
 			s.errors.Add(1)
 			c.writeError(c.bad.Error())
@@ -146,10 +143,15 @@ func (s *Server) serve(c *client, gc gnet.Conn, data []byte) gnet.Action {
 	return gnet.None
 }
 
-// runCommands runs the commands in buf, which holds whole ones only. It
-// returns what is left when a command must wait or the client is to close.
-func (s *Server) runCommands(c *client, buf []byte) []byte {
+// runCommands runs the commands in buf, which holds whole ones only, until
+// their replies fill room. It returns what is left when a command must
+// wait, the replies fill room, or the client is to close.
+func (s *Server) runCommands(c *client, buf []byte, room int) []byte {
 	for len(buf) > 0 && !c.quit {
+		if len(c.out) >= room {
+			s.hold(c)
+			return buf
+		}
 		args, rest, err := c.parse(buf)
 		if err != nil {
 			c.bad = err

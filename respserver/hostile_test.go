@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"math"
 	"net"
 	"runtime"
 	"strings"
@@ -191,7 +192,7 @@ func FuzzCommand(f *testing.F) {
 		for _, a := range args {
 			strs = append(strs, string(a))
 		}
-		if rest := s.runCommands(c, []byte(encode(strs...))); len(rest) > 0 || c.busy {
+		if rest := s.runCommands(c, []byte(encode(strs...)), math.MaxInt); len(rest) > 0 || c.busy {
 			t.Fatalf("%q: left %q unrun, busy %v", in, rest, c.busy)
 		}
 		out := c.out
@@ -248,7 +249,7 @@ func BenchmarkHandle(b *testing.B) {
 			cmd := []byte(encode(args...))
 			b.ReportAllocs()
 			for b.Loop() {
-				s.runCommands(c, cmd)
+				s.runCommands(c, cmd, math.MaxInt)
 				c.out = c.out[:0]
 			}
 		})

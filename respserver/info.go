@@ -63,7 +63,9 @@ func (s *Server) infoServer(b *strings.Builder) {
 
 func (s *Server) infoClients(b *strings.Builder) {
 	b.WriteString("# Clients\r\n")
-	field(b, "connected_clients", s.Stats().Clients)
+	st := s.Stats()
+	field(b, "connected_clients", st.Clients)
+	field(b, "clients_over_soft_limit", st.Held)
 	field(b, "maxclients", s.opts.MaxClients)
 }
 
@@ -74,6 +76,7 @@ func (s *Server) infoStats(b *strings.Builder) {
 	field(b, "total_commands_processed", st.Commands)
 	field(b, "rejected_connections", st.Rejected)
 	field(b, "total_error_replies", st.Errors)
+	field(b, "client_output_buffer_limit_disconnections", st.LimitClosed)
 }
 
 func (s *Server) infoPersistence(b *strings.Builder) {

@@ -258,10 +258,11 @@ func TestCloseDuringShutdown(t *testing.T) {
 	}
 }
 
-// TestMaxQueued: a client that floods the server while its command waits
-// is closed; other clients are served throughout.
-func TestMaxQueued(t *testing.T) {
-	s, a, b, _, _ := startWaiting(t, Options{MaxQueued: 1 << 20}, encode("MGETID", "1000"))
+// TestHardLimitWhileWaiting: a client that floods the server while its
+// command waits is closed at the hard limit; other clients are served
+// throughout.
+func TestHardLimitWhileWaiting(t *testing.T) {
+	s, a, b, _, _ := startWaiting(t, Options{Output: OutputLimits{Hard: 1 << 20}}, encode("MGETID", "1000"))
 	addr := s.ln.Addr().String()
 	flood := []byte(strings.Repeat(encode("PING"), 1<<14)) // 224 KiB
 	sent := 0

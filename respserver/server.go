@@ -48,11 +48,9 @@ type Options struct {
 	MaxClients  int              // zero means 10000; lowered to fit the open files limit
 	IdleTimeout time.Duration    // close clients idle this long; zero means never
 	Limits      resplimit.Limits // zero fields mean 64 KiB bulks, 1024 elements
-	// MaxQueued is how many bytes a client may send while one of its
-	// commands waits for the clock or the reservation (at most
-	// max-wait-ms); past it the client is closed, as Redis closes one at
-	// client-query-buffer-limit. Zero means 64 MiB.
-	MaxQueued int
+	// Output bounds what a client that does not read its replies may
+	// hold in the server. Zero fields mean no limit.
+	Output OutputLimits
 
 	// Config lists the configuration for CONFIG GET; nil means none.
 	Config [][2]string
@@ -81,11 +79,16 @@ type Server struct {
 	nextID       atomic.Int64 // client ids, as CLIENT ID shows
 	tick         atomic.Int64 // seconds since started, moved by watch: the idle clock
 
-	clients  atomic.Int64
-	accepted atomic.Uint64
-	rejected atomic.Uint64
-	commands atomic.Uint64
-	errors   atomic.Uint64
+	clients     atomic.Int64
+	accepted    atomic.Uint64
+	rejected    atomic.Uint64
+	commands    atomic.Uint64
+	errors      atomic.Uint64
+	limitClosed atomic.Uint64 // clients closed at their output limits
+	limitLog    limiter
+	heldMu      sync.Mutex
+	held        map[*client]gnet.Conn // clients whose commands wait for their replies to drain
+	heldSignal  chan struct{}         // a client was held
 
 	mu      sync.Mutex
 	serving bool
@@ -116,17 +119,16 @@ func New(opts Options) *Server {
 	if opts.Limits.MaxMultibulkLen == 0 {
 		opts.Limits.MaxMultibulkLen = 1024
 	}
-	if opts.MaxQueued == 0 {
-		opts.MaxQueued = 64 << 20
-	}
 	s := &Server{
-		opts:    opts,
-		gen:     opts.Generator,
-		log:     opts.Logger,
-		started: time.Now(),
-		conns:   map[*client]struct{}{},
-		done:    make(chan struct{}),
-		drained: make(chan struct{}),
+		opts:       opts,
+		gen:        opts.Generator,
+		log:        opts.Logger,
+		started:    time.Now(),
+		conns:      map[*client]struct{}{},
+		done:       make(chan struct{}),
+		drained:    make(chan struct{}),
+		held:       map[*client]gnet.Conn{},
+		heldSignal: make(chan struct{}, 1),
 	}
 	for _, kv := range opts.Config {
 		s.configKeyLen = max(s.configKeyLen, len(kv[0]))
@@ -189,6 +191,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 	s.mu.Unlock()
 	go s.watch()
+	go s.wakeHeld()
 
 	// Accepting runs on its own goroutine: handing a connection to a loop
 	// waits for the loop, and a loop stopped meanwhile must not keep Serve
@@ -212,7 +215,15 @@ func (s *Server) accept(ln net.Listener) error {
 	spare := takeSpare()
 	defer spare.release()
 	var backoff time.Duration
-	var refusals fdRefusals
+	var refusedLog, failedLog limiter
+	refused := func() {
+		if ok, skipped := refusedLog.allow(); ok {
+			var lim syscall.Rlimit
+			syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
+			s.log.Warn().Uint64("refused", skipped+1).Uint64("rlimit_nofile", lim.Cur).
+				Msg("out of file descriptors: refusing new connections with -ERR (raise the open files limit, or lower maxclients)")
+		}
+	}
 	for {
 		nc, err := ln.Accept()
 		if outOfFDs(err) && spare.release() {
@@ -221,7 +232,7 @@ func (s *Server) accept(ln net.Listener) error {
 			nc, err = ln.Accept()
 			if err == nil {
 				s.refuse(nc, errNoFDs)
-				refusals.add(s.log)
+				refused()
 			}
 			spare = takeSpare() // after the refused socket is closed
 			if err == nil {
@@ -241,7 +252,9 @@ func (s *Server) accept(ln net.Listener) error {
 			// wait, as net/http does, rather than spin; the clients
 			// already connected go on, the new ones wait in the backlog.
 			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-			refusals.warnAccept(s.log, err, backoff)
+			if ok, _ := failedLog.allow(); ok {
+				s.log.Warn().Err(err).Dur("retry_in", backoff).Msg("accept failed; new connections wait")
+			}
 			time.Sleep(backoff)
 			spare = spare.retake()
 			continue
@@ -251,7 +264,7 @@ func (s *Server) accept(ln net.Listener) error {
 		spare.release()
 		if err := s.admit(nc); outOfFDs(err) {
 			s.rejected.Add(1) // gnet has closed it already
-			refusals.add(s.log)
+			refused()
 		}
 		spare = takeSpare()
 	}
@@ -308,33 +321,6 @@ func (d spareFD) retake() spareFD {
 	return takeSpare()
 }
 
-// fdRefusals counts connections refused for want of descriptors and warns
-// about them, and about accept failing, at most once a second each.
-type fdRefusals struct {
-	n                    uint64
-	lastRefused, lastErr time.Time
-}
-
-func (r *fdRefusals) add(log zerolog.Logger) {
-	r.n++
-	if time.Since(r.lastRefused) < time.Second {
-		return
-	}
-	var lim syscall.Rlimit
-	syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
-	log.Warn().Uint64("refused", r.n).Uint64("rlimit_nofile", lim.Cur).
-		Msg("out of file descriptors: refusing new connections with -ERR (raise the open files limit, or lower maxclients)")
-	r.n, r.lastRefused = 0, time.Now()
-}
-
-func (r *fdRefusals) warnAccept(log zerolog.Logger, err error, retry time.Duration) {
-	if time.Since(r.lastErr) < time.Second {
-		return
-	}
-	log.Warn().Err(err).Dur("retry_in", retry).Msg("accept failed; new connections wait")
-	r.lastErr = time.Now()
-}
-
 // refuse answers a connection it will not serve with reply and closes it.
 func (s *Server) refuse(nc net.Conn, reply string) {
 	s.rejected.Add(1)
@@ -389,6 +375,7 @@ func (s *Server) forget(c *client) {
 	_, ok := s.conns[c]
 	delete(s.conns, c)
 	s.mu.Unlock()
+	s.unhold(c)
 	if ok {
 		s.clients.Add(-1)
 	}
@@ -472,21 +459,28 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 // Stats are a Server's connection and command counters since New.
 type Stats struct {
-	Clients  int64  // connected now
-	Accepted uint64 // connections accepted
-	Rejected uint64 // connections refused at maxclients
-	Commands uint64 // commands processed
-	Errors   uint64 // error replies
+	Clients     int64  // connected now
+	Held        int64  // clients whose commands wait for their replies to drain
+	Accepted    uint64 // connections accepted
+	Rejected    uint64 // connections refused at maxclients or out of file descriptors
+	Commands    uint64 // commands processed
+	Errors      uint64 // error replies
+	LimitClosed uint64 // clients closed at their output limits
 }
 
 // Stats returns the server's counters.
 func (s *Server) Stats() Stats {
+	s.heldMu.Lock()
+	held := int64(len(s.held))
+	s.heldMu.Unlock()
 	return Stats{
-		Clients:  s.clients.Load(),
-		Accepted: s.accepted.Load(),
-		Rejected: s.rejected.Load(),
-		Commands: s.commands.Load(),
-		Errors:   s.errors.Load(),
+		Clients:     s.clients.Load(),
+		Held:        held,
+		Accepted:    s.accepted.Load(),
+		Rejected:    s.rejected.Load(),
+		Commands:    s.commands.Load(),
+		Errors:      s.errors.Load(),
+		LimitClosed: s.limitClosed.Load(),
 	}
 }
 

@@ -1,0 +1,150 @@
+package respserver
+
+import (
+	"math"
+	"sync"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+)
+
+// OutputLimits bounds what a client that does not read its replies may
+// hold in the server: redis.conf's client-output-buffer-limit for normal
+// clients, except that the soft limit holds a client back instead of
+// closing it. Zero fields mean no limit.
+//
+// gnet reads every socket it serves whatever the server does with the
+// bytes, so a held client's requests are kept, unrun, and count toward
+// Hard: a client that goes on sending without reading is closed.
+type OutputLimits struct {
+	// Soft is how many bytes of unsent replies a client may have before
+	// its commands stop running; they run again once it has read them
+	// down to half.
+	Soft int
+	// Hard is how many bytes of unsent replies and waiting requests a
+	// client may have; past it, the client is closed.
+	Hard int
+	// SoftFor is how long a client may stay held at Soft before it is
+	// closed.
+	SoftFor time.Duration
+}
+
+// heldPoll is how often held clients are woken to see whether their
+// replies have drained.
+const heldPoll = 2 * time.Millisecond
+
+// room is how many more bytes of replies c may have before its commands
+// stop running.
+func (s *Server) room(gc gnet.Conn) int {
+	if s.opts.Output.Soft == 0 {
+		return math.MaxInt
+	}
+	return s.opts.Output.Soft - gc.OutboundBuffered()
+}
+
+// hold stops running c's commands until its replies drain.
+func (s *Server) hold(c *client) {
+	c.held, c.heldAt = true, time.Now()
+	s.heldMu.Lock()
+	s.held[c] = c.gc
+	s.heldMu.Unlock()
+	select {
+	case s.heldSignal <- struct{}{}:
+	default: // wakeHeld is already awake
+	}
+}
+
+// caughtUp reports whether held c's unsent replies are down to half the
+// soft limit, and if they are, runs its commands again from now on.
+func (s *Server) caughtUp(c *client, gc gnet.Conn) bool {
+	if gc.OutboundBuffered() > s.opts.Output.Soft/2 {
+		return false
+	}
+	c.held = false
+	s.unhold(c)
+	return true
+}
+
+// unhold forgets that c is held; it is safe to call for any client.
+func (s *Server) unhold(c *client) {
+	s.heldMu.Lock()
+	delete(s.held, c)
+	s.heldMu.Unlock()
+}
+
+// wakeHeld wakes every held client every heldPoll, while there are any, so
+// that each one's loop sees whether its replies have drained: gnet tells
+// nobody when it has written a connection's buffer out.
+func (s *Server) wakeHeld() {
+	var gcs []gnet.Conn
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-s.heldSignal:
+		}
+		for {
+			s.heldMu.Lock()
+			gcs = gcs[:0]
+			for _, gc := range s.held {
+				gcs = append(gcs, gc)
+			}
+			s.heldMu.Unlock()
+			if len(gcs) == 0 {
+				break
+			}
+			for _, gc := range gcs {
+				gc.Wake(nil) // OnTraffic, with nothing read
+			}
+			time.Sleep(heldPoll)
+		}
+	}
+}
+
+// queue keeps data, which c sent while its commands wait (for the clock,
+// or for its replies to drain), to run later. A client past the hard
+// limit, or held at the soft one for longer than SoftFor, is closed.
+func (s *Server) queue(c *client, gc gnet.Conn, data []byte) gnet.Action {
+	lim := s.opts.Output
+	switch {
+	case lim.Hard > 0 && len(c.in)+len(data)+gc.OutboundBuffered() > lim.Hard:
+		return s.closeAtLimit(c, gc, "its unsent replies and waiting requests passed the hard limit")
+	case c.held && lim.SoftFor > 0 && time.Since(c.heldAt) > lim.SoftFor:
+		return s.closeAtLimit(c, gc, "it did not read its replies below the soft limit for soft-seconds")
+	}
+	c.in = append(c.in, data...)
+	return gnet.None
+}
+
+// closeAtLimit closes c, which has reached one of its output limits, as
+// Redis closes a client at client-output-buffer-limit.
+func (s *Server) closeAtLimit(c *client, gc gnet.Conn, why string) gnet.Action {
+	c.quit = true
+	s.limitClosed.Add(1)
+	if ok, skipped := s.limitLog.allow(); ok {
+		s.log.Warn().Str("client", c.addr).Int("unsent_bytes", gc.OutboundBuffered()).Int("waiting_request_bytes", len(c.in)).
+			Uint64("also_closed", skipped).Msg("closing a client at client-output-buffer-limit: " + why)
+	}
+	return gnet.Close
+}
+
+// limiter lets a log line through at most once a second, and counts the
+// ones it held back. It is safe for concurrent use.
+type limiter struct {
+	mu      sync.Mutex
+	last    time.Time
+	skipped uint64
+}
+
+// allow reports whether a line may be logged now and, if so, how many
+// were held back since the last one.
+func (l *limiter) allow() (ok bool, skipped uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if time.Since(l.last) < time.Second {
+		l.skipped++
+		return false, 0
+	}
+	skipped, l.skipped, l.last = l.skipped, 0, time.Now()
+	return true, skipped
+}

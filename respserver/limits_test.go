@@ -1,0 +1,88 @@
+package respserver
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idserver/idserver/idgen"
+)
+
+// bigLayout issues 2^19 IDs per ms, so that large MGETIDs stay within the
+// lead bound and only the output limits are at work.
+var bigLayout = idgen.Settings{Layout: idgen.Layout{IDBits: 2, ShardBits: 19, RandomBits: 0}}
+
+// awaitInfo polls INFO through c until it contains want.
+func awaitInfo(t *testing.T, c *rawClient, want string) string {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info := c.do("INFO").(string)
+		if strings.Contains(info, want) {
+			return info
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("INFO never showed %q:\n%s", want, info)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestSlowReaderBackpressure: a client that sends a pipeline whose replies
+// far exceed the soft limit, and reads them slowly, is held at the limit
+// rather than buffered without bound, and gets every reply, whole and in
+// order.
+func TestSlowReaderBackpressure(t *testing.T) {
+	_, addr := startServer(t, bigLayout, Options{Output: OutputLimits{Soft: 256 << 10, Hard: 4 << 20}})
+	slow, other := dialRaw(t, addr), dialRaw(t, addr)
+	const n = 200 // 200 MGETID 1000: about 5 MB of replies
+	slow.send(strings.Repeat(encode("MGETID", "1000"), n) + encode("PING"))
+	awaitInfo(t, other, "clients_over_soft_limit:1\r\n")
+	last := int64(0)
+	for i := range n {
+		if i%20 == 0 {
+			time.Sleep(10 * time.Millisecond)
+		}
+		last = checkIDs(t, slow.reply(), 1000, last)
+	}
+	if v := slow.reply(); v != "PONG" {
+		t.Fatalf("after the pipeline: %v", v)
+	}
+	info := awaitInfo(t, other, "clients_over_soft_limit:0\r\n")
+	if !strings.Contains(info, "client_output_buffer_limit_disconnections:0\r\n") {
+		t.Fatalf("the slow reader was closed:\n%s", info)
+	}
+}
+
+// TestNonReaderClosedAtHardLimit: a client that keeps sending and never
+// reads is held at the soft limit, then closed once its unsent replies and
+// waiting requests pass the hard one; another client is served throughout.
+func TestNonReaderClosedAtHardLimit(t *testing.T) {
+	_, addr := startServer(t, bigLayout, Options{Output: OutputLimits{Soft: 256 << 10, Hard: 1 << 20}})
+	flood, other := dialRaw(t, addr), dialRaw(t, addr)
+	batch := []byte(strings.Repeat(encode("MGETID", "1000"), 1000))
+	sent := 0
+	for ; sent < 256<<20; sent += len(batch) {
+		if _, err := flood.conn.Write(batch); err != nil {
+			break // closed: the kernel answered with a reset
+		}
+		if v := other.do("PING"); v != "PONG" {
+			t.Fatalf("other client after %d bytes: %v", sent, v)
+		}
+	}
+	if sent >= 256<<20 {
+		t.Fatal("the client that never reads was not closed after 256 MB of requests")
+	}
+	awaitInfo(t, other, "client_output_buffer_limit_disconnections:1\r\n")
+}
+
+// TestSoftSeconds: a client held at the soft limit for longer than
+// SoftFor is closed, even if it sends nothing more.
+func TestSoftSeconds(t *testing.T) {
+	_, addr := startServer(t, bigLayout, Options{Output: OutputLimits{Soft: 64 << 10, SoftFor: time.Second}})
+	stuck, other := dialRaw(t, addr), dialRaw(t, addr)
+	stuck.send(strings.Repeat(encode("MGETID", "1000"), 500)) // about 12 MB of replies
+	awaitInfo(t, other, "clients_over_soft_limit:1\r\n")
+	awaitInfo(t, other, "client_output_buffer_limit_disconnections:1\r\n")
+	awaitInfo(t, other, "connected_clients:1\r\n")
+}
