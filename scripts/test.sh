@@ -31,3 +31,11 @@ fi
 go vet ./...
 go test -count=3 -timeout 10m "$@" ./...
 go test -race -count=1 -timeout 12m "$@" ./...
+
+# Every fuzz target, briefly (FUZZTIME each, 10s by default): the seed
+# corpora already ran as plain tests above; this explores a little further.
+for pkg in $(go list ./...); do
+	for target in $(go test -list '^Fuzz' "$pkg" | grep '^Fuzz' || true); do
+		go test -run '^$' -fuzz "^${target}\$" -fuzztime "${FUZZTIME:-10s}" "$pkg"
+	done
+done

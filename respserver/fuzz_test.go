@@ -1,0 +1,195 @@
+package respserver
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+
+	"github.com/idserver/idserver/idgen"
+	"github.com/idserver/idserver/resplimit"
+)
+
+// fakeConn stands in for the gnet.Conn of one connection: OnTraffic reads
+// what the client sent from in, and its replies collect in out. Any other
+// method of gnet.Conn would panic on the nil interface.
+type fakeConn struct {
+	gnet.Conn
+	ctx any
+	in  []byte
+	out []byte
+}
+
+func (f *fakeConn) Context() any                { return f.ctx }
+func (f *fakeConn) OutboundBuffered() int       { return 0 }
+func (f *fakeConn) Next(int) ([]byte, error)    { b := f.in; f.in = nil; return b, nil }
+func (f *fakeConn) Write(b []byte) (int, error) { f.out = append(f.out, b...); return len(b), nil }
+
+// fuzzLimits keep the fuzzer's inputs near the limits.
+var fuzzLimits = resplimit.Limits{MaxBulkLen: 1024, MaxMultibulkLen: 16}
+
+// FuzzConnection sends arbitrary bytes, cut into arbitrary chunks, through
+// the server's own event handler: framing checks, parsing, dispatch and
+// the replies, as a connection's event loop runs them. The server must
+// not panic, must answer every whole command exactly once and in order,
+// stop after QUIT, and after a framing error answer with that error and
+// close.
+func FuzzConnection(f *testing.F) {
+	g, err := idgen.New(idgen.Settings{MaxLead: 24 * time.Hour})
+	if err != nil {
+		f.Fatal(err)
+	}
+	s := New(Options{Generator: g, MGetIDMax: 100, Limits: fuzzLimits, Config: [][2]string{{"port", "6551"}, {"maxclients", "10000"}}})
+	ev := &events{s: s}
+	var last int64 // every ID handed out is above the ones before
+	f.Fuzz(func(t *testing.T, data []byte, cuts uint64) {
+		want := expectedReplies(data)
+		c := testClient(s)
+		fc := &fakeConn{ctx: c}
+		r := rand.New(rand.NewPCG(cuts, 1))
+		closed := false
+		for rest := data; len(rest) > 0 && !closed; {
+			n := 1 + r.IntN(len(rest))
+			fc.in, rest = rest[:n], rest[n:]
+			closed = ev.OnTraffic(fc) == gnet.Close
+		}
+		if c.busy || c.held {
+			t.Fatalf("%q: the client waits (busy %v, held %v): nothing here should", data, c.busy, c.held)
+		}
+		br := bufio.NewReader(bytes.NewReader(fc.out))
+		for i, w := range want.replies {
+			v, err := readReply(br)
+			if err != nil {
+				t.Fatalf("%q: reply %d of %d: %v; out %q", data, i+1, len(want.replies), err, fc.out)
+			}
+			if err := w(v, &last); err != "" {
+				t.Fatalf("%q: reply %d, %.100v: %s", data, i+1, v, err)
+			}
+		}
+		if extra, _ := io.ReadAll(br); len(extra) > 0 {
+			t.Fatalf("%q: replies beyond the %d expected: %q", data, len(want.replies), extra)
+		}
+		if closed != want.close {
+			t.Fatalf("%q: closed %v, want %v", data, closed, want.close)
+		}
+	})
+}
+
+// check checks one reply; it returns what is wrong, or "".
+type check func(v any, last *int64) string
+
+// expectation is what a connection that sent some bytes must get.
+type expectation struct {
+	replies []check
+	close   bool
+}
+
+// expectedReplies works out, from the whole input at once, the replies
+// its commands must get: the framing by a fresh scanner, the commands by
+// the parser. The server sees the same bytes in chunks.
+func expectedReplies(data []byte) expectation {
+	sc := resplimit.NewScanner(fuzzLimits)
+	valid, framing := sc.Scan(data)
+	buf := data[:valid-sc.Partial()]
+	p := &client{}
+	var e expectation
+	for len(buf) > 0 {
+		args, rest, err := p.parse(buf)
+		if err != nil {
+			return expectation{append(e.replies, isError(err.Error())), true}
+		}
+		buf = rest
+		if len(args) == 0 {
+			continue // an empty line gets no reply
+		}
+		e.replies = append(e.replies, expectFor(args))
+		if strings.EqualFold(string(args[0]), "quit") {
+			e.close = true
+			return e
+		}
+	}
+	if framing != nil {
+		e.replies = append(e.replies, isError(framing.Error()))
+		e.close = true
+	}
+	return e
+}
+
+// expectFor is the check for a reply to args: exact for commands whose
+// reply follows from the command, IDs above all earlier ones, and any
+// well-formed reply for the rest.
+func expectFor(args [][]byte) check {
+	name := strings.ToLower(string(args[0]))
+	switch {
+	case name == "ping" && len(args) == 1:
+		return equals("PONG")
+	case name == "ping" && len(args) == 2, name == "echo" && len(args) == 2:
+		return equals(string(args[1]))
+	case name == "quit":
+		return equals("OK")
+	case name == "getid" && len(args) == 1:
+		return func(v any, last *int64) string {
+			id, ok := v.(int64)
+			return above(id, ok, last)
+		}
+	case name == "mgetid" && len(args) == 2:
+		return func(v any, last *int64) string {
+			if e, ok := v.(respError); ok {
+				return wellFormed(e, nil)
+			}
+			ids, ok := v.([]any)
+			if !ok || len(ids) == 0 {
+				return "not an error, nor an array of IDs"
+			}
+			for _, x := range ids {
+				s, _ := x.(string)
+				id, ok := parseInt([]byte(s))
+				if msg := above(id, ok, last); msg != "" {
+					return msg
+				}
+			}
+			return ""
+		}
+	}
+	return wellFormed
+}
+
+func equals(want string) check {
+	return func(v any, _ *int64) string {
+		if v != want {
+			return "want " + want
+		}
+		return ""
+	}
+}
+
+func isError(want string) check {
+	return func(v any, _ *int64) string {
+		if v != respError(want) {
+			return "want the error " + want
+		}
+		return ""
+	}
+}
+
+// wellFormed accepts any reply, but an error reply only with an upper-case
+// code and on one line.
+func wellFormed(v any, _ *int64) string {
+	if e, ok := v.(respError); ok && (strings.ContainsAny(string(e), "\r\n") || !isErrorCode(string(e))) {
+		return "a malformed error reply"
+	}
+	return ""
+}
+
+func above(id int64, ok bool, last *int64) string {
+	if !ok || id <= *last {
+		return "not an ID above the ones before"
+	}
+	*last = id
+	return ""
+}
