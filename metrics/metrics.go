@@ -42,9 +42,11 @@ var (
 	refusedDesc    = desc("lead_refusals_total", "Requests refused with -BUSY at the lead bound.")
 	clientsDesc    = desc("connected_clients", "Clients connected now.")
 	acceptedDesc   = desc("connections_received_total", "Connections accepted.")
-	rejectedDesc   = desc("rejected_connections_total", "Connections refused at maxclients.")
+	rejectedDesc   = desc("rejected_connections_total", "Connections refused at maxclients or out of file descriptors.")
 	commandsDesc   = desc("commands_processed_total", "Commands processed.")
 	errorRepliesDs = desc("error_replies_total", "Error replies sent.")
+	heldDesc       = desc("clients_over_soft_limit", "Clients whose commands wait for their unsent replies to drain below the soft output limit.")
+	limitDesc      = desc("client_output_buffer_limit_disconnections_total", "Clients closed at client-output-buffer-limit.")
 )
 
 // collector reads the counters at scrape time.
@@ -57,7 +59,7 @@ type collector struct {
 // Describe sends the descriptions of every metric collect sends.
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{infoDesc, issuedDesc, leadDesc, maxLeadDesc, borrowedDesc, stepsDesc,
-		waitsDesc, refusedDesc, clientsDesc, acceptedDesc, rejectedDesc, commandsDesc, errorRepliesDs} {
+		waitsDesc, refusedDesc, clientsDesc, acceptedDesc, rejectedDesc, commandsDesc, errorRepliesDs, heldDesc, limitDesc} {
 		ch <- d
 	}
 }
@@ -82,4 +84,6 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	send(rejectedDesc, prometheus.CounterValue, float64(s.Rejected))
 	send(commandsDesc, prometheus.CounterValue, float64(s.Commands))
 	send(errorRepliesDs, prometheus.CounterValue, float64(s.Errors))
+	send(heldDesc, prometheus.GaugeValue, float64(s.Held))
+	send(limitDesc, prometheus.CounterValue, float64(s.LimitClosed))
 }
