@@ -19,7 +19,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -137,27 +136,6 @@ func New(opts Options) *Server {
 	return s
 }
 
-// reservedFDs are the file descriptors kept for the server's own use
-// (listeners, event loops, the state file and its lock, metrics) when
-// maxclients is fitted to the open files limit, as Redis keeps 32.
-const reservedFDs = 32
-
-// fitMaxClients lowers MaxClients, as Redis does, when the open files
-// limit cannot hold that many clients beside reservedFDs: clients past it
-// then get Redis's maxclients error, and the server keeps the descriptors
-// it needs to renew its reservation.
-func (s *Server) fitMaxClients() {
-	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil || uint64(s.opts.MaxClients)+reservedFDs <= lim.Cur {
-		return
-	}
-	fitted := max(int(lim.Cur)-reservedFDs, 1)
-	s.log.Warn().Int("maxclients", s.opts.MaxClients).Uint64("rlimit_nofile", lim.Cur).Int("fitted", fitted).
-		Msgf("maxclients %d needs %d open files, and the limit is %d: serving at most %d clients (raise the limit: ulimit -n, or LimitNOFILE= for systemd)",
-			s.opts.MaxClients, s.opts.MaxClients+reservedFDs, lim.Cur, fitted)
-	s.opts.MaxClients = fitted
-}
-
 // Serve answers clients on ln until Close or Shutdown. It always returns a
 // non-nil error: ErrServerClosed after Close or Shutdown, once they have
 // finished with the clients.
@@ -212,32 +190,14 @@ func (s *Server) Serve(ln net.Listener) error {
 // accept takes connections from ln until it is closed (then it returns
 // nil) or fails for good.
 func (s *Server) accept(ln net.Listener) error {
-	spare := takeSpare()
-	defer spare.release()
+	fds := newFDReserve(s)
+	defer fds.release()
 	var backoff time.Duration
-	var refusedLog, failedLog limiter
-	refused := func() {
-		if ok, skipped := refusedLog.allow(); ok {
-			var lim syscall.Rlimit
-			syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
-			s.log.Warn().Uint64("refused", skipped+1).Uint64("rlimit_nofile", lim.Cur).
-				Msg("out of file descriptors: refusing new connections with -ERR (raise the open files limit, or lower maxclients)")
-		}
-	}
+	var failedLog limiter
 	for {
 		nc, err := ln.Accept()
-		if outOfFDs(err) && spare.release() {
-			// The descriptor held back lets the pending connection in, to
-			// be told why it is refused rather than left hanging.
-			nc, err = ln.Accept()
-			if err == nil {
-				s.refuse(nc, errNoFDs)
-				refused()
-			}
-			spare = takeSpare() // after the refused socket is closed
-			if err == nil {
-				continue
-			}
+		if outOfFDs(err) && fds.refusePending(ln) {
+			continue
 		}
 		if err != nil {
 			select {
@@ -256,17 +216,11 @@ func (s *Server) accept(ln net.Listener) error {
 				s.log.Warn().Err(err).Dur("retry_in", backoff).Msg("accept failed; new connections wait")
 			}
 			time.Sleep(backoff)
-			spare = spare.retake()
+			fds.retake()
 			continue
 		}
 		backoff = 0
-		// gnet takes the connection over by dup(2): the spare makes room.
-		spare.release()
-		if err := s.admit(nc); outOfFDs(err) {
-			s.rejected.Add(1) // gnet has closed it already
-			refused()
-		}
-		spare = takeSpare()
+		fds.handOver(nc)
 	}
 }
 
@@ -279,46 +233,6 @@ func transient(err error) bool {
 	}
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
-}
-
-// errNoFDs is the reply to a connection refused for want of file
-// descriptors: Redis's words for a full server, and the reason.
-const errNoFDs = "-ERR max number of clients reached (the server is out of file descriptors)\r\n"
-
-// outOfFDs reports whether err means the process or the system has no
-// file descriptor left.
-func outOfFDs(err error) bool {
-	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
-}
-
-// spareFD is a file descriptor held in reserve, for the moments the
-// process has no other: to refuse a connection with a reply, and to let
-// gnet duplicate the socket of one it takes over.
-type spareFD struct{ f *os.File }
-
-// takeSpare opens a spare; it holds nothing if the process is out of
-// descriptors.
-func takeSpare() spareFD {
-	f, _ := os.Open(os.DevNull)
-	return spareFD{f}
-}
-
-// release frees the descriptor and reports whether there was one.
-func (d *spareFD) release() bool {
-	if d.f == nil {
-		return false
-	}
-	d.f.Close()
-	d.f = nil
-	return true
-}
-
-// retake opens the spare again if it holds nothing.
-func (d spareFD) retake() spareFD {
-	if d.f != nil {
-		return d
-	}
-	return takeSpare()
 }
 
 // refuse answers a connection it will not serve with reply and closes it.
