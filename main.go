@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -50,89 +51,124 @@ func run(args []string) int {
 		runtime.GOMAXPROCS(cfg.GoMaxProcs)
 	}
 
-	maxWait := cfg.MaxWait
-	if maxWait == 0 {
-		maxWait = -1 // max-wait-ms 0: refuse at once rather than wait
-	}
-	layout := idgen.Layout{IDBits: cfg.IDRange, ShardBits: cfg.ShardRange, RandomBits: cfg.RandomRange}
-	identity := reservation.State{ServerID: int64(cfg.ServerID), Layout: layout, Epoch: cfg.Epoch}
-	// The lock comes first: nothing reads the state file, and no start
-	// that fails writes it, while another process serves from it.
-	store, err := reservation.OpenFile(filepath.Join(cfg.Dir, cfg.StateFile), log)
+	// In this order: the lock first, so that nothing reads the state file
+	// while another process serves from it; then every address, so that a
+	// start that fails leaves the state file as it found it; and only then
+	// the first write.
+	identity := reservation.State{ServerID: int64(cfg.ServerID), Layout: layout(cfg), Epoch: cfg.Epoch}
+	store, gen, err := openState(cfg, identity, log)
 	if err != nil {
 		log.Error().Err(err).Msg("refusing to start")
 		return 1
 	}
 	defer store.Close()
-	resumed, err := store.Resume(identity)
-	if err != nil {
-		log.Error().Err(err).Msg("refusing to start: the state file cannot be used (it is left as it is)")
-		return 1
-	}
-	now := time.Now().UnixMilli() + cfg.DebugClockOffset.Milliseconds() - cfg.Epoch
-	floor := resumed.Floor(now, cfg.MaxLead)
-	gen, err := idgen.New(idgen.Settings{
-		Layout:   layout,
-		Epoch:    time.UnixMilli(cfg.Epoch),
-		ServerID: int64(cfg.ServerID),
-		MaxLead:  cfg.MaxLead,
-		MaxWait:  maxWait,
-		// Start above every ID of earlier runs, and issue nothing until
-		// the keeper has a reservation on disk.
-		Floor:       floor,
-		Ceiling:     max(floor, 1),
-		ClockOffset: cfg.DebugClockOffset,
-	})
-	if err != nil {
-		log.Error().Err(err).Msg("refusing to start")
-		return 1
-	}
-	logResumption(log, resumed, store.Path(), gen, floor, cfg)
-
-	// Every address is taken before the first write: a start that fails
-	// here leaves the state file as it found it.
-	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Bind, strconv.Itoa(cfg.Port)))
+	ln, metricsLn, err := listen(cfg)
 	if err != nil {
 		log.Error().Err(err).Msg("cannot listen")
 		return 1
 	}
 	defer ln.Close()
-	var metricsLn net.Listener
-	if cfg.MetricsAddr != "" {
-		if metricsLn, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
-			log.Error().Err(err).Msg("cannot serve metrics (metrics-addr)")
-			return 1
-		}
+	if metricsLn != nil {
 		defer metricsLn.Close()
 	}
-
 	keeper, err := reservation.Start(gen, store, identity, cfg.ReserveAhead, log)
 	if err != nil {
 		log.Error().Err(err).Msg("refusing to start: cannot write the reservation (is dir writable?)")
 		return 1
 	}
-	persisted := false
-	persist := func() bool {
-		if persisted {
-			return true
-		}
-		persisted = true
+	persist := sync.OnceValue(func() bool {
 		if err := keeper.Close(); err != nil {
 			log.Error().Err(err).Msg("could not write the final reservation; the last renewal stands, so no ID repeats")
 			return false
 		}
 		return true
-	}
+	})
 	defer persist()
 
 	stopRequested := make(chan struct{}, 1)
-	requestStop := func() {
+	srv := newServer(cfg, log, gen, func() [][2]string { return persistenceInfo(store, gen, keeper) }, func() {
 		select {
 		case stopRequested <- struct{}{}:
 		default:
 		}
+	})
+	if metricsLn != nil {
+		defer serveMetrics(metricsLn, metrics.Handler(gen, srv, version), log)()
 	}
-	srv := respserver.New(respserver.Options{
+	log.Info().
+		Str("addr", ln.Addr().String()).
+		Int("server_id", cfg.ServerID).
+		Str("layout", fmt.Sprintf("id-range %d shard-range %d random-range %d", cfg.IDRange, cfg.ShardRange, cfg.RandomRange)).
+		Int64("epoch_ms", cfg.Epoch).
+		Str("config", cfg.File).
+		Str("state_file", store.Path()).
+		Str("version", version).
+		Msg("idserver ready")
+
+	if !serveUntilStopped(srv, ln, stopRequested, log) || !persist() {
+		return 1
+	}
+	log.Info().Str("state_file", store.Path()).Msg("reservation written; bye")
+	return 0
+}
+
+func layout(cfg *conf.Config) idgen.Layout {
+	return idgen.Layout{IDBits: cfg.IDRange, ShardBits: cfg.ShardRange, RandomBits: cfg.RandomRange}
+}
+
+// openState locks the state file, reads where the last run stopped, and
+// returns a generator that starts above it and issues nothing until the
+// keeper has a reservation on disk.
+func openState(cfg *conf.Config, identity reservation.State, log zerolog.Logger) (*reservation.FileStore, *idgen.Generator, error) {
+	store, err := reservation.OpenFile(filepath.Join(cfg.Dir, cfg.StateFile), log)
+	if err != nil {
+		return nil, nil, err
+	}
+	resumed, err := store.Resume(identity)
+	if err != nil {
+		store.Close()
+		return nil, nil, fmt.Errorf("%w (the file is left as it is)", err)
+	}
+	maxWait := cfg.MaxWait
+	if maxWait == 0 {
+		maxWait = -1 // max-wait-ms 0: refuse at once rather than wait
+	}
+	now := time.Now().UnixMilli() + cfg.DebugClockOffset.Milliseconds() - cfg.Epoch
+	floor := resumed.Floor(now, cfg.MaxLead)
+	gen, err := idgen.New(idgen.Settings{
+		Layout:      identity.Layout,
+		Epoch:       time.UnixMilli(cfg.Epoch),
+		ServerID:    identity.ServerID,
+		MaxLead:     cfg.MaxLead,
+		MaxWait:     maxWait,
+		Floor:       floor,
+		Ceiling:     max(floor, 1),
+		ClockOffset: cfg.DebugClockOffset,
+	})
+	if err != nil {
+		store.Close()
+		return nil, nil, err
+	}
+	logResumption(log, resumed, store.Path(), gen, floor, cfg)
+	return store, gen, nil
+}
+
+// listen takes the client port and, if set, the metrics address.
+func listen(cfg *conf.Config) (ln, metricsLn net.Listener, err error) {
+	ln, err = net.Listen("tcp", net.JoinHostPort(cfg.Bind, strconv.Itoa(cfg.Port)))
+	if err != nil || cfg.MetricsAddr == "" {
+		return ln, nil, err
+	}
+	if metricsLn, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
+		ln.Close()
+		return nil, nil, fmt.Errorf("metrics-addr: %w", err)
+	}
+	return ln, metricsLn, nil
+}
+
+// newServer is the protocol server for cfg.
+func newServer(cfg *conf.Config, log zerolog.Logger, gen *idgen.Generator, persistence func() [][2]string, shutdown func()) *respserver.Server {
+	return respserver.New(respserver.Options{
 		Generator:   gen,
 		Logger:      log,
 		Version:     version,
@@ -147,24 +183,15 @@ func run(args []string) int {
 			SoftFor: cfg.ClientOutputBufferLimit.SoftSeconds,
 		},
 		Config:      cfg.Pairs(),
-		Persistence: func() [][2]string { return persistenceInfo(store, gen, keeper) },
+		Persistence: persistence,
 		EnableDebug: cfg.EnableDebugCommand,
-		Shutdown:    requestStop,
+		Shutdown:    shutdown,
 	})
-	if metricsLn != nil {
-		defer serveMetrics(metricsLn, metrics.Handler(gen, srv, version), log)()
-	}
+}
 
-	log.Info().
-		Str("addr", ln.Addr().String()).
-		Int("server_id", cfg.ServerID).
-		Str("layout", fmt.Sprintf("id-range %d shard-range %d random-range %d", cfg.IDRange, cfg.ShardRange, cfg.RandomRange)).
-		Int64("epoch_ms", cfg.Epoch).
-		Str("config", cfg.File).
-		Str("state_file", store.Path()).
-		Str("version", version).
-		Msg("idserver ready")
-
+// serveUntilStopped serves ln until SIGINT, SIGTERM or SHUTDOWN, then
+// stops gracefully. It reports false if the server stopped by itself.
+func serveUntilStopped(srv *respserver.Server, ln net.Listener, stopRequested <-chan struct{}, log zerolog.Logger) bool {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	sig := make(chan os.Signal, 1)
@@ -176,7 +203,7 @@ func run(args []string) int {
 		log.Info().Msg("shutting down")
 	case err := <-served:
 		log.Error().Err(err).Msg("server stopped")
-		return 1
+		return false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -184,11 +211,7 @@ func run(args []string) int {
 		log.Warn().Err(err).Msg("dropped clients that did not finish in time")
 	}
 	<-served
-	if !persist() {
-		return 1
-	}
-	log.Info().Str("state_file", store.Path()).Msg("reservation written; bye")
-	return 0
+	return true
 }
 
 // persistenceInfo is INFO's persistence section: the reservation.
