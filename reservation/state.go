@@ -6,6 +6,10 @@
 // start the generator begins at max(now, T), so a restart after borrowing
 // ahead, or after the clock was set back while the server was down, still
 // continues above every ID issued before.
+//
+// A FileStore keeps T in a state file that one process at a time may use:
+// it holds an exclusive lock on a lock file beside it, which also keeps a
+// copy of T, so that a deleted state file loses nothing.
 package reservation
 
 import (
