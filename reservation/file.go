@@ -65,18 +65,6 @@ func ReadFile(path string) (s State, found bool, err error) {
 	return s, true, nil
 }
 
-// Load reads the state file. When it is missing, it returns the copy the
-// lock file kept, if there is one; found is false only when neither has a
-// reservation: a first start.
-func (f *FileStore) Load() (s State, found bool, err error) {
-	s, found, err = ReadFile(f.path)
-	f.found = found
-	if err != nil || found {
-		return s, found, err
-	}
-	return f.record, f.hasRec, f.recErr
-}
-
 // Resumed tells where a start resumes from.
 type Resumed struct {
 	Reserved int64  // T of the earlier run: no ID of it reached this time field

@@ -13,8 +13,6 @@ import (
 
 // Store holds the State durably.
 type Store interface {
-	// Load returns the stored State; found is false on a first start.
-	Load() (s State, found bool, err error)
 	// Save stores s durably before it returns.
 	Save(s State) error
 }
