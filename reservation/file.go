@@ -21,10 +21,7 @@ type FileStore struct {
 	lock *lockFile
 	log  zerolog.Logger
 
-	found  bool  // the state file existed when last read, or was saved since
-	record State // the lock file's copy of the reservation, as OpenFile found it
-	hasRec bool
-	recErr error // why that copy could not be read
+	found bool // the state file existed when last read, or was saved since
 }
 
 // OpenFile takes the lock on the state file at path and returns a store
@@ -32,14 +29,14 @@ type FileStore struct {
 // naming the lock file and that process's pid. It writes nothing to the
 // state file.
 func OpenFile(path string, log zerolog.Logger) (*FileStore, error) {
-	lf, rec, hasRec, recErr, err := lock(path + ".lock")
+	lf, err := lock(path + ".lock")
 	if errors.Is(err, ErrLocked) {
 		return nil, fmt.Errorf("state file %s is %w (two servers on one state file would issue the same IDs)", path, err)
 	}
 	if err != nil {
 		return nil, err
 	}
-	return &FileStore{path: path, lock: lf, log: log, record: rec, hasRec: hasRec, recErr: recErr}, nil
+	return &FileStore{path: path, lock: lf, log: log}, nil
 }
 
 // Path returns the state file's path.
@@ -80,8 +77,9 @@ type Resumed struct {
 // fsync) is an error only when the state file is missing.
 func (f *FileStore) Resume(identity State) (Resumed, error) {
 	s, found, err := ReadFile(f.path)
+	rec, hasRec, recErr := f.lock.copy()
 	if err == nil && !found {
-		err = f.recErr // only the copy is left: it must be readable
+		err = recErr // only the copy is left: it must be readable
 	}
 	if err != nil {
 		return Resumed{}, err
@@ -92,7 +90,7 @@ func (f *FileStore) Resume(identity State) (Resumed, error) {
 		s     State
 		found bool
 		file  string
-	}{{s, found, f.path}, {f.record, f.hasRec, f.lock.path}} {
+	}{{s, found, f.path}, {rec, hasRec, f.lock.path}} {
 		if !c.found {
 			continue
 		}

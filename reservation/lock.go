@@ -27,34 +27,39 @@ type lockFile struct {
 	last []byte // the copy of the reservation it holds, nil if none
 }
 
-// lock takes the lock file at path and returns the copy of the
-// reservation an earlier process left in it: found is false when there is
-// none, and recErr tells why a copy could not be read. The copy stays in
-// the file, unread or not, until the next record.
-func lock(path string) (l *lockFile, rec State, found bool, recErr error, err error) {
+// lock takes the lock file at path. It keeps what an earlier process
+// left in it (see copy) until the next record.
+func lock(path string) (*lockFile, error) {
 	f, err := tryLock(path)
 	if err != nil {
-		return nil, State{}, false, nil, err
+		return nil, err
 	}
 	data, err := io.ReadAll(f)
 	if err != nil {
 		f.Close()
-		return nil, State{}, false, nil, fmt.Errorf("read lock file %s: %w", path, err)
+		return nil, fmt.Errorf("read lock file %s: %w", path, err)
 	}
-	l = &lockFile{path: path, f: f}
+	l := &lockFile{path: path, f: f}
 	if _, body, ok := bytes.Cut(data, []byte("\n")); ok && len(body) > 0 {
 		l.last = body
-		if rec, recErr = Unmarshal(body); recErr == nil {
-			found = true
-		} else {
-			recErr = fmt.Errorf("lock file %s: its copy of the reservation: %w", path, recErr)
-		}
 	}
 	if err := l.write(); err != nil {
 		f.Close()
-		return nil, State{}, false, nil, err
+		return nil, err
 	}
-	return l, rec, found, recErr, nil
+	return l, nil
+}
+
+// copy returns the reservation the lock file holds: found is false when
+// there is none, and err says why the one there cannot be read.
+func (l *lockFile) copy() (s State, found bool, err error) {
+	if len(l.last) == 0 {
+		return State{}, false, nil
+	}
+	if s, err = Unmarshal(l.last); err != nil {
+		return State{}, false, fmt.Errorf("lock file %s: its copy of the reservation: %w", l.path, err)
+	}
+	return s, true, nil
 }
 
 // tryLock opens (or creates) the lock file at path and locks it, without
