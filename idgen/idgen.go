@@ -425,17 +425,16 @@ func (g *Generator) reserve(n int64, mayWait bool) (int64, uint64, error) {
 			g.stats.LastStep = time.Duration(g.lastNow-now) * time.Millisecond
 		}
 		g.lastNow = now
-		// Checked before the arithmetic: at shard-range 21 the last unit is
-		// the largest int64, and last+1 would wrap round to repeat IDs.
-		if now >= 1<<TimeBits || g.last > g.maxUnit-n {
+		// The unit before the batch: the last issued, or the one before the
+		// clock's first. Checked before any +1: at shard-range 21 the last
+		// unit is the largest int64, and last+1 would wrap round to repeat
+		// IDs (and so would now<<21 past the end).
+		prev := max(g.last, max(now, 0)<<g.layout.ShardBits-1)
+		if now >= 1<<TimeBits || prev > g.maxUnit-n {
 			g.mu.Unlock()
 			return 0, 0, g.overflow(n)
 		}
-		first := max(g.last+1, max(now, 0)<<g.layout.ShardBits)
-		if first > g.maxUnit-n+1 {
-			g.mu.Unlock()
-			return 0, 0, g.overflow(n)
-		}
+		first := prev + 1
 		end := first + n - 1
 		endMs := end >> g.layout.ShardBits
 		// Until the clock passes the floor, count the lead from the floor:
