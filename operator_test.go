@@ -171,6 +171,9 @@ func TestStateFileDeleted(t *testing.T) {
 
 	for _, remove := range [][]string{{path}, {path, path + ".lock"}} {
 		issued := mgetid(t, a.addr, 500_000) // borrows about 1 s ahead
+		// Stopped first, so that no renewal writes the files again before
+		// the kill: it dies before its next renewal.
+		a.cmd.Process.Signal(syscall.SIGSTOP)
 		for _, f := range remove {
 			os.Remove(f)
 		}
