@@ -555,3 +555,37 @@ func Decode(id int64, l Layout, epoch time.Time) (Parts, error) {
 		Random:   id & (1<<l.RandomBits - 1),
 	}, nil
 }
+
+// Range returns the smallest and the largest ID that any generator of
+// this layout and epoch can issue with a time field from first to last,
+// both inclusive, for queries such as WHERE id BETWEEN lo AND hi.
+func (g *Generator) Range(first, last time.Time) (lo, hi int64, err error) {
+	return Range(g.layout, g.Epoch(), first, last)
+}
+
+// Range returns the smallest and the largest ID that any generator of
+// layout l and epoch can issue with a time field from first to last, both
+// inclusive. The first millisecond of the epoch has no ID with shard 0:
+// the counter starts at unit 1, so that no ID is 0.
+func Range(l Layout, epoch, first, last time.Time) (lo, hi int64, err error) {
+	if err := l.Validate(); err != nil {
+		return 0, 0, fmt.Errorf("idgen: %w", err)
+	}
+	from, to := first.UnixMilli()-epoch.UnixMilli(), last.UnixMilli()-epoch.UnixMilli()
+	switch {
+	case from > to:
+		return 0, 0, fmt.Errorf("idgen: the window starts after it ends (%d > %d)", first.UnixMilli(), last.UnixMilli())
+	case from < 0 || to >= 1<<TimeBits:
+		return 0, 0, fmt.Errorf("%w: a window must lie within %d..%d (%s .. %s)", ErrOutsideTimeField,
+			epoch.UnixMilli(), End(epoch).UnixMilli()-1, epoch.UTC().Format(time.RFC3339), End(epoch).Add(-time.Millisecond).UTC().Format(time.RFC3339Nano))
+	}
+	lo, hi = from<<Bits, to<<Bits|(1<<Bits-1)
+	if lo == 0 {
+		lo = 1 << l.RandomBits // unit 1: shard 1, server-id 0, random 0
+	}
+	return lo, hi, nil
+}
+
+// ErrOutsideTimeField is wrapped by the error of Range for a window
+// before the epoch or past the end of the time field.
+var ErrOutsideTimeField = errors.New("idgen: outside the time field")
