@@ -166,6 +166,9 @@ func listen(cfg *conf.Config) (ln, metricsLn net.Listener, err error) {
 	return ln, metricsLn, nil
 }
 
+// getIDReply maps getid-reply's values, which conf checked.
+var getIDReply = map[string]respserver.GetIDReply{"auto": respserver.GetIDAuto, "integer": respserver.GetIDInteger, "string": respserver.GetIDString}
+
 // newServer is the protocol server for cfg.
 func newServer(cfg *conf.Config, log zerolog.Logger, gen *idgen.Generator, persistence func() [][2]string, shutdown func()) *respserver.Server {
 	return respserver.New(respserver.Options{
@@ -173,6 +176,7 @@ func newServer(cfg *conf.Config, log zerolog.Logger, gen *idgen.Generator, persi
 		Logger:      log,
 		Version:     version,
 		MGetIDMax:   cfg.MGetIDMax,
+		GetIDReply:  getIDReply[cfg.GetIDReply],
 		RequirePass: cfg.RequirePass,
 		MaxClients:  cfg.MaxClients,
 		IdleTimeout: cfg.Timeout,

@@ -42,6 +42,7 @@ type Config struct {
 	GoMaxProcs int `key:"gomaxprocs" default:"1" usage:"CPU cores the server runs on (GOMAXPROCS), and its number of event loops; 0 = all"`
 
 	MGetIDMax               int           `key:"mgetid-max" default:"10000" usage:"largest MGETID count"`
+	GetIDReply              string        `key:"getid-reply" default:"auto" usage:"GETID's reply: auto (a bulk string to ioredis and node-redis, which announce themselves with CLIENT SETINFO, an integer to others), integer, or string"`
 	MaxClients              int           `key:"maxclients" default:"10000" usage:"most clients connected at once"`
 	Timeout                 time.Duration `key:"timeout" default:"0" unit:"s" usage:"close a client idle this many seconds; 0 = never"`
 	ProtoMaxBulkLen         int           `key:"proto-max-bulk-len" default:"64kb" unit:"bytes" usage:"largest bulk string or inline command a client may send"`
@@ -366,6 +367,13 @@ func (c *Config) validate() error {
 					c.ReserveAhead.Milliseconds(), span, c.MGetIDMax, c.ShardRange)
 			}
 			return nil
+		},
+		func() error {
+			switch c.GetIDReply {
+			case "auto", "integer", "string":
+				return nil
+			}
+			return fmt.Errorf("getid-reply %q must be one of auto, integer, string", c.GetIDReply)
 		},
 		func() error {
 			switch c.EnableDebugCommand {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"strconv"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -19,11 +20,25 @@ import (
 type client struct {
 	id     int64
 	addr   string
-	gc     gnet.Conn // set by OnOpen, under Server.mu
-	opened bool      // OnOpen ran, under Server.mu
+	laddr  string
+	born   int64        // Server.tick when it connected
+	fd     atomic.Int64 // set by OnOpen
+	gc     gnet.Conn    // set by OnOpen, under Server.mu
+	opened bool         // OnOpen ran, under Server.mu
 	resp3  bool
 	authed bool
 	name   string
+
+	libName, libVer  string // from CLIENT SETINFO
+	stringIDs        bool   // GETID replies with a bulk string (getid-reply)
+	track            tracking
+	noEvict, noTouch bool
+	shown            atomic.Pointer[shown] // for CLIENT LIST on other connections
+
+	tx     *transaction // since MULTI
+	queued atomic.Int64 // commands in tx, for CLIENT LIST
+	inExec bool         // EXEC is running tx: its commands take txIDs
+	txIDs  []int64      // the IDs EXEC took for the transaction, not yet used
 
 	scan  resplimit.Scanner
 	in    []byte   // read but not yet run: an unfinished command, or what came while busy
@@ -34,9 +49,8 @@ type client struct {
 	bad   error    // a framing violation, answered after the commands before it
 	quit  bool     // close once the replies are out
 
-	busy  bool  // a GETID or MGETID is finishing on a goroutine
-	waitN int64 // its count
-	multi bool  // it is an MGETID
+	busy bool    // a command waits for its IDs on a goroutine
+	wait waiting // that command
 
 	held   bool      // its unsent replies reached the soft limit: its commands wait
 	heldAt time.Time // since when
@@ -49,9 +63,17 @@ type client struct {
 // a larger one, grown for a rare big request, is let go.
 const keepBuf = 64 << 10
 
-// errWait is returned by a command that cannot finish without waiting;
-// issue has set waitN and multi, and finish completes it.
+// errWait is returned by a command that cannot finish without waiting
+// for its IDs; it has set client.wait, and finish completes it.
 var errWait = errors.New("respserver: command must wait")
+
+// waiting is a command that must wait for its IDs: finish takes n IDs off
+// the loop, and then, on the loop, then writes the reply with them, or
+// returns the error reply to send if taking them failed (err).
+type waiting struct {
+	n    int64
+	then func(c *client, ids []int64, err error) error
+}
 
 // events is the gnet event handler: it runs on the event loops.
 type events struct {
@@ -62,6 +84,7 @@ type events struct {
 func (e *events) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	c := gc.Context().(*client)
 	c.active.Store(e.s.tick.Load())
+	c.fd.Store(int64(gc.Fd()))
 	e.s.mu.Lock()
 	defer e.s.mu.Unlock()
 	c.gc, c.opened = gc, true
@@ -165,6 +188,7 @@ func (s *Server) runCommands(c *client, buf []byte, room int) []byte {
 		if err := s.dispatch(c, args); err != nil {
 			if err == errWait {
 				c.busy = true
+				s.blocked.Add(1)
 				return buf
 			}
 			s.errors.Add(1)
@@ -198,23 +222,24 @@ func (c *client) parse(buf []byte) (args [][]byte, rest []byte, err error) {
 	return args, rest, nil
 }
 
-// finish completes a GETID or MGETID that had to wait, off the loop, and
+// finish takes the IDs of a command that had to wait, off the loop, and
 // then has the loop write its reply and go on with the client's commands.
 func (s *Server) finish(c *client, gc gnet.Conn) {
-	if err := s.issue(c, c.waitN, c.multi, true); err != nil {
-		s.errors.Add(1)
-		c.writeError(replyText(err))
-	}
-	gc.AsyncWrite(c.out, func(gc gnet.Conn, err error) error {
+	ids := c.scratchIDs(c.wait.n)
+	err := s.gen.NextN(ids)
+	gc.AsyncWrite(nil, func(gc gnet.Conn, closed error) error {
 		// On the loop again.
 		c.busy = false
-		c.out = c.out[:0]
-		if cap(c.out) > keepBuf {
-			c.out = nil
+		s.blocked.Add(-1)
+		if closed != nil {
+			return nil
 		}
-		if err != nil {
-			return nil // closed meanwhile
+		if err := c.wait.then(c, ids, err); err != nil {
+			s.errors.Add(1)
+			c.writeError(replyText(err))
 		}
+		c.wait = waiting{}
+		c.dropScratchIDs()
 		if s.serve(c, gc, nil) == gnet.Close {
 			gc.Close()
 		}
@@ -233,3 +258,23 @@ func (c *client) writeInt64(n int64)       { c.out = redcon.AppendInt(c.out, n) 
 func (c *client) writeArray(n int)         { c.out = redcon.AppendArray(c.out, n) }
 func (c *client) writeNull()               { c.out = redcon.AppendNull(c.out) }
 func (c *client) writeRaw(b []byte)        { c.out = append(c.out, b...) }
+
+// writeVerbatim writes text as RESP3's verbatim string of format txt, or
+// a bulk string in RESP2, as Redis replies to CLIENT LIST and INFO.
+func (c *client) writeVerbatim(text []byte) {
+	if !c.resp3 {
+		c.writeBulk(text)
+		return
+	}
+	c.out = append(strconv.AppendInt(append(c.out, '='), int64(len(text)+4), 10), "\r\ntxt:"...)
+	c.out = append(append(c.out, text...), '\r', '\n')
+}
+
+// writeSet writes the header of a set of n elements: an array in RESP2.
+func (c *client) writeSet(n int) {
+	if !c.resp3 {
+		c.writeArray(n)
+		return
+	}
+	c.out = append(strconv.AppendInt(append(c.out, '~'), int64(n), 10), '\r', '\n')
+}

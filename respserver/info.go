@@ -2,8 +2,12 @@ package respserver
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -15,8 +19,10 @@ var infoSections = []struct {
 }{
 	{"server", (*Server).infoServer},
 	{"clients", (*Server).infoClients},
-	{"stats", (*Server).infoStats},
+	{"memory", (*Server).infoMemory},
 	{"persistence", (*Server).infoPersistence},
+	{"stats", (*Server).infoStats},
+	{"keyspace", (*Server).infoKeyspace},
 	{"idgen", (*Server).infoIDGen},
 }
 
@@ -65,8 +71,71 @@ func (s *Server) infoClients(b *strings.Builder) {
 	b.WriteString("# Clients\r\n")
 	st := s.Stats()
 	field(b, "connected_clients", st.Clients)
+	field(b, "blocked_clients", st.Blocked)
 	field(b, "clients_over_soft_limit", st.Held)
 	field(b, "maxclients", s.opts.MaxClients)
+}
+
+// infoMemory reports the Go runtime's memory as Redis reports its
+// allocator's: used_memory is what the runtime holds for the program
+// (total, less heap it has freed or returned to the OS), maxmemory is the
+// GOMEMLIMIT soft limit (0: none).
+func (s *Server) infoMemory(b *strings.Builder) {
+	samples := []metrics.Sample{
+		{Name: "/memory/classes/total:bytes"},
+		{Name: "/memory/classes/heap/free:bytes"},
+		{Name: "/memory/classes/heap/released:bytes"},
+	}
+	metrics.Read(samples)
+	used := samples[0].Value.Uint64() - samples[1].Value.Uint64() - samples[2].Value.Uint64()
+	rss := residentBytes()
+	limit := debug.SetMemoryLimit(-1)
+	if limit == math.MaxInt64 {
+		limit = 0
+	}
+	b.WriteString("# Memory\r\n")
+	field(b, "used_memory", used)
+	field(b, "used_memory_human", humanBytes(used))
+	field(b, "used_memory_rss", rss)
+	field(b, "used_memory_rss_human", humanBytes(rss))
+	field(b, "maxmemory", limit)
+	field(b, "maxmemory_human", humanBytes(uint64(limit)))
+	field(b, "maxmemory_policy", "noeviction")
+	field(b, "mem_allocator", "go-"+runtime.Version())
+}
+
+// residentBytes is the process's resident set size, from /proc; 0 where
+// that cannot be read.
+func residentBytes() uint64 {
+	statm, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(statm))
+	if len(f) < 2 {
+		return 0
+	}
+	pages, _ := strconv.ParseUint(f[1], 10, 64)
+	return pages * uint64(os.Getpagesize())
+}
+
+// humanBytes formats n as Redis's INFO does: 1023B, 1.50K, 2.25M, 1.00G.
+func humanBytes(n uint64) string {
+	units := []string{"B", "K", "M", "G", "T", "P"}
+	f, i := float64(n), 0
+	for f >= 1024 && i < len(units)-1 {
+		f /= 1024
+		i++
+	}
+	if i == 0 {
+		return fmt.Sprintf("%dB", n)
+	}
+	return fmt.Sprintf("%.2f%s", f, units[i])
+}
+
+// infoKeyspace has no database lines: idserver has no keys.
+func (s *Server) infoKeyspace(b *strings.Builder) {
+	b.WriteString("# Keyspace\r\n")
 }
 
 func (s *Server) infoStats(b *strings.Builder) {

@@ -43,6 +43,7 @@ type Options struct {
 	Version   string // idserver's own version, shown in INFO
 
 	MGetIDMax   int              // largest MGETID count; zero means 10000
+	GetIDReply  GetIDReply       // how GETID replies; zero means GetIDAuto
 	RequirePass string           // password for AUTH; empty means none
 	MaxClients  int              // zero means 10000; lowered to fit the open files limit
 	IdleTimeout time.Duration    // close clients idle this long; zero means never
@@ -79,6 +80,7 @@ type Server struct {
 	tick         atomic.Int64 // seconds since started, moved by watch: the idle clock
 
 	clients     atomic.Int64
+	blocked     atomic.Int64 // clients whose command waits for its IDs off the loop
 	accepted    atomic.Uint64
 	rejected    atomic.Uint64
 	commands    atomic.Uint64
@@ -251,11 +253,15 @@ func (s *Server) admit(nc net.Conn) error {
 		return nil
 	}
 	c := &client{
-		id:     s.nextID.Add(1),
-		addr:   nc.RemoteAddr().String(),
-		authed: s.opts.RequirePass == "",
-		scan:   resplimit.NewScanner(s.opts.Limits),
+		id:        s.nextID.Add(1),
+		addr:      nc.RemoteAddr().String(),
+		laddr:     nc.LocalAddr().String(),
+		born:      s.tick.Load(),
+		authed:    s.opts.RequirePass == "",
+		stringIDs: s.opts.GetIDReply == GetIDString,
+		scan:      resplimit.NewScanner(s.opts.Limits),
 	}
+	c.publish()
 	// Registered under the lock Shutdown takes, so it either sees this
 	// client or the client's OnOpen sees the server closed.
 	s.mu.Lock()
@@ -267,6 +273,9 @@ func (s *Server) admit(nc net.Conn) error {
 	s.conns[c] = struct{}{}
 	s.clients.Add(1)
 	s.mu.Unlock()
+	// Counted before the loop serves it, so that its own INFO counts it,
+	// as Redis counts a connection when it accepts it.
+	s.accepted.Add(1)
 	// The loop takes a duplicate of the socket and closes nc.
 	_, err := s.eng.EnrollContext(nc, c)
 	s.mu.Lock()
@@ -279,7 +288,6 @@ func (s *Server) admit(nc net.Conn) error {
 		s.log.Debug().Err(err).Str("client", c.addr).Msg("connection not served")
 		return err
 	}
-	s.accepted.Add(1)
 	return nil
 }
 
@@ -374,6 +382,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // Stats are a Server's connection and command counters since New.
 type Stats struct {
 	Clients     int64  // connected now
+	Blocked     int64  // clients whose command waits for its IDs off the loop
 	Held        int64  // clients whose commands wait for their replies to drain
 	Accepted    uint64 // connections accepted
 	Rejected    uint64 // connections refused at maxclients or out of file descriptors
@@ -389,6 +398,7 @@ func (s *Server) Stats() Stats {
 	s.heldMu.Unlock()
 	return Stats{
 		Clients:     s.clients.Load(),
+		Blocked:     s.blocked.Load(),
 		Held:        held,
 		Accepted:    s.accepted.Load(),
 		Rejected:    s.rejected.Load(),

@@ -1,0 +1,226 @@
+package respserver
+
+import (
+	"slices"
+	"strings"
+)
+
+// The COMMAND family and the HELP subcommands read the command table:
+// what dispatch runs is exactly what they describe.
+
+// cmdCommand is COMMAND: Redis 7's entry for every command.
+func cmdCommand(s *Server, c *client, args [][]byte) error {
+	c.writeArray(len(table))
+	for _, cmd := range table {
+		c.writeCommandInfo(cmd)
+	}
+	return nil
+}
+
+func cmdCommandCount(s *Server, c *client, args [][]byte) error {
+	c.writeInt(len(table))
+	return nil
+}
+
+func cmdCommandList(s *Server, c *client, args [][]byte) error {
+	if len(args) > 2 {
+		return errSyntax // FILTERBY: every command here would pass the usual filters anyway
+	}
+	c.writeArray(len(table))
+	for _, cmd := range table {
+		c.writeBulkString(cmd.name)
+	}
+	return nil
+}
+
+// cmdCommandInfo is COMMAND INFO [name ...]: an entry per name, null for
+// an unknown one; no names mean every command.
+func cmdCommandInfo(s *Server, c *client, args [][]byte) error {
+	if len(args) == 2 {
+		return cmdCommand(s, c, args)
+	}
+	c.writeArray(len(args) - 2)
+	for _, a := range args[2:] {
+		if cmd := findCommand(string(a)); cmd != nil {
+			c.writeCommandInfo(cmd)
+		} else {
+			c.writeNull()
+		}
+	}
+	return nil
+}
+
+// cmdCommandDocs is COMMAND DOCS [name ...]: a map of name to docs,
+// without the unknown names; no names mean every command. redis-cli
+// reads it for HELP and its hints.
+func cmdCommandDocs(s *Server, c *client, args [][]byte) error {
+	cmds := table
+	if len(args) > 2 {
+		cmds = nil
+		for _, a := range args[2:] {
+			if cmd := findCommand(string(a)); cmd != nil {
+				cmds = append(cmds, cmd)
+			}
+		}
+	}
+	c.writeMap(len(cmds))
+	for _, cmd := range cmds {
+		c.writeBulkString(cmd.name)
+		c.writeDocs(cmd)
+	}
+	return nil
+}
+
+// findCommand finds a command by name, or a subcommand by its full name
+// ("client|kill"), in any case.
+func findCommand(name string) *command {
+	parent, sub, isSub := strings.Cut(strings.ToLower(name), "|")
+	cmd := commands[parent]
+	if cmd == nil || !isSub {
+		return cmd
+	}
+	return cmd.bySub[sub]
+}
+
+// writeCommandInfo writes Redis 7's COMMAND entry for cmd. No command here
+// takes a key, so the key positions are 0 and there are no key specs.
+func (c *client) writeCommandInfo(cmd *command) {
+	c.writeArray(10)
+	c.writeBulkString(cmd.name)
+	c.writeInt(cmd.arity)
+	c.writeArray(len(cmd.flags))
+	for _, f := range cmd.flags {
+		c.writeString(f)
+	}
+	c.writeInt(0)
+	c.writeInt(0)
+	c.writeInt(0)
+	for range 3 { // ACL categories, tips, key specs
+		c.writeArray(0)
+	}
+	c.writeArray(len(cmd.subs))
+	for _, sub := range cmd.subs {
+		c.writeCommandInfo(sub)
+	}
+}
+
+// writeDocs writes Redis 7's COMMAND DOCS map for cmd.
+func (c *client) writeDocs(cmd *command) {
+	d := cmd.doc
+	n := 4
+	if len(d.args) > 0 {
+		n++
+	}
+	if len(cmd.subs) > 0 {
+		n++
+	}
+	c.writeMap(n)
+	for _, kv := range [][2]string{{"summary", d.summary}, {"since", d.since}, {"group", d.group}, {"complexity", d.complexity}} {
+		c.writeBulkString(kv[0])
+		c.writeBulkString(kv[1])
+	}
+	if len(d.args) > 0 {
+		c.writeBulkString("arguments")
+		c.writeArgs(d.args)
+	}
+	if len(cmd.subs) > 0 {
+		c.writeBulkString("subcommands")
+		c.writeMap(len(cmd.subs))
+		for _, sub := range cmd.subs {
+			c.writeBulkString(sub.name)
+			c.writeDocs(sub)
+		}
+	}
+}
+
+func (c *client) writeArgs(args []arg) {
+	c.writeArray(len(args))
+	for _, a := range args {
+		n := 2
+		for _, present := range []bool{a.token != "", len(a.flags) > 0, len(a.args) > 0} {
+			if present {
+				n++
+			}
+		}
+		c.writeMap(n)
+		c.writeBulkString("name")
+		c.writeBulkString(a.name)
+		c.writeBulkString("type")
+		c.writeBulkString(a.typ)
+		if a.token != "" {
+			c.writeBulkString("token")
+			c.writeBulkString(a.token)
+		}
+		if len(a.flags) > 0 {
+			c.writeBulkString("flags")
+			c.writeArray(len(a.flags))
+			for _, f := range a.flags {
+				c.writeString(f)
+			}
+		}
+		if len(a.args) > 0 {
+			c.writeBulkString("arguments")
+			c.writeArgs(a.args)
+		}
+	}
+}
+
+// cmdHelp is the HELP subcommand of a container command (CLIENT HELP,
+// COMMAND HELP, CONFIG HELP): a usage line and the summary of each
+// subcommand, as Redis prints them.
+func cmdHelp(s *Server, c *client, args [][]byte) error {
+	parent := commands[strings.ToLower(string(args[0]))]
+	lines := []string{strings.ToUpper(parent.name) + " <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"}
+	if parent.run != nil {
+		lines = append(lines, "(no subcommand)", "    "+parent.doc.summary)
+	}
+	for _, sub := range parent.subs {
+		lines = append(lines, usage(sub), "    "+sub.doc.summary)
+	}
+	c.writeArray(len(lines))
+	for _, l := range lines {
+		c.writeString(l)
+	}
+	return nil
+}
+
+// usage is a subcommand's name and arguments, as in Redis's help texts:
+// "KILL <ip:port>|...", "TRACKING (ON|OFF) [REDIRECT <client-id>] ...".
+func usage(cmd *command) string {
+	_, name, _ := strings.Cut(cmd.name, "|")
+	parts := []string{strings.ToUpper(name)}
+	for _, a := range cmd.doc.args {
+		parts = append(parts, a.usage())
+	}
+	return strings.Join(parts, " ")
+}
+
+func (a arg) usage() string {
+	var u string
+	switch a.typ {
+	case "pure-token":
+		u = a.token
+	case "oneof", "block":
+		var parts []string
+		for _, sub := range a.args {
+			parts = append(parts, sub.usage())
+		}
+		if a.typ == "block" {
+			u = strings.Join(parts, " ")
+		} else {
+			u = "(" + strings.Join(parts, "|") + ")"
+		}
+	default:
+		u = "<" + a.name + ">"
+	}
+	if a.token != "" && a.typ != "pure-token" {
+		u = a.token + " " + u
+	}
+	if slices.Contains(a.flags, "multiple") {
+		u += " [" + u + " ...]"
+	}
+	if slices.Contains(a.flags, "optional") {
+		u = "[" + u + "]"
+	}
+	return u
+}

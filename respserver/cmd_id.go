@@ -1,0 +1,201 @@
+package respserver
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/idserver/idserver/idgen"
+)
+
+// idCommands are the commands that issue and explain IDs.
+var idCommands = []*command{
+	{name: "getid", arity: 1, flags: []string{"write", "fast"}, run: cmdGetID, doc: doc{
+		summary:    "Returns a new unique ID: an integer, or a bulk string for JavaScript clients (getid-reply).",
+		since:      idserverSince,
+		group:      "idserver",
+		complexity: "O(1)",
+	}},
+	{name: "mgetid", arity: 2, flags: []string{"write"}, run: cmdMGetID, doc: doc{
+		summary:    "Returns count new unique IDs, consecutive and increasing, as bulk strings.",
+		since:      idserverSince,
+		group:      "idserver",
+		complexity: "O(N) where N is the count",
+		args:       []arg{{name: "count", typ: "integer"}},
+	}},
+	{name: "decodeid", arity: 2, flags: []string{"readonly", "fast"}, run: cmdDecodeID, doc: doc{
+		summary:    "Returns the fields of an ID: its time, server-id, shard and random part.",
+		since:      idserverSince,
+		group:      "idserver",
+		complexity: "O(1)",
+		args:       []arg{{name: "id", typ: "integer"}},
+	}},
+	{name: "idrange", arity: 3, flags: []string{"readonly", "fast"}, run: cmdIDRange, doc: doc{
+		summary:    "Returns the smallest and the largest ID any server of this layout can issue from start-ms to end-ms (unix ms, inclusive).",
+		since:      idserverSince,
+		group:      "idserver",
+		complexity: "O(1)",
+		args:       []arg{{name: "start-ms", typ: "unix-time"}, {name: "end-ms", typ: "unix-time"}},
+	}},
+}
+
+// GetIDReply is how GETID replies: an integer, as Redis's INCR and the C
+// original do, or a bulk string, which JavaScript clients keep exact.
+type GetIDReply int
+
+const (
+	// GetIDAuto replies with bulk strings to the connections that
+	// announced a JavaScript client (CLIENT SETINFO LIB-NAME ioredis or
+	// node-redis), which turn integers into lossy Numbers, and with
+	// integers to the others.
+	GetIDAuto GetIDReply = iota
+	// GetIDInteger always replies with integers.
+	GetIDInteger
+	// GetIDString always replies with bulk strings.
+	GetIDString
+)
+
+// cmdGetID and cmdMGetID never wait on the loop: where the generator
+// would, they return errWait, and finish issues their IDs off the loop.
+func cmdGetID(s *Server, c *client, args [][]byte) error {
+	return s.issue(c, 1, writeGetID)
+}
+
+func cmdMGetID(s *Server, c *client, args [][]byte) error {
+	n, err := s.mgetidCount(args)
+	if err != nil {
+		return err
+	}
+	return s.issue(c, n, (*client).appendIDs)
+}
+
+// mgetidCount is MGETID's count, checked.
+func (s *Server) mgetidCount(args [][]byte) (int64, error) {
+	n, ok := parseInt(args[1])
+	if !ok {
+		return 0, errNotInteger
+	}
+	if n < 1 || n > int64(s.opts.MGetIDMax) {
+		return 0, fmt.Errorf("ERR count %d out of range, must be 1..%d (mgetid-max)", n, s.opts.MGetIDMax)
+	}
+	return n, nil
+}
+
+// idsNeeded is how many IDs a command will issue: for EXEC, which issues
+// a transaction's IDs in one step so that they are consecutive.
+func (s *Server) idsNeeded(cmd *command, args [][]byte) int64 {
+	switch cmd.name {
+	case "getid":
+		return 1
+	case "mgetid":
+		n, _ := s.mgetidCount(args) // 0 when the command will fail
+		return n
+	}
+	return 0
+}
+
+// issue takes n IDs and has reply write them. Inside EXEC they come from
+// the IDs EXEC took for the whole transaction. Otherwise, where the
+// generator would wait, it returns errWait and leaves the rest to finish.
+func (s *Server) issue(c *client, n int64, reply func(*client, []int64)) error {
+	if c.inExec {
+		reply(c, c.txIDs[:n])
+		c.txIDs = c.txIDs[n:]
+		return nil
+	}
+	ids := c.scratchIDs(n)
+	err := s.gen.TryNextN(ids)
+	if errors.Is(err, idgen.ErrWouldWait) {
+		c.wait = waiting{n: n, then: func(c *client, ids []int64, err error) error {
+			if err == nil {
+				reply(c, ids)
+			}
+			return err
+		}}
+		return errWait
+	}
+	if err != nil {
+		return err
+	}
+	reply(c, ids)
+	c.dropScratchIDs()
+	return nil
+}
+
+// scratchIDs returns c's scratch space for n IDs.
+func (c *client) scratchIDs(n int64) []int64 {
+	if int64(cap(c.ids)) < n {
+		c.ids = make([]int64, n)
+	}
+	return c.ids[:n]
+}
+
+// dropScratchIDs lets a scratch space grown for a rare big request go.
+func (c *client) dropScratchIDs() {
+	if cap(c.ids) > keepBuf/8 {
+		c.ids = nil
+	}
+}
+
+// writeGetID writes GETID's reply.
+func writeGetID(c *client, ids []int64) {
+	if c.stringIDs {
+		c.out = appendBulkID(c.out, ids[0])
+		return
+	}
+	c.writeInt64(ids[0])
+}
+
+// appendIDs appends MGETID's reply: the IDs as bulk strings.
+func (c *client) appendIDs(ids []int64) {
+	b := append(c.out, '*')
+	b = strconv.AppendInt(b, int64(len(ids)), 10)
+	b = append(b, '\r', '\n')
+	var f bulkIDs
+	for _, id := range ids {
+		b = f.append(b, id)
+	}
+	c.out = b
+}
+
+func cmdDecodeID(s *Server, c *client, args [][]byte) error {
+	id, ok := parseInt(args[1])
+	if !ok {
+		return errNotInteger
+	}
+	p, err := s.gen.Decode(id)
+	if err != nil {
+		return fmt.Errorf("ERR invalid id: %w", err)
+	}
+	c.writeMap(5)
+	c.writeBulkString("unix-ms")
+	c.writeInt64(p.Time.UnixMilli())
+	c.writeBulkString("time")
+	c.writeBulkString(p.Time.UTC().Format("2006-01-02T15:04:05.000Z07:00"))
+	c.writeBulkString("server-id")
+	c.writeInt64(p.ServerID)
+	c.writeBulkString("shard")
+	c.writeInt64(p.Shard)
+	c.writeBulkString("random")
+	c.writeInt64(p.Random)
+	return nil
+}
+
+// cmdIDRange is IDRANGE start-ms end-ms: two integers, the bounds of a
+// WHERE id BETWEEN query for that window.
+func cmdIDRange(s *Server, c *client, args [][]byte) error {
+	first, ok1 := parseInt(args[1])
+	last, ok2 := parseInt(args[2])
+	if !ok1 || !ok2 {
+		return errNotInteger
+	}
+	lo, hi, err := s.gen.Range(time.UnixMilli(first), time.UnixMilli(last))
+	if err != nil {
+		return err
+	}
+	c.writeArray(2)
+	c.writeInt64(lo)
+	c.writeInt64(hi)
+	return nil
+}

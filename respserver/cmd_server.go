@@ -1,0 +1,210 @@
+package respserver
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// serverCommands are the commands about the server: introspection
+// (COMMAND, CONFIG GET, INFO, DBSIZE, SCAN) for clients and redis-cli's
+// tools, and the operator's DEBUG and SHUTDOWN.
+var serverCommands = []*command{
+	{name: "command", arity: -1, flags: []string{"loading", "stale", "sentinel"}, run: cmdCommand, doc: doc{
+		summary: "Returns detailed information about all commands.", since: "2.8.13", group: "server", complexity: "O(N) where N is the total number of commands",
+	}, subs: []*command{
+		{name: "command|count", arity: 2, flags: []string{"loading", "stale"}, run: cmdCommandCount, doc: doc{
+			summary: "Returns a count of commands.", since: "2.8.13", group: "server", complexity: "O(1)",
+		}},
+		{name: "command|docs", arity: -2, flags: []string{"loading", "stale"}, run: cmdCommandDocs, doc: doc{
+			summary: "Returns documentary information about one, multiple or all commands.", since: "7.0.0", group: "server", complexity: "O(N) where N is the number of commands to look up",
+			args: []arg{{name: "command-name", typ: "string", flags: optMulti}},
+		}},
+		{name: "command|help", arity: 2, flags: []string{"loading", "stale"}, run: cmdHelp, doc: doc{
+			summary: "Returns helpful text about the different subcommands.", since: "5.0.0", group: "server", complexity: "O(1)",
+		}},
+		{name: "command|info", arity: -2, flags: []string{"loading", "stale"}, run: cmdCommandInfo, doc: doc{
+			summary: "Returns information about one, multiple or all commands.", since: "2.8.13", group: "server", complexity: "O(N) where N is the number of commands to look up",
+			args: []arg{{name: "command-name", typ: "string", flags: optMulti}},
+		}},
+		{name: "command|list", arity: -2, flags: []string{"loading", "stale"}, run: cmdCommandList, doc: doc{
+			summary: "Returns a list of command names.", since: "7.0.0", group: "server", complexity: "O(N) where N is the total number of commands",
+		}},
+	}},
+	{name: "config", arity: -2, doc: doc{
+		summary: "A container for server configuration commands.", since: "2.0.0", group: "server", complexity: "Depends on subcommand.",
+	}, subs: []*command{
+		{name: "config|get", arity: -3, flags: []string{"admin", "noscript", "loading", "stale"}, run: cmdConfigGet, doc: doc{
+			summary: "Returns the effective values of configuration parameters.", since: "2.0.0", group: "server", complexity: "O(N) when N is the number of configuration parameters provided",
+			args: []arg{{name: "parameter", typ: "string", flags: multiple}},
+		}},
+		{name: "config|help", arity: 2, flags: []string{"loading", "stale"}, run: cmdHelp, doc: doc{
+			summary: "Returns helpful text about the different subcommands.", since: "5.0.0", group: "server", complexity: "O(1)",
+		}},
+		{name: "config|set", arity: -4, flags: []string{"admin", "noscript", "loading", "stale"}, run: cmdConfigSet, doc: doc{
+			summary: "Sets configuration parameters in-flight (idserver refuses: it reads its configuration at start).", since: "2.0.0", group: "server", complexity: "O(N) when N is the number of configuration parameters provided",
+			args: []arg{{name: "data", typ: "block", flags: multiple, args: []arg{{name: "parameter", typ: "string"}, {name: "value", typ: "string"}}}},
+		}},
+	}},
+	{name: "info", arity: -1, flags: []string{"loading", "stale", "sentinel"}, run: cmdInfo, doc: doc{
+		summary: "Returns information and statistics about the server.", since: "1.0.0", group: "server", complexity: "O(1)",
+		args: []arg{{name: "section", typ: "string", flags: optMulti}},
+	}},
+	{name: "dbsize", arity: 1, flags: []string{"readonly", "fast"}, run: cmdDBSize, doc: doc{
+		summary: "Returns the number of keys in the database: always 0, idserver has no keys.", since: "1.0.0", group: "server", complexity: "O(1)",
+	}},
+	{name: "scan", arity: -2, flags: []string{"readonly"}, run: cmdScan, doc: doc{
+		summary: "Iterates over the key names in the database: there are none.", since: "2.8.0", group: "generic", complexity: "O(1)",
+		args: []arg{
+			{name: "cursor", typ: "integer"},
+			{name: "pattern", typ: "pattern", token: "MATCH", flags: optional},
+			{name: "count", typ: "integer", token: "COUNT", flags: optional},
+			{name: "type", typ: "string", token: "TYPE", flags: optional},
+		},
+	}},
+	{name: "time", arity: 1, flags: []string{"loading", "stale", "fast"}, run: cmdTime, doc: doc{
+		summary: "Returns the server time.", since: "2.6.0", group: "server", complexity: "O(1)",
+	}},
+	{name: "debug", arity: -2, flags: []string{"admin", "noscript", "loading", "stale"}, run: cmdDebug, doc: doc{
+		summary: "DEBUG CLOCK-OFFSET [ms]: shows or shifts the generator's clock, for tests (enable-debug-command).", since: idserverSince, group: "server", complexity: "O(1)",
+		args: []arg{token("CLOCK-OFFSET"), {name: "ms", typ: "integer", flags: optional}},
+	}},
+	{name: "shutdown", arity: -1, flags: []string{"admin", "noscript", "loading", "stale", "no_multi", "allow_busy"}, run: cmdShutdown, doc: doc{
+		summary: "Stops the server as SIGTERM does, writing the reservation.", since: "1.0.0", group: "server", complexity: "O(1)",
+		args: []arg{oneOf("save-selector", optional, "NOSAVE", "SAVE"), token("NOW"), token("FORCE")},
+	}},
+}
+
+func cmdConfigGet(s *Server, c *client, args [][]byte) error {
+	globs := make([]glob, len(args)-2)
+	for i, pat := range args[2:] {
+		globs[i] = compileGlob(string(pat), s.configKeyLen)
+	}
+	var hits [][2]string
+	for _, kv := range s.opts.Config {
+		for _, g := range globs {
+			if g.match(kv[0]) {
+				hits = append(hits, kv)
+				break
+			}
+		}
+	}
+	c.writeMap(len(hits))
+	for _, kv := range hits {
+		c.writeBulkString(kv[0])
+		c.writeBulkString(kv[1])
+	}
+	return nil
+}
+
+func cmdConfigSet(s *Server, c *client, args [][]byte) error {
+	return fmt.Errorf("ERR CONFIG SET is not supported: idserver reads its configuration at start ('%.128s')", args[2])
+}
+
+// cmdDBSize and cmdScan answer redis-cli's --bigkeys, --memkeys and
+// --scan: idserver has no keys.
+func cmdDBSize(s *Server, c *client, args [][]byte) error {
+	c.writeInt(0)
+	return nil
+}
+
+// cmdScan is SCAN cursor [MATCH pattern] [COUNT count] [TYPE type], checked
+// as Redis checks it: the one page is empty and ends the iteration.
+func cmdScan(s *Server, c *client, args [][]byte) error {
+	if _, err := strconv.ParseUint(string(args[1]), 10, 64); err != nil {
+		return errors.New("ERR invalid cursor")
+	}
+	for i := 2; i < len(args); i += 2 {
+		if i+1 == len(args) {
+			return errSyntax
+		}
+		switch strings.ToLower(string(args[i])) {
+		case "count":
+			n, ok := parseInt(args[i+1])
+			if !ok {
+				return errNotInteger
+			}
+			if n < 1 {
+				return errSyntax
+			}
+		case "match", "type":
+		default:
+			return errSyntax
+		}
+	}
+	c.writeArray(2)
+	c.writeBulkString("0")
+	c.writeArray(0)
+	return nil
+}
+
+// debugAllowed reports whether enable-debug-command lets this client run
+// DEBUG, as Redis 7 decides it.
+func (s *Server) debugAllowed(c *client) bool {
+	switch s.opts.EnableDebug {
+	case "yes":
+		return true
+	case "local":
+		host, _, err := net.SplitHostPort(c.addr)
+		ip := net.ParseIP(host)
+		return err == nil && ip != nil && ip.IsLoopback()
+	}
+	return false
+}
+
+// cmdDebug is DEBUG CLOCK-OFFSET [ms]: shift the generator's clock (a
+// negative offset steps it back) or show the shift, so the real binary
+// can be tested black-box against clock steps.
+func cmdDebug(s *Server, c *client, args [][]byte) error {
+	if !s.debugAllowed(c) {
+		return errors.New(`ERR DEBUG command not allowed. If the enable-debug-command option is set to "local", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.`)
+	}
+	if strings.ToLower(string(args[1])) != "clock-offset" {
+		return errSubcommand(args[1], "debug")
+	}
+	switch len(args) {
+	case 2:
+		c.writeInt64(s.gen.ClockOffset().Milliseconds())
+	case 3:
+		ms, ok := parseInt(args[2])
+		if !ok || ms < -1<<40 || ms > 1<<40 {
+			return errNotInteger
+		}
+		s.gen.SetClockOffset(time.Duration(ms) * time.Millisecond)
+		s.log.Warn().Int64("offset_ms", ms).Str("client", c.addr).Msg("DEBUG CLOCK-OFFSET: generator clock shifted")
+		c.writeString("OK")
+	default:
+		return errArity("debug|clock-offset")
+	}
+	return nil
+}
+
+// cmdShutdown is SHUTDOWN [NOSAVE|SAVE|NOW|FORCE]: the same graceful stop
+// as SIGTERM (the reservation is always written). Like Redis, it sends no
+// reply; the connection closes.
+func cmdShutdown(s *Server, c *client, args [][]byte) error {
+	if s.opts.Shutdown == nil || !s.debugAllowed(c) && s.opts.RequirePass == "" {
+		return errors.New("ERR SHUTDOWN is not allowed: set requirepass, or enable-debug-command yes or local")
+	}
+	for _, a := range args[1:] {
+		switch strings.ToLower(string(a)) {
+		case "nosave", "save", "now", "force":
+		default:
+			return fmt.Errorf("ERR syntax error, unsupported SHUTDOWN option '%.128s'", a)
+		}
+	}
+	s.log.Info().Str("client", c.addr).Msg("SHUTDOWN requested")
+	s.opts.Shutdown()
+	return nil
+}
+
+func cmdTime(s *Server, c *client, args [][]byte) error {
+	now := time.Now()
+	c.writeArray(2)
+	c.writeBulkString(strconv.FormatInt(now.Unix(), 10))
+	c.writeBulkString(strconv.FormatInt(int64(now.Nanosecond()/1000), 10))
+	return nil
+}

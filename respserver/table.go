@@ -1,0 +1,139 @@
+package respserver
+
+import (
+	"slices"
+	"strings"
+)
+
+// command is one entry of the command table: how dispatch runs it and how
+// COMMAND, COMMAND DOCS and HELP describe it.
+type command struct {
+	name string // lower case; "client|kill" for a subcommand
+	// arity as Redis counts it: the number of arguments including the
+	// name (and the subcommand's); negative means at least -arity.
+	arity int
+	flags []string // Redis's command flags, as COMMAND lists them
+	run   func(s *Server, c *client, args [][]byte) error
+	subs  []*command // for a container command such as CLIENT
+	doc   doc
+
+	noAuth  bool // runs before AUTH: the flag no_auth
+	control bool // runs at once inside MULTI instead of being queued
+	bySub   map[string]*command
+}
+
+// doc is what COMMAND DOCS tells about a command.
+type doc struct {
+	summary    string
+	since      string // the Redis or idserver version that added it
+	group      string
+	complexity string
+	args       []arg
+}
+
+// arg is one argument of a command as COMMAND DOCS describes it.
+type arg struct {
+	name  string
+	typ   string // string, integer, unix-time, pure-token, oneof, block, pattern, key
+	token string // the literal word before it, if any
+	flags []string
+	args  []arg // of a oneof or block
+}
+
+// Shorthands for the table.
+var (
+	optional = []string{"optional"}
+	multiple = []string{"multiple"}
+	optMulti = []string{"optional", "multiple"}
+)
+
+func token(t string) arg { return arg{name: strings.ToLower(t), typ: "pure-token", token: t} }
+
+// oneOf is an argument that is exactly one of the tokens.
+func oneOf(name string, flags []string, tokens ...string) arg {
+	a := arg{name: name, typ: "oneof", flags: flags}
+	for _, t := range tokens {
+		a.args = append(a.args, token(t))
+	}
+	return a
+}
+
+// idserverSince is the idserver version that added the ID commands.
+const idserverSince = "1.0.0"
+
+// table lists every command idserver answers. It is filled in init
+// because some commands (COMMAND, CLIENT HELP) read it.
+var table []*command
+
+// commands indexes table by lower-case name, for dispatch.
+var commands map[string]*command
+
+func init() {
+	table = slices.Concat(idCommands, connectionCommands, transactionCommands, serverCommands)
+	commands = map[string]*command{}
+	for _, cmd := range table {
+		index(cmd)
+		commands[cmd.name] = cmd
+	}
+}
+
+// index derives the fields the table does not spell out.
+func index(cmd *command) {
+	cmd.noAuth = slices.Contains(cmd.flags, "no_auth")
+	if len(cmd.subs) == 0 {
+		return
+	}
+	cmd.bySub = map[string]*command{}
+	for _, sub := range cmd.subs {
+		index(sub)
+		cmd.bySub[sub.name[strings.IndexByte(sub.name, '|')+1:]] = sub
+	}
+}
+
+// lookup finds the command args names, and its subcommand for a container
+// command, and checks the arity, as Redis does before running or queuing
+// a command.
+func (c *client) lookup(args [][]byte) (*command, error) {
+	name := args[0]
+	if len(name) > len(c.lower) {
+		return nil, errUnknown(args)
+	}
+	lower := c.lower[:len(name)]
+	for i, ch := range name {
+		if 'A' <= ch && ch <= 'Z' {
+			ch += 'a' - 'A'
+		}
+		lower[i] = ch
+	}
+	cmd, ok := commands[string(lower)] // no allocation: the compiler sees the lookup
+	if !ok {
+		return nil, errUnknown(args)
+	}
+	if cmd.bySub != nil && len(args) > 1 {
+		sub, ok := cmd.bySub[strings.ToLower(string(args[1]))]
+		if !ok {
+			return nil, errSubcommand(args[1], cmd.name)
+		}
+		cmd = sub
+	}
+	if cmd.arity > 0 && len(args) != cmd.arity || cmd.arity < 0 && len(args) < -cmd.arity {
+		return nil, errArity(cmd.name)
+	}
+	return cmd, nil
+}
+
+// dispatch runs one command, appending its reply to c.out; an error is
+// the error reply to send. Inside MULTI, it queues the command instead.
+func (s *Server) dispatch(c *client, args [][]byte) error {
+	cmd, err := c.lookup(args)
+	if err == nil && !c.authed && !cmd.noAuth {
+		err = errNoAuth
+	}
+	if c.tx != nil && !(err == nil && cmd.control) {
+		return s.enqueue(c, cmd, args, err)
+	}
+	if err != nil {
+		return err
+	}
+	return cmd.run(s, c, args)
+}
