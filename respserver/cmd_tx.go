@@ -3,6 +3,7 @@ package respserver
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/idserver/idserver/idgen"
 )
@@ -159,6 +160,13 @@ func (s *Server) runTransaction(c *client, ids []int64, err error) error {
 	}
 	c.inExec, c.txIDs = false, nil
 	return nil
+}
+
+// abortTransaction answers an EXEC that was refused before it ran, as
+// Redis does: the transaction, if any, is discarded.
+func (c *client) abortTransaction(err error) error {
+	c.endTransaction()
+	return fmt.Errorf("EXECABORT Transaction discarded because of: %s", strings.TrimPrefix(err.Error(), "ERR "))
 }
 
 // endTransaction leaves MULTI.

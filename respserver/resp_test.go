@@ -40,9 +40,9 @@ func readReply(r *bufio.Reader) (any, error) {
 		return strconv.ParseInt(body, 10, 64)
 	case '_':
 		return nil, nil
-	case '$':
+	case '$', '=': // '=': verbatim, "txt:" and the text
 		n, err := strconv.Atoi(body)
-		if err != nil || n < -1 {
+		if err != nil || n < -1 || line[0] == '=' && n < 4 {
 			return nil, fmt.Errorf("bad bulk length %q", body)
 		}
 		if n == -1 {
@@ -55,8 +55,11 @@ func readReply(r *bufio.Reader) (any, error) {
 		if string(buf[n:]) != "\r\n" {
 			return nil, fmt.Errorf("bulk of %d not followed by CRLF", n)
 		}
+		if line[0] == '=' {
+			return string(buf[4:n]), nil
+		}
 		return string(buf[:n]), nil
-	case '*', '%':
+	case '*', '%', '~':
 		n, err := strconv.Atoi(body)
 		if err != nil || n < -1 {
 			return nil, fmt.Errorf("bad aggregate length %q", body)
@@ -123,7 +126,11 @@ type rawClient struct {
 
 func dialRaw(t testing.TB, addr string) *rawClient {
 	t.Helper()
-	conn, err := net.Dial("tcp", addr)
+	network := "tcp"
+	if strings.HasPrefix(addr, "/") {
+		network = "unix"
+	}
+	conn, err := net.Dial(network, addr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -92,7 +92,7 @@ func index(cmd *command) {
 
 // lookup finds the command args names, and its subcommand for a container
 // command, and checks the arity, as Redis does before running or queuing
-// a command.
+// a command. A command of the wrong arity is returned with the error.
 func (c *client) lookup(args [][]byte) (*command, error) {
 	name := args[0]
 	if len(name) > len(c.lower) {
@@ -117,7 +117,7 @@ func (c *client) lookup(args [][]byte) (*command, error) {
 		cmd = sub
 	}
 	if cmd.arity > 0 && len(args) != cmd.arity || cmd.arity < 0 && len(args) < -cmd.arity {
-		return nil, errArity(cmd.name)
+		return cmd, errArity(cmd.name)
 	}
 	return cmd, nil
 }
@@ -129,10 +129,12 @@ func (s *Server) dispatch(c *client, args [][]byte) error {
 	if err == nil && !c.authed && !cmd.noAuth {
 		err = errNoAuth
 	}
-	if c.tx != nil && !(err == nil && cmd.control) {
+	switch {
+	case err != nil && cmd != nil && cmd.name == "exec":
+		return c.abortTransaction(err)
+	case c.tx != nil && !(err == nil && cmd.control):
 		return s.enqueue(c, cmd, args, err)
-	}
-	if err != nil {
+	case err != nil:
 		return err
 	}
 	return cmd.run(s, c, args)

@@ -1,0 +1,107 @@
+package respserver
+
+import (
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/idserver/idserver/idgen"
+)
+
+// startRedisSocket runs redis-server 7 on a unix socket until the test
+// ends and returns the socket's path.
+func startRedisSocket(t *testing.T) string {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "redis.sock")
+	cmd := exec.Command("redis-server", "--port", "0", "--unixsocket", sock, "--save", "", "--appendonly", "no")
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("redis-server (scripts/test.sh installs it): %v", err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := filepath.Glob(sock); err == nil && exec.Command("redis-cli", "-s", sock, "PING").Run() == nil {
+			return sock
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("redis-server not answering after 10 s")
+		}
+	}
+}
+
+// likeRedis are sessions whose every reply idserver must give exactly as
+// redis-server 7 does: transactions, client-side caching, CLIENT's
+// errors, and the empty keyspace redis-cli's tools scan. Each runs on a
+// new connection to each server.
+var likeRedis = []struct {
+	name  string
+	resp3 bool
+	cmds  [][]string
+}{
+	{"transaction", false, [][]string{{"MULTI"}, {"PING"}, {"ECHO", "x"}, {"UNWATCH"}, {"EXEC"}, {"EXEC"}}},
+	{"transaction resp3", true, [][]string{{"MULTI"}, {"PING"}, {"ECHO", "x"}, {"EXEC"}}},
+	{"without multi", false, [][]string{{"EXEC"}, {"DISCARD"}, {"EXEC", "x"}}},
+	{"nested multi", false, [][]string{{"MULTI"}, {"MULTI"}, {"PING"}, {"EXEC"}}},
+	{"unknown command queued", false, [][]string{{"MULTI"}, {"NOSUCH", "a"}, {"PING"}, {"EXEC"}, {"PING"}}},
+	{"wrong arity queued", false, [][]string{{"MULTI"}, {"PING", "a", "b"}, {"PING"}, {"EXEC"}}},
+	{"unknown subcommand queued", false, [][]string{{"MULTI"}, {"CLIENT", "NOSUCH"}, {"EXEC"}}},
+	{"exec with arguments", false, [][]string{{"MULTI"}, {"PING"}, {"EXEC", "x"}, {"EXEC"}}},
+	{"runtime error inside", false, [][]string{{"MULTI"}, {"SELECT", "x"}, {"PING"}, {"EXEC"}}},
+	{"watch", false, [][]string{{"WATCH", "k"}, {"WATCH"}, {"MULTI"}, {"WATCH", "k"}, {"PING"}, {"EXEC"}, {"UNWATCH"}}},
+	{"discard", false, [][]string{{"MULTI"}, {"PING"}, {"DISCARD"}, {"EXEC"}, {"MULTI"}, {"EXEC"}}},
+	{"reset", false, [][]string{{"MULTI"}, {"PING"}, {"RESET"}, {"EXEC"}, {"CLIENT", "TRACKING", "ON"}, {"RESET"}, {"CLIENT", "GETREDIR"}}},
+	{"tracking", false, [][]string{{"CLIENT", "GETREDIR"}, {"CLIENT", "TRACKINGINFO"}, {"CLIENT", "TRACKING", "ON"}, {"CLIENT", "TRACKINGINFO"}, {"CLIENT", "GETREDIR"}, {"CLIENT", "CACHING", "YES"}, {"CLIENT", "TRACKING", "OFF"}, {"CLIENT", "CACHING", "YES"}}},
+	{"tracking optin", true, [][]string{{"CLIENT", "TRACKING", "ON", "OPTIN"}, {"CLIENT", "CACHING", "YES"}, {"CLIENT", "TRACKINGINFO"}, {"CLIENT", "CACHING", "NO"}, {"CLIENT", "CACHING", "MAYBE"}, {"CLIENT", "TRACKING", "ON", "OPTOUT"}, {"CLIENT", "TRACKING", "ON", "BCAST"}}},
+	{"tracking optout", false, [][]string{{"CLIENT", "TRACKING", "ON", "OPTOUT", "NOLOOP"}, {"CLIENT", "CACHING", "NO"}, {"CLIENT", "TRACKINGINFO"}, {"CLIENT", "CACHING", "YES"}, {"CLIENT", "TRACKING", "ON", "OPTIN"}}},
+	{"tracking bcast", false, [][]string{{"CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "a", "PREFIX", "b"}, {"CLIENT", "TRACKINGINFO"}, {"CLIENT", "TRACKING", "ON"}}},
+	{"tracking errors", false, [][]string{
+		{"CLIENT", "TRACKING", "ON", "PREFIX", "a"}, {"CLIENT", "TRACKING", "ON", "OPTIN", "OPTOUT"}, {"CLIENT", "TRACKING", "ON", "BCAST", "OPTIN"},
+		{"CLIENT", "TRACKING", "ON", "REDIRECT", "999999"}, {"CLIENT", "TRACKING", "ON", "REDIRECT", "x"}, {"CLIENT", "TRACKING", "MAYBE"},
+		{"CLIENT", "TRACKING", "ON", "FOO"}, {"CLIENT", "TRACKING", "ON", "PREFIX"}, {"CLIENT", "TRACKING"}, {"CLIENT", "CACHING", "YES"},
+	}},
+	{"client errors", false, [][]string{
+		{"CLIENT", "KILL", "ID", "999999"}, {"CLIENT", "KILL", "ID", "0"}, {"CLIENT", "KILL", "ID", "x"}, {"CLIENT", "KILL", "1.2.3.4:5"},
+		{"CLIENT", "KILL", "TYPE", "bogus"}, {"CLIENT", "KILL", "TYPE", "master"}, {"CLIENT", "KILL", "USER", "nobody"},
+		{"CLIENT", "KILL", "SKIPME", "maybe"}, {"CLIENT", "KILL", "ID"}, {"CLIENT", "KILL", "FOO", "bar"}, {"CLIENT", "KILL", "ID", "1", "TYPE"},
+		{"CLIENT", "LIST", "TYPE", "bogus"}, {"CLIENT", "LIST", "ID", "x"}, {"CLIENT", "LIST", "FOO"}, {"CLIENT", "LIST", "TYPE", "pubsub"},
+		{"CLIENT", "LIST", "ID", "999999"}, {"CLIENT", "NO-EVICT", "ON"}, {"CLIENT", "NO-EVICT", "maybe"}, {"CLIENT", "NO-EVICT", "OFF"},
+		{"CLIENT", "SETNAME", "a b"}, {"CLIENT", "SETNAME", "ok"}, {"CLIENT", "GETNAME"}, {"CLIENT", "SETNAME", ""}, {"CLIENT", "GETNAME"},
+	}},
+	{"empty keyspace", false, [][]string{
+		{"DBSIZE"}, {"SCAN", "0"}, {"SCAN", "0", "MATCH", "*", "COUNT", "10", "TYPE", "string"}, {"SCAN", "x"},
+		{"SCAN", "0", "COUNT", "0"}, {"SCAN", "0", "COUNT", "x"}, {"SCAN", "0", "FOO", "x"}, {"SCAN", "0", "COUNT"},
+	}},
+}
+
+// TestRepliesLikeRedis runs the likeRedis sessions against redis-server
+// and idserver and compares every reply.
+func TestRepliesLikeRedis(t *testing.T) {
+	sock := startRedisSocket(t)
+	_, addr := startServer(t, idgen.Settings{}, Options{})
+	for _, sess := range likeRedis {
+		t.Run(sess.name, func(t *testing.T) {
+			want, got := session(t, sock, sess.resp3, sess.cmds), session(t, addr, sess.resp3, sess.cmds)
+			for i, cmd := range sess.cmds {
+				if !reflect.DeepEqual(got[i], want[i]) {
+					t.Errorf("%q: idserver replied %#v, redis-server %#v", cmd, got[i], want[i])
+				}
+			}
+		})
+	}
+}
+
+// session runs cmds on a new connection to addr and returns the replies.
+func session(t *testing.T, addr string, resp3 bool, cmds [][]string) []any {
+	c := dialRaw(t, addr)
+	if resp3 {
+		if _, ok := c.do("HELLO", "3").(map[string]any); !ok {
+			t.Fatalf("HELLO 3 to %s: no map", addr)
+		}
+	}
+	replies := make([]any, len(cmds))
+	for i, cmd := range cmds {
+		replies[i] = c.do(cmd...)
+	}
+	return replies
+}
