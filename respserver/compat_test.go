@@ -68,8 +68,9 @@ var likeRedis = []struct {
 		{"CLIENT", "LIST", "ID", "999999"}, {"CLIENT", "NO-EVICT", "ON"}, {"CLIENT", "NO-EVICT", "maybe"}, {"CLIENT", "NO-EVICT", "OFF"},
 		{"CLIENT", "SETNAME", "a b"}, {"CLIENT", "SETNAME", "ok"}, {"CLIENT", "GETNAME"}, {"CLIENT", "SETNAME", ""}, {"CLIENT", "GETNAME"},
 	}},
+	{"empty keyspace resp3", true, [][]string{{"INFO", "keyspace"}, {"SCAN", "0"}, {"DBSIZE"}}},
 	{"empty keyspace", false, [][]string{
-		{"DBSIZE"}, {"SCAN", "0"}, {"SCAN", "0", "MATCH", "*", "COUNT", "10", "TYPE", "string"}, {"SCAN", "x"},
+		{"INFO", "keyspace"}, {"DBSIZE"}, {"SCAN", "0"}, {"SCAN", "0", "MATCH", "*", "COUNT", "10", "TYPE", "string"}, {"SCAN", "x"},
 		{"SCAN", "0", "COUNT", "0"}, {"SCAN", "0", "COUNT", "x"}, {"SCAN", "0", "FOO", "x"}, {"SCAN", "0", "COUNT"},
 	}},
 }

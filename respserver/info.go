@@ -43,7 +43,7 @@ func cmdInfo(s *Server, c *client, args [][]byte) error {
 			sec.write(s, &b)
 		}
 	}
-	c.writeBulkString(b.String())
+	c.writeVerbatim([]byte(b.String()))
 	return nil
 }
 

@@ -14,6 +14,10 @@ import (
 	"github.com/idserver/idserver/idgen"
 )
 
+// verbatim is a RESP3 verbatim string as readReply returns it, without
+// its format.
+type verbatim string
+
 // respError is an error reply as readReply returns it.
 type respError string
 
@@ -56,7 +60,7 @@ func readReply(r *bufio.Reader) (any, error) {
 			return nil, fmt.Errorf("bulk of %d not followed by CRLF", n)
 		}
 		if line[0] == '=' {
-			return string(buf[4:n]), nil
+			return verbatim(buf[4:n]), nil
 		}
 		return string(buf[:n]), nil
 	case '*', '%', '~':

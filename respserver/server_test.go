@@ -257,7 +257,7 @@ func TestConnectHandshakes(t *testing.T) {
 			t.Fatalf("CLIENT SETINFO %s: %v", kv[0], got)
 		}
 	}
-	if got := c.do("INFO").(string); !strings.Contains(got, "# Idgen\r\n") || !strings.Contains(got, "redis_version:") {
+	if got := string(c.do("INFO").(verbatim)); !strings.Contains(got, "# Idgen\r\n") || !strings.Contains(got, "redis_version:") {
 		t.Fatalf("INFO: %q", got)
 	}
 	if got := c.do("SELECT", "0"); got != "OK" {

@@ -3,10 +3,13 @@
 # times as a newcomer runs it (no race detector: timing-bound tests show up
 # here), then once under the race detector, then each fuzz target briefly.
 # The end-to-end tests drive the server with the real redis-cli and
-# redis-benchmark, the glob matcher is checked against redis-server's, and
-# -race needs cgo and a C compiler, so Debian's redis-tools, redis-server
-# and gcc are installed first when missing. Every server a
-# test starts listens on 127.0.0.1 and is stopped by the test itself.
+# redis-benchmark, replies and the glob matcher are checked against
+# redis-server's, the client matrix (clients/) runs redis-py and the Node
+# clients, and -race needs cgo and a C compiler, so Debian's redis-tools,
+# redis-server, python3-redis, nodejs and gcc are installed first when
+# missing, and the Node clients from clients/node/package-lock.json. Every
+# server a test starts listens on 127.0.0.1 and is stopped by the test
+# itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,6 +18,8 @@ command -v redis-cli >/dev/null && command -v redis-benchmark >/dev/null || need
 command -v redis-server >/dev/null || need+=(redis-server)
 command -v script >/dev/null || need+=(bsdutils)
 command -v gcc >/dev/null || need+=(gcc)
+/usr/bin/python3 -c 'import redis' 2>/dev/null || need+=(python3-redis)
+command -v node >/dev/null && command -v npm >/dev/null || need+=(nodejs npm)
 if [ ${#need[@]} -gt 0 ]; then
 	echo "installing ${need[*]}"
 	sudo=""
@@ -22,6 +27,12 @@ if [ ${#need[@]} -gt 0 ]; then
 	$sudo apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
 fi
+# ioredis 6 and node-redis 6 need Node.js 20 or later.
+if [ "$(node -p 'process.versions.node.split(".")[0]')" -lt 20 ]; then
+	echo "Node.js $(node --version) is too old for the Node clients (ioredis 6, node-redis 6 need 20+): install Node.js 20, e.g. from nodesource" >&2
+	exit 1
+fi
+npm ci --prefix clients/node --no-audit --no-fund --loglevel=error >/dev/null
 
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$unformatted" ]; then
