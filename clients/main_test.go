@@ -1,0 +1,94 @@
+// Package clients tests idserver with the client libraries and tools
+// people use, each on its defaults: go-redis (RESP2 and RESP3), rueidis,
+// redis-py, ioredis, node-redis, redis-cli and redis-benchmark. Every
+// test starts the real binary on 127.0.0.1 and stops it.
+//
+// The Python and Node tests need /usr/bin/python3 with Debian's
+// python3-redis, and node with `npm ci` run in clients/node;
+// scripts/test.sh installs all of it. Without them a test is skipped,
+// except under CI=true, where a missing client fails the suite.
+package clients
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// binary is the idserver built once for these tests.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "idserver-clients")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "idserver")
+	if out, err := exec.Command("go", "build", "-o", binary, "..").CombinedOutput(); err != nil {
+		panic("go build: " + err.Error() + "\n" + string(out))
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// startServer runs idserver with args on a free port of 127.0.0.1 until
+// the test ends, and returns its address.
+func startServer(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(binary, append(args, "--dir", t.TempDir(), "--port", "0")...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	ready := make(chan string, 1)
+	var log []string
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			log = append(log, sc.Text())
+			var line struct{ Message, Addr string }
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Message == "idserver ready" {
+				ready <- line.Addr
+			}
+		}
+	}()
+	select {
+	case addr := <-ready:
+		return addr
+	case <-done:
+		t.Fatalf("idserver exited before it was ready:\n%s", strings.Join(log, "\n"))
+	case <-time.After(20 * time.Second):
+		t.Fatal("idserver not ready after 20s")
+	}
+	return ""
+}
+
+// need returns the path of a client program, or skips the test without
+// it (fails it under CI=true, where scripts/test.sh installed it).
+func need(t *testing.T, program, install string) string {
+	t.Helper()
+	path, err := exec.LookPath(program)
+	if err == nil {
+		return path
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%s is missing: %s", program, install)
+	}
+	t.Skipf("%s is missing (%s; scripts/test.sh does)", program, install)
+	return ""
+}
