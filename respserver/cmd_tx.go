@@ -153,6 +153,7 @@ func (s *Server) runTransaction(c *client, ids []int64, err error) error {
 	c.inExec, c.txIDs = true, ids
 	c.writeArray(len(tx.cmds))
 	for _, q := range tx.cmds {
+		s.commands.Add(1) // each counts as processed when it runs, as in Redis
 		if err := q.cmd.run(s, c, q.args); err != nil {
 			s.errors.Add(1)
 			c.writeError(replyText(err))

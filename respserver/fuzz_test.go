@@ -98,6 +98,7 @@ func expectedReplies(data []byte) expectation {
 	buf := data[:valid-sc.Partial()]
 	p := &client{}
 	var e expectation
+	inMulti := false
 	for len(buf) > 0 {
 		args, rest, err := p.parse(buf)
 		if err != nil {
@@ -107,10 +108,18 @@ func expectedReplies(data []byte) expectation {
 		if len(args) == 0 {
 			continue // an empty line gets no reply
 		}
-		e.replies = append(e.replies, expectFor(args))
-		if strings.EqualFold(string(args[0]), "quit") {
+		name := strings.ToLower(string(args[0]))
+		switch {
+		case name == "quit":
+			e.replies = append(e.replies, equals("OK"))
 			e.close = true
 			return e
+		case inMulti:
+			e.replies = append(e.replies, expectInMulti(name))
+			inMulti = name != "exec" && name != "discard" && name != "reset"
+		default:
+			e.replies = append(e.replies, expectFor(args))
+			inMulti = name == "multi" && len(args) == 1
 		}
 	}
 	if framing != nil {
@@ -135,6 +144,9 @@ func expectFor(args [][]byte) check {
 	case name == "getid" && len(args) == 1:
 		return func(v any, last *int64) string {
 			id, ok := v.(int64)
+			if s, isStr := v.(string); isStr { // after CLIENT SETINFO LIB-NAME ioredis
+				id, ok = parseInt([]byte(s))
+			}
 			return above(id, ok, last)
 		}
 	case name == "mgetid" && len(args) == 2:
@@ -157,6 +169,25 @@ func expectFor(args [][]byte) check {
 		}
 	}
 	return wellFormed
+}
+
+// expectInMulti is the check for a reply between MULTI and EXEC: QUEUED,
+// or an error, for a queued command; EXEC's array of whatever its
+// commands replied (their IDs are not followed), or an error.
+func expectInMulti(name string) check {
+	switch name {
+	case "exec", "discard", "reset", "multi", "watch":
+		return wellFormed
+	}
+	return func(v any, last *int64) string {
+		if e, ok := v.(respError); ok {
+			return wellFormed(e, last)
+		}
+		if v != "QUEUED" {
+			return "want QUEUED or an error"
+		}
+		return ""
+	}
 }
 
 func equals(want string) check {

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/idserver/idserver/idgen"
-	"github.com/idserver/idserver/resplimit"
 )
 
 // cpuTime is the CPU time this process has used so far.
@@ -169,7 +168,7 @@ func TestConnectionFlood(t *testing.T) {
 // testClient is a connection's state without a socket, for driving the
 // command layer directly.
 func testClient(s *Server) *client {
-	return &client{id: 1, addr: "127.0.0.1:1", authed: true, scan: resplimit.NewScanner(s.opts.Limits)}
+	return s.newClient("127.0.0.1:1", "127.0.0.1:6551")
 }
 
 // FuzzCommand runs arbitrary arguments through the command layer, as a
@@ -181,6 +180,9 @@ func FuzzCommand(f *testing.F) {
 		"HELLO\x003", "HELLO\x002\x00SETNAME\x00x", "CLIENT\x00SETINFO\x00LIB-NAME\x00x",
 		"COMMAND\x00DOCS", "COMMAND\x00INFO\x00getid\x00nope", "CONFIG\x00GET\x00*", "INFO\x00idgen",
 		"PING\x00hi", "ECHO", "SELECT\x000", "AUTH\x00a\x00b", "TIME", "QUIT", "nope\x00\r\n",
+		"MULTI", "EXEC", "DISCARD", "WATCH\x00k", "RESET", "CLIENT\x00INFO", "CLIENT\x00LIST\x00ID\x001",
+		"CLIENT\x00KILL\x00127.0.0.1:1", "CLIENT\x00TRACKING\x00ON\x00OPTIN", "CLIENT\x00TRACKINGINFO", "CLIENT\x00HELP",
+		"COMMAND\x00DOCS\x00client|kill", "IDRANGE\x001700000000000\x001700000000001", "SCAN\x000\x00COUNT\x001", "DBSIZE",
 	} {
 		f.Add(seed)
 	}

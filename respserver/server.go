@@ -252,16 +252,7 @@ func (s *Server) admit(nc net.Conn) error {
 		s.refuse(nc, "-ERR max number of clients reached\r\n")
 		return nil
 	}
-	c := &client{
-		id:        s.nextID.Add(1),
-		addr:      nc.RemoteAddr().String(),
-		laddr:     nc.LocalAddr().String(),
-		born:      s.tick.Load(),
-		authed:    s.opts.RequirePass == "",
-		stringIDs: s.opts.GetIDReply == GetIDString,
-		scan:      resplimit.NewScanner(s.opts.Limits),
-	}
-	c.publish()
+	c := s.newClient(nc.RemoteAddr().String(), nc.LocalAddr().String())
 	// Registered under the lock Shutdown takes, so it either sees this
 	// client or the client's OnOpen sees the server closed.
 	s.mu.Lock()
@@ -289,6 +280,21 @@ func (s *Server) admit(nc net.Conn) error {
 		return err
 	}
 	return nil
+}
+
+// newClient is the state of a new connection from addr to laddr.
+func (s *Server) newClient(addr, laddr string) *client {
+	c := &client{
+		id:        s.nextID.Add(1),
+		addr:      addr,
+		laddr:     laddr,
+		born:      s.tick.Load(),
+		authed:    s.opts.RequirePass == "",
+		stringIDs: s.opts.GetIDReply == GetIDString,
+		scan:      resplimit.NewScanner(s.opts.Limits),
+	}
+	c.publish()
+	return c
 }
 
 // forget unregisters c; it is safe to call twice.
