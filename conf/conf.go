@@ -170,6 +170,27 @@ func lookup(name string) (field, bool) {
 	return field{}, false
 }
 
+// envPrefix starts the environment variables that override keys:
+// IDSERVER_MGETID_MAX for mgetid-max.
+const envPrefix = "IDSERVER_"
+
+// checkEnv refuses an IDSERVER_* variable that names no key, as the file
+// refuses an unknown key: a misspelt override would otherwise be ignored
+// silently.
+func checkEnv(environ []string) error {
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, envPrefix) {
+			continue
+		}
+		key := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(name, envPrefix), "_", "-"))
+		if _, ok := lookup(key); !ok {
+			return fmt.Errorf("environment: unknown variable %s (no key %q; idserver --help lists the keys)", name, key)
+		}
+	}
+	return nil
+}
+
 // Load builds the Config from args (as os.Args[1:]) and the environment:
 // defaults, then the file (--config path, or a sole positional argument as
 // redis-server takes it), then IDSERVER_* variables, then flags. It returns
@@ -211,6 +232,9 @@ func Load(args []string) (*Config, error) {
 		if err := v.MergeConfigMap(m); err != nil {
 			return nil, fmt.Errorf("read config %s: %w", *file, err)
 		}
+	}
+	if err := checkEnv(os.Environ()); err != nil {
+		return nil, err
 	}
 	v.SetEnvPrefix("IDSERVER")
 	v.SetEnvKeyReplacer(strings.NewReplacer("-", "_"))

@@ -156,6 +156,23 @@ func TestInvalid(t *testing.T) {
 	}
 }
 
+// TestUnknownEnv: an IDSERVER_* variable that names no key stops the
+// start with one line naming it, as an unknown key in the file does.
+func TestUnknownEnv(t *testing.T) {
+	t.Setenv("IDSERVER_MGETID_MAXX", "50")
+	_, err := Load(nil)
+	want := `environment: unknown variable IDSERVER_MGETID_MAXX (no key "mgetid-maxx"; idserver --help lists the keys)`
+	if err == nil || err.Error() != want {
+		t.Fatalf("Load with IDSERVER_MGETID_MAXX: %v, want %q", err, want)
+	}
+	os.Unsetenv("IDSERVER_MGETID_MAXX")
+	t.Setenv("IDSERVER_CLIENT_OUTPUT_BUFFER_LIMIT", "normal 0 0 0")
+	t.Setenv("OTHER_IDSERVER_X", "1") // not the prefix
+	if _, err := Load(nil); err != nil {
+		t.Fatalf("known variables only: %v", err)
+	}
+}
+
 func TestFileErrors(t *testing.T) {
 	tests := []struct{ text, want string }{
 		{"port 1\nprot 2\n", `line 2: unknown key "prot"`},
