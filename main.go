@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"syscall"
@@ -37,9 +38,33 @@ func main() {
 	os.Exit(run(os.Args[1:]))
 }
 
+// versionLine is what --version prints: the version, and the commit and
+// Go version the binary was built from, from its build info.
+func versionLine() string {
+	commit, goVersion := "unknown", runtime.Version()
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		vcs := map[string]string{}
+		for _, st := range bi.Settings {
+			vcs[st.Key] = st.Value
+		}
+		if rev := vcs["vcs.revision"]; rev != "" {
+			commit = rev
+		}
+		if vcs["vcs.modified"] == "true" {
+			commit += "-dirty"
+		}
+		goVersion = bi.GoVersion
+	}
+	return fmt.Sprintf("idserver %s commit %s %s", version, commit, goVersion)
+}
+
 func run(args []string) int {
 	cfg, err := conf.Load(args)
-	if errors.Is(err, pflag.ErrHelp) {
+	switch {
+	case errors.Is(err, pflag.ErrHelp):
+		return 0
+	case errors.Is(err, conf.ErrVersion):
+		fmt.Println(versionLine())
 		return 0
 	}
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -228,5 +229,16 @@ func TestBinaryMetrics(t *testing.T) {
 		if !strings.Contains(string(body), want) {
 			t.Fatalf("/metrics lacks %q:\n%.2000s", want, body)
 		}
+	}
+}
+
+// TestVersionFlag: --version prints the version, the commit (unknown
+// when the build did not stamp it) and the Go version, and exits 0
+// without starting.
+func TestVersionFlag(t *testing.T) {
+	out, err := exec.Command(binary, "--version", "--dir", "/nonexistent").CombinedOutput()
+	want := regexp.MustCompile(`^idserver ` + regexp.QuoteMeta(version) + ` commit \S+ go1\.\d+(\.\d+)?\n$`)
+	if err != nil || !want.Match(out) {
+		t.Fatalf("--version: %v, %q", err, out)
 	}
 }

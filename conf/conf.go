@@ -191,6 +191,10 @@ func checkEnv(environ []string) error {
 	return nil
 }
 
+// ErrVersion is returned by Load for --version: print the version and
+// exit.
+var ErrVersion = errors.New("conf: --version")
+
 // Load builds the Config from args (as os.Args[1:]) and the environment:
 // defaults, then the file (--config path, or a sole positional argument as
 // redis-server takes it), then IDSERVER_* variables, then flags. It returns
@@ -199,6 +203,7 @@ func Load(args []string) (*Config, error) {
 	fs := pflag.NewFlagSet("idserver", pflag.ContinueOnError)
 	fs.SortFlags = false
 	file := fs.String("config", "", "redis.conf-style file to read")
+	showVersion := fs.Bool("version", false, "print the version, commit and Go version, and exit")
 	for _, f := range fields {
 		fs.Var(&flagValue{s: f.def, typ: f.typ()}, f.key, f.usage)
 		fs.Lookup(f.key).DefValue = f.def
@@ -208,6 +213,9 @@ func Load(args []string) (*Config, error) {
 	}
 	if err := fs.Parse(args); err != nil {
 		return nil, fmt.Errorf("command line: %w", err)
+	}
+	if *showVersion {
+		return nil, ErrVersion
 	}
 	switch rest := fs.Args(); {
 	case len(rest) == 1 && *file == "":
