@@ -72,44 +72,44 @@ func cmdMulti(s *Server, c *client, args [][]byte) error {
 // discards it, as Redis does.
 func (s *Server) enqueue(c *client, cmd *command, args [][]byte, err error) error {
 	tx := c.tx
-	if err == nil {
-		err = s.fits(tx, cmd, args)
+	argsLen := 0
+	for _, a := range args {
+		argsLen += len(a)
+	}
+	var ids int64
+	size := queuedOverhead + argsLen
+	if err == nil { // else cmd may be nil: an unknown command
+		ids = s.idsNeeded(cmd, args)
+		err = s.fits(tx, ids, size)
 	}
 	if err != nil {
 		tx.dirty = true
 		return err
 	}
-	size := 0
-	for _, a := range args {
-		size += len(a)
-	}
 	q := queued{cmd: cmd, args: make([][]byte, len(args))}
-	buf := make([]byte, 0, size)
+	buf := make([]byte, 0, argsLen)
 	for i, a := range args {
 		buf = append(buf, a...)
 		q.args[i] = buf[len(buf)-len(a):]
 	}
 	tx.cmds = append(tx.cmds, q)
-	tx.ids += s.idsNeeded(cmd, args)
-	tx.size += queuedOverhead + size
+	tx.ids += ids
+	tx.size += size
 	c.queued.Store(int64(len(tx.cmds)))
 	c.writeString("QUEUED")
 	return nil
 }
 
-// fits checks that a transaction may take one more command: its IDs, like
-// one MGETID's, are at most mgetid-max, and what it holds stays within
-// the client's hard output limit.
-func (s *Server) fits(tx *transaction, cmd *command, args [][]byte) error {
-	if n := tx.ids + s.idsNeeded(cmd, args); n > int64(s.opts.MGetIDMax) {
+// fits checks that a transaction may take one more command, which issues
+// ids IDs and holds size bytes: its IDs, like one MGETID's, are at most
+// mgetid-max, and what it holds stays within the client's hard output
+// limit.
+func (s *Server) fits(tx *transaction, ids int64, size int) error {
+	if n := tx.ids + ids; n > int64(s.opts.MGetIDMax) {
 		return fmt.Errorf("ERR a transaction issues at most %d IDs (mgetid-max), this one would issue %d", s.opts.MGetIDMax, n)
 	}
-	size := tx.size + queuedOverhead
-	for _, a := range args {
-		size += len(a)
-	}
-	if hard := s.opts.Output.Hard; hard > 0 && size > hard {
-		return fmt.Errorf("ERR the transaction would hold %d bytes, past the client's hard output limit (client-output-buffer-limit)", size)
+	if hard, n := s.opts.Output.Hard, tx.size+size; hard > 0 && n > hard {
+		return fmt.Errorf("ERR the transaction would hold %d bytes, past the client's hard output limit (client-output-buffer-limit)", n)
 	}
 	return nil
 }
