@@ -1,17 +1,21 @@
 package respserver
 
 import (
+	"context"
 	"os/exec"
 	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/idserver/idserver/idgen"
 )
 
-// startRedisSocket runs redis-server 7 on a unix socket until the test
-// ends and returns the socket's path.
+// startRedisSocket runs redis-server 7 on a unix socket in a temporary
+// directory, so that no port is shared, until the test ends, and returns
+// the socket's path once the server answers.
 func startRedisSocket(t *testing.T) string {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "redis.sock")
@@ -20,14 +24,14 @@ func startRedisSocket(t *testing.T) string {
 		t.Fatalf("redis-server (scripts/test.sh installs it): %v", err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if _, err := filepath.Glob(sock); err == nil && exec.Command("redis-cli", "-s", sock, "PING").Run() == nil {
-			return sock
-		}
+	rdb := redis.NewClient(&redis.Options{Network: "unix", Addr: sock})
+	defer rdb.Close()
+	for deadline := time.Now().Add(10 * time.Second); rdb.Ping(context.Background()).Err() != nil; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("redis-server not answering after 10 s")
 		}
 	}
+	return sock
 }
 
 // likeRedis are sessions whose every reply idserver must give exactly as

@@ -3,8 +3,6 @@ package respserver
 import (
 	"context"
 	"math/rand/v2"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -92,25 +90,12 @@ func TestGlobLikeRedis(t *testing.T) {
 	}
 }
 
-// startRedis runs redis-server on a unix socket in a temporary directory,
-// so that no port is shared, and returns a client.
+// startRedis runs redis-server on a unix socket (startRedisSocket) and
+// returns a client.
 func startRedis(t *testing.T) *redis.Client {
 	t.Helper()
-	sock := filepath.Join(t.TempDir(), "redis.sock")
-	cmd := exec.Command("redis-server", "--port", "0", "--unixsocket", sock, "--save", "", "--appendonly", "no")
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("redis-server (scripts/test.sh installs it): %v", err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	rdb := redis.NewClient(&redis.Options{Network: "unix", Addr: sock})
+	rdb := redis.NewClient(&redis.Options{Network: "unix", Addr: startRedisSocket(t)})
 	t.Cleanup(func() { rdb.Close() })
-	deadline := time.Now().Add(10 * time.Second)
-	for rdb.Ping(context.Background()).Err() != nil {
-		if time.Now().After(deadline) {
-			t.Fatal("redis-server not answering after 10 s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 	return rdb
 }
 
