@@ -88,10 +88,7 @@ func (c *client) writeCommandInfo(cmd *command) {
 	c.writeArray(10)
 	c.writeBulkString(cmd.name)
 	c.writeInt(cmd.arity)
-	c.writeArray(len(cmd.flags))
-	for _, f := range cmd.flags {
-		c.writeString(f)
-	}
+	c.writeFlags(cmd.flags)
 	c.writeInt(0)
 	c.writeInt(0)
 	c.writeInt(0)
@@ -153,10 +150,7 @@ func (c *client) writeArgs(args []arg) {
 		}
 		if len(a.flags) > 0 {
 			c.writeBulkString("flags")
-			c.writeArray(len(a.flags))
-			for _, f := range a.flags {
-				c.writeString(f)
-			}
+			c.writeFlags(a.flags)
 		}
 		if len(a.args) > 0 {
 			c.writeBulkString("arguments")
@@ -223,4 +217,13 @@ func (a arg) usage() string {
 		u = "[" + u + "]"
 	}
 	return u
+}
+
+// writeFlags writes flags as an array of simple strings, as Redis writes
+// command and argument flags (redis-cli stops on bulk strings there).
+func (c *client) writeFlags(flags []string) {
+	c.writeArray(len(flags))
+	for _, f := range flags {
+		c.writeString(f)
+	}
 }
