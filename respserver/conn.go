@@ -257,7 +257,6 @@ func (c *client) writeInt(n int)           { c.out = redcon.AppendInt(c.out, int
 func (c *client) writeInt64(n int64)       { c.out = redcon.AppendInt(c.out, n) }
 func (c *client) writeArray(n int)         { c.out = redcon.AppendArray(c.out, n) }
 func (c *client) writeNull()               { c.out = redcon.AppendNull(c.out) }
-func (c *client) writeRaw(b []byte)        { c.out = append(c.out, b...) }
 
 // writeVerbatim writes text as RESP3's verbatim string of format txt, or
 // a bulk string in RESP2, as Redis replies to CLIENT LIST and INFO.
