@@ -6,9 +6,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -71,6 +71,9 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "idserver:", err)
 		return 1
 	}
+	if cfg.CheckReady {
+		return checkReady(cfg)
+	}
 	log := newLogger(cfg.LogLevel)
 	if cfg.GoMaxProcs > 0 {
 		runtime.GOMAXPROCS(cfg.GoMaxProcs)
@@ -118,7 +121,8 @@ func run(args []string) int {
 		}
 	})
 	if metricsLn != nil {
-		defer serveMetrics(metricsLn, metrics.Handler(gen, srv, version), log)()
+		h := metrics.New(metrics.Options{Generator: gen, Server: srv, Version: version, Ready: srv.Ready})
+		defer serveMetrics(metricsLn, h, log)()
 	}
 	log.Info().
 		Str("addr", ln.Addr().String()).
@@ -257,22 +261,47 @@ func persistenceInfo(store *reservation.FileStore, gen *idgen.Generator, keeper 
 	}
 }
 
-// serveMetrics serves h at /metrics on ln and returns a function that
-// stops it.
+// serveMetrics serves h (metrics, health and profiles) on ln and returns a
+// function that stops it.
 func serveMetrics(ln net.Listener, h http.Handler, log zerolog.Logger) (stop func()) {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", h)
-	// Profiles of the live server, for performance work (go tool pprof).
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error().Err(err).Msg("metrics server stopped")
 		}
 	}()
-	log.Info().Str("metrics_addr", ln.Addr().String()).Msg("serving Prometheus metrics at /metrics")
+	log.Info().Str("metrics_addr", ln.Addr().String()).Msg("serving /metrics, /healthz and /readyz")
 	return func() { hs.Close() }
+}
+
+// checkReady is --check-ready: it asks the server at cfg's metrics-addr
+// whether it is ready, prints the answer, and returns the exit code.
+func checkReady(cfg *conf.Config) int {
+	if cfg.MetricsAddr == "" {
+		fmt.Fprintln(os.Stderr, "idserver: --check-ready needs metrics-addr, where /readyz is served")
+		return 1
+	}
+	host, port, err := net.SplitHostPort(cfg.MetricsAddr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "idserver: metrics-addr:", err)
+		return 1
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1" // listening on every address: ask loopback
+	}
+	hc := &http.Client{Timeout: 3 * time.Second}
+	resp, err := hc.Get("http://" + net.JoinHostPort(host, port) + "/readyz")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "idserver:", err)
+		return 1
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	fmt.Print(string(body))
+	if resp.StatusCode != http.StatusOK {
+		return 1
+	}
+	return 0
 }
 
 // logResumption says where the start resumed from when it was not a plain

@@ -7,12 +7,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -68,7 +70,10 @@ func startCmd(t *testing.T, env []string, name string, args ...string) *process 
 	if !slices.Contains(args, "--dir") {
 		args = append(args, "--dir", t.TempDir())
 	}
-	cmd := exec.Command(name, append(args, "--port", "0")...)
+	if !slices.Contains(args, "--port") {
+		args = append(args, "--port", freePort(t))
+	}
+	cmd := exec.Command(name, args...)
 	cmd.Env = append(os.Environ(), env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -104,6 +109,33 @@ func startCmd(t *testing.T, env []string, name string, args ...string) *process 
 		t.Fatal("idserver not ready after 20s")
 	}
 	return p
+}
+
+// freePort returns a TCP port of 127.0.0.1 that was free a moment ago:
+// port 0 means no plain TCP to idserver, as to Redis.
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+}
+
+// metricsAddr is the metrics-addr the process logged it serves.
+func (p *process) metricsAddr(t *testing.T) string {
+	t.Helper()
+	for _, l := range p.lines() {
+		var line struct {
+			MetricsAddr string `json:"metrics_addr"`
+		}
+		if json.Unmarshal([]byte(l), &line) == nil && line.MetricsAddr != "" {
+			return line.MetricsAddr
+		}
+	}
+	t.Fatalf("no metrics_addr in the log:\n%s", strings.Join(p.lines(), "\n"))
+	return ""
 }
 
 func (p *process) lines() []string {
@@ -194,19 +226,7 @@ func TestWarningsRateLimited(t *testing.T) {
 
 func TestBinaryMetrics(t *testing.T) {
 	p := start(t, nil, "--metrics-addr", "127.0.0.1:0")
-	var metricsAddr string
-	for _, l := range p.lines() {
-		var line struct {
-			Message     string
-			MetricsAddr string `json:"metrics_addr"`
-		}
-		if json.Unmarshal([]byte(l), &line) == nil && line.MetricsAddr != "" {
-			metricsAddr = line.MetricsAddr
-		}
-	}
-	if metricsAddr == "" {
-		t.Fatalf("no metrics_addr in the log:\n%s", strings.Join(p.lines(), "\n"))
-	}
+	metricsAddr := p.metricsAddr(t)
 	c := redis.NewClient(&redis.Options{Addr: p.addr})
 	defer c.Close()
 	if err := c.Do(context.Background(), "MGETID", 7).Err(); err != nil {

@@ -180,7 +180,7 @@ func runToExit(t *testing.T, args ...string) (string, int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if !slices.Contains(args, "--port") {
-		args = append(args, "--port", "0")
+		args = append(args, "--port", freePort(t))
 	}
 	cmd := exec.CommandContext(ctx, binary, args...)
 	out, err := cmd.CombinedOutput()

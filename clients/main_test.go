@@ -12,9 +12,11 @@ package clients
 import (
 	"bufio"
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -37,11 +39,23 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// freePort returns a TCP port of 127.0.0.1 that was free a moment ago:
+// port 0 means no plain TCP to idserver, as to Redis.
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+}
+
 // startServer runs idserver with args on a free port of 127.0.0.1 until
 // the test ends, and returns its address.
 func startServer(t *testing.T, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(binary, append(args, "--dir", t.TempDir(), "--port", "0")...)
+	cmd := exec.Command(binary, append(args, "--dir", t.TempDir(), "--port", freePort(t))...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -28,7 +29,14 @@ import (
 // prefixed with IDSERVER_, in the environment.
 type Config struct {
 	Bind string `key:"bind" default:"127.0.0.1" usage:"address to listen on"`
-	Port int    `key:"port" default:"6551" usage:"TCP port; 0 picks a free one"`
+	Port int    `key:"port" default:"6551" usage:"TCP port; 0 = no plain TCP (tls-port only)"`
+
+	ProtectedMode  string `key:"protected-mode" default:"yes" usage:"yes: while requirepass is empty, serve only loopback clients (others get -DENIED), as Redis does; no: serve anyone"`
+	TLSPort        int    `key:"tls-port" default:"0" usage:"TLS port; 0 = no TLS"`
+	TLSCertFile    string `key:"tls-cert-file" default:"" usage:"the server's certificate chain (PEM), for tls-port"`
+	TLSKeyFile     string `key:"tls-key-file" default:"" usage:"the private key of tls-cert-file (PEM)"`
+	TLSCACertFile  string `key:"tls-ca-cert-file" default:"" usage:"CA certificates (PEM) that client certificates must chain to"`
+	TLSAuthClients string `key:"tls-auth-clients" default:"yes" usage:"yes: TLS clients must present a certificate from tls-ca-cert-file; optional: checked if presented; no: not asked for"`
 
 	ServerID    int   `key:"server-id" default:"0" usage:"this server's id, 0 .. 2^id-range - 1"`
 	IDRange     int   `key:"id-range" default:"2" usage:"bits of the server-id field"`
@@ -62,6 +70,9 @@ type Config struct {
 
 	// File is the config file that was read, "" if none.
 	File string
+	// CheckReady is --check-ready: probe the running server's /readyz at
+	// metrics-addr instead of starting one.
+	CheckReady bool
 }
 
 // OutputLimit is client-output-buffer-limit for normal clients, written as
@@ -204,6 +215,7 @@ func Load(args []string) (*Config, error) {
 	fs.SortFlags = false
 	file := fs.String("config", "", "redis.conf-style file to read")
 	showVersion := fs.Bool("version", false, "print the version, commit and Go version, and exit")
+	checkReady := fs.Bool("check-ready", false, "ask the server this configuration describes whether it is ready (GET /readyz at metrics-addr): exit 0 if so, 1 if not; for container health checks")
 	for _, f := range fields {
 		fs.Var(&flagValue{s: f.def, typ: f.typ()}, f.key, f.usage)
 		fs.Lookup(f.key).DefValue = f.def
@@ -253,7 +265,7 @@ func Load(args []string) (*Config, error) {
 		}
 	}
 
-	c := &Config{File: *file}
+	c := &Config{File: *file, CheckReady: *checkReady}
 	rv := reflect.ValueOf(c).Elem()
 	for _, f := range fields {
 		if err := set(rv.Field(f.index), f, v.GetString(f.key)); err != nil {
@@ -333,13 +345,15 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-func (c *Config) validate() error {
-	inRange := func(key string, v, lo, hi int64) error {
-		if v < lo || v > hi {
-			return fmt.Errorf("%s %d out of range %d..%d", key, v, lo, hi)
-		}
-		return nil
+// inRange checks that the value v of key is within lo..hi.
+func inRange(key string, v, lo, hi int64) error {
+	if v < lo || v > hi {
+		return fmt.Errorf("%s %d out of range %d..%d", key, v, lo, hi)
 	}
+	return nil
+}
+
+func (c *Config) validate() error {
 	layout := idgen.Layout{IDBits: c.IDRange, ShardBits: c.ShardRange, RandomBits: c.RandomRange}
 	nowMs := time.Now().UnixMilli()
 	checks := []func() error{
@@ -350,6 +364,8 @@ func (c *Config) validate() error {
 			return nil
 		},
 		func() error { return inRange("port", int64(c.Port), 0, 65535) },
+		func() error { return oneOf("protected-mode", c.ProtectedMode, "yes", "no") },
+		c.validateTLS,
 		layout.Validate,
 		func() error {
 			if c.ServerID < 0 || int64(c.ServerID) > layout.MaxServerID() {
@@ -400,20 +416,8 @@ func (c *Config) validate() error {
 			}
 			return nil
 		},
-		func() error {
-			switch c.GetIDReply {
-			case "auto", "integer", "string":
-				return nil
-			}
-			return fmt.Errorf("getid-reply %q must be one of auto, integer, string", c.GetIDReply)
-		},
-		func() error {
-			switch c.EnableDebugCommand {
-			case "no", "yes", "local":
-				return nil
-			}
-			return fmt.Errorf("enable-debug-command %q must be one of no, yes, local", c.EnableDebugCommand)
-		},
+		func() error { return oneOf("getid-reply", c.GetIDReply, "auto", "integer", "string") },
+		func() error { return oneOf("enable-debug-command", c.EnableDebugCommand, "no", "yes", "local") },
 		func() error {
 			if c.DebugClockOffset != 0 && c.EnableDebugCommand == "no" {
 				return fmt.Errorf("debug-clock-offset-ms %d needs enable-debug-command yes or local", c.DebugClockOffset.Milliseconds())
@@ -426,18 +430,45 @@ func (c *Config) validate() error {
 			}
 			return nil
 		},
-		func() error {
-			switch c.LogLevel {
-			case "debug", "verbose", "notice", "warning":
-				return nil
-			}
-			return fmt.Errorf("loglevel %q must be one of debug, verbose, notice, warning", c.LogLevel)
-		},
+		func() error { return oneOf("loglevel", c.LogLevel, "debug", "verbose", "notice", "warning") },
 	}
 	for _, check := range checks {
 		if err := check(); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// oneOf checks that the value v of key is one of allowed.
+func oneOf(key, v string, allowed ...string) error {
+	if slices.Contains(allowed, v) {
+		return nil
+	}
+	return fmt.Errorf("%s %q must be one of %s", key, v, strings.Join(allowed, ", "))
+}
+
+// validateTLS checks the ports and the TLS keys together, as Redis does at
+// start: a TLS port needs a certificate and its key, and a CA to check
+// client certificates against unless it asks for none.
+func (c *Config) validateTLS() error {
+	if err := inRange("tls-port", int64(c.TLSPort), 0, 65535); err != nil {
+		return err
+	}
+	if err := oneOf("tls-auth-clients", c.TLSAuthClients, "yes", "no", "optional"); err != nil {
+		return err
+	}
+	switch {
+	case c.Port == 0 && c.TLSPort == 0:
+		return errors.New("port and tls-port are both 0: there is nothing to listen on")
+	case c.Port == c.TLSPort:
+		return fmt.Errorf("port and tls-port are both %d", c.Port)
+	case c.TLSPort == 0:
+		return nil
+	case c.TLSCertFile == "" || c.TLSKeyFile == "":
+		return fmt.Errorf("tls-port %d needs tls-cert-file and tls-key-file", c.TLSPort)
+	case c.TLSAuthClients != "no" && c.TLSCACertFile == "":
+		return fmt.Errorf("tls-auth-clients %s needs tls-ca-cert-file to check client certificates against (or tls-auth-clients no)", c.TLSAuthClients)
 	}
 	return nil
 }

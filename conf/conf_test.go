@@ -24,7 +24,7 @@ func writeFile(t *testing.T, text string) string {
 
 func defaults() Config {
 	return Config{
-		Bind: "127.0.0.1", Port: 6551,
+		Bind: "127.0.0.1", Port: 6551, ProtectedMode: "yes", TLSAuthClients: "yes",
 		ServerID: 0, IDRange: 2, ShardRange: 9, RandomRange: 10, Epoch: 1420041600000,
 		MaxLead: 5 * time.Second, MaxWait: 100 * time.Millisecond,
 		MGetIDMax: 10000, GetIDReply: "auto", MaxClients: 10000, Timeout: 0, GoMaxProcs: 1,
@@ -108,6 +108,14 @@ func TestInvalid(t *testing.T) {
 		{[]string{"--port", "70000"}, "invalid config: port 70000 out of range 0..65535"},
 		{[]string{"--port", "abc"}, `invalid config: port "abc": not an integer`},
 		{[]string{"--bind", " "}, "invalid config: bind must not be empty"},
+		{[]string{"--protected-mode", "off"}, `invalid config: protected-mode "off" must be one of yes, no`},
+		{[]string{"--port", "0"}, "invalid config: port and tls-port are both 0: there is nothing to listen on"},
+		{[]string{"--tls-port", "6551"}, "invalid config: port and tls-port are both 6551"},
+		{[]string{"--tls-port", "70000"}, "invalid config: tls-port 70000 out of range 0..65535"},
+		{[]string{"--tls-port", "6552"}, "invalid config: tls-port 6552 needs tls-cert-file and tls-key-file"},
+		{[]string{"--tls-port", "6552", "--tls-cert-file", "c", "--tls-key-file", "k"}, "invalid config: tls-auth-clients yes needs tls-ca-cert-file"},
+		{[]string{"--tls-port", "6552", "--tls-cert-file", "c", "--tls-key-file", "k", "--tls-auth-clients", "optional"}, "invalid config: tls-auth-clients optional needs tls-ca-cert-file"},
+		{[]string{"--tls-auth-clients", "maybe"}, `invalid config: tls-auth-clients "maybe" must be one of yes, no, optional`},
 		{[]string{"--id-range", "3"}, "invalid config: id-range 3 + shard-range 9 + random-range 10 = 22, must be 21"},
 		{[]string{"--id-range", "21", "--shard-range", "0", "--random-range", "0"}, "invalid config: id-range 21 out of range 0..20"},
 		{[]string{"--shard-range", "0", "--random-range", "19"}, "invalid config: shard-range 0 out of range 1..21"},

@@ -425,21 +425,11 @@ func (g *Generator) reserve(n int64, mayWait bool) (int64, uint64, error) {
 			g.stats.LastStep = time.Duration(g.lastNow-now) * time.Millisecond
 		}
 		g.lastNow = now
-		// The unit before the batch: the last issued, or the one before the
-		// clock's first. Checked before any +1: at shard-range 21 the last
-		// unit is the largest int64, and last+1 would wrap round to repeat
-		// IDs (and so would now<<21 past the end).
-		prev := max(g.last, max(now, 0)<<g.layout.ShardBits-1)
-		if now >= 1<<TimeBits || prev > g.maxUnit-n {
+		first, endMs, lead, err := g.place(now, n)
+		if err != nil {
 			g.mu.Unlock()
-			return 0, 0, g.overflow(n)
+			return 0, 0, err
 		}
-		first := prev + 1
-		end := first + n - 1
-		endMs := end >> g.layout.ShardBits
-		// Until the clock passes the floor, count the lead from the floor:
-		// the jump a restart makes to its reservation is not borrowing.
-		lead := endMs - max(now, g.floor)
 		if lead > g.maxLeadMs {
 			// The clock must reach endMs - maxLead: the floor does not
 			// move, so behind it the wait is longer than the excess lead.
@@ -447,11 +437,7 @@ func (g *Generator) reserve(n int64, mayWait bool) (int64, uint64, error) {
 			if g.maxWaitMs < 0 || waited+wait > g.maxWaitMs {
 				g.stats.Refused++
 				g.mu.Unlock()
-				return 0, 0, &LeadError{
-					Lead:       time.Duration(lead) * time.Millisecond,
-					Max:        time.Duration(g.maxLeadMs) * time.Millisecond,
-					RetryAfter: time.Duration(wait) * time.Millisecond,
-				}
+				return 0, 0, g.leadError(lead, wait)
 			}
 			if !mayWait {
 				g.mu.Unlock()
@@ -483,7 +469,7 @@ func (g *Generator) reserve(n int64, mayWait bool) (int64, uint64, error) {
 			}
 			continue
 		}
-		g.last = end
+		g.last = first + n - 1
 		k := g.next
 		g.next += uint64(n)
 		g.stats.Issued += uint64(n)
@@ -495,6 +481,58 @@ func (g *Generator) reserve(n int64, mayWait bool) (int64, uint64, error) {
 		}
 		g.mu.Unlock()
 		return first, k, nil
+	}
+}
+
+// place finds where n IDs would go with the clock at now: their first
+// unit, the time field of the last, and that field's lead over the clock.
+// It fails where they would pass the end of the time field. g.mu is held.
+func (g *Generator) place(now, n int64) (first, endMs, lead int64, err error) {
+	// The unit before the batch: the last issued, or the one before the
+	// clock's first. Checked before any +1: at shard-range 21 the last
+	// unit is the largest int64, and last+1 would wrap round to repeat
+	// IDs (and so would now<<21 past the end).
+	prev := max(g.last, max(now, 0)<<g.layout.ShardBits-1)
+	if now >= 1<<TimeBits || prev > g.maxUnit-n {
+		return 0, 0, 0, g.overflow(n)
+	}
+	first = prev + 1
+	endMs = (first + n - 1) >> g.layout.ShardBits
+	// Until the clock passes the floor, count the lead from the floor:
+	// the jump a restart makes to its reservation is not borrowing.
+	return first, endMs, endMs - max(now, g.floor), nil
+}
+
+// Ready reports whether a call for one ID would be answered now without
+// waiting: nil, or the error it would get (ErrClosed, the end of the time
+// field, a *LeadError, ErrNotReserved). It issues and counts nothing.
+// Readiness probes ask it.
+func (g *Generator) Ready() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return ErrClosed
+	}
+	now := g.now()
+	_, endMs, lead, err := g.place(now, 1)
+	switch {
+	case err != nil:
+		return err
+	case lead > g.maxLeadMs:
+		return g.leadError(lead, endMs-g.maxLeadMs-now)
+	case endMs >= g.ceiling:
+		return ErrNotReserved
+	}
+	return nil
+}
+
+// leadError is the error for a call whose IDs would lead the clock by
+// lead ms, which could be issued after waiting wait ms.
+func (g *Generator) leadError(lead, wait int64) *LeadError {
+	return &LeadError{
+		Lead:       time.Duration(lead) * time.Millisecond,
+		Max:        time.Duration(g.maxLeadMs) * time.Millisecond,
+		RetryAfter: time.Duration(wait) * time.Millisecond,
 	}
 }
 

@@ -740,3 +740,44 @@ func TestRetryAfterBehindTheFloor(t *testing.T) {
 		t.Fatalf("slept %dms: no wait within max-wait can help", c.slept.Load())
 	}
 }
+
+// TestReadyAgreesWithNext: Ready says a call for one ID would be answered
+// exactly when one is, and with the error it gets: behind a floor at the
+// lead bound, at the ceiling, at the end of the time field, after Close.
+func TestReadyAgreesWithNext(t *testing.T) {
+	l := Layout{IDBits: 2, ShardBits: 4, RandomBits: 15}
+	g, c := newFake(t, Settings{Layout: l, Floor: 60_000, Ceiling: 60_020, MaxLead: 10 * time.Millisecond, MaxWait: -1}, 0)
+	check := func(what string, want error) {
+		t.Helper()
+		ready := g.Ready()
+		if !errors.Is(ready, want) && !(want == nil && ready == nil) {
+			t.Fatalf("%s: Ready() = %v, want %v", what, ready, want)
+		}
+		_, err := g.TryNext()
+		if (err == nil) != (ready == nil) || err != nil && err.Error() != ready.Error() {
+			t.Fatalf("%s: Ready() = %v but TryNext() = %v", what, ready, err)
+		}
+	}
+	check("a restart 60 s ahead, within the lead bound", nil)
+	if err := g.NextN(make([]int64, 11<<l.ShardBits-2)); err != nil { // the rest of the budget but one
+		t.Fatal(err)
+	}
+	check("the last ID of the budget", nil)
+	check("past the budget, 60 s ahead of the clock", ErrLeadExceeded)
+	var le *LeadError
+	if errors.As(g.Ready(), &le); le == nil || le.RetryAfter != 60_001*time.Millisecond {
+		t.Fatalf("Ready() = %v, want a LeadError with RetryAfter 60001ms", g.Ready())
+	}
+
+	c.ms.Add(60_020)
+	check("the clock at the ceiling", ErrNotReserved)
+	g.Raise(70_000)
+	check("ceiling raised", nil)
+
+	c.ms.Store(testEpoch.UnixMilli() + 1<<TimeBits)
+	check("clock at the end of the time field", ErrOverflow)
+	g.Close()
+	if err := g.Ready(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("after Close: Ready() = %v", err)
+	}
+}

@@ -1,10 +1,13 @@
-// Package metrics exposes idserver's generator and server counters to
-// Prometheus. Values are read when scraped, so the request path pays
-// nothing for them.
+// Package metrics is idserver's HTTP side, on metrics-addr: Prometheus
+// metrics at /metrics (read when scraped, so the request path pays nothing
+// for them), /healthz and /readyz for probes, and profiles at
+// /debug/pprof/.
 package metrics
 
 import (
+	"fmt"
 	"net/http"
+	"net/http/pprof"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,16 +18,42 @@ import (
 	"github.com/idserver/idserver/respserver"
 )
 
-// Handler serves the metrics of gen and srv, plus Go runtime and process
-// metrics, in Prometheus's text format.
-func Handler(gen *idgen.Generator, srv *respserver.Server, version string) http.Handler {
+// Options are what the HTTP side reports on.
+type Options struct {
+	Generator *idgen.Generator
+	Server    *respserver.Server
+	Version   string
+	// Ready says whether a GETID would be answered now, and if not why.
+	Ready func() error
+}
+
+// New returns the handler of metrics-addr.
+func New(o Options) http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		&collector{gen: gen, srv: srv, version: version},
+		&collector{gen: o.Generator, srv: o.Server, version: o.Version},
 	)
-	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	// Liveness: the process serves HTTP. Restarting a server whose IDs
+	// are refused for a while (a clock set back) would not help it.
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "OK")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := o.Ready(); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintln(w, "not ready:", err)
+			return
+		}
+		fmt.Fprintln(w, "OK")
+	})
+	// Profiles of the live server, for performance work (go tool pprof).
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	return mux
 }
 
 func desc(name, help string, labels ...string) *prometheus.Desc {

@@ -385,6 +385,27 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return nil
 }
 
+// ErrShuttingDown is Ready's answer once Close or Shutdown has begun.
+var ErrShuttingDown = errors.New("shutting down")
+
+// Ready reports whether a GETID would be answered now: nil, or why not
+// (not serving yet, shutting down, or the generator's reason).
+func (s *Server) Ready() error {
+	s.mu.Lock()
+	serving, closed := s.serving, s.closed
+	s.mu.Unlock()
+	switch {
+	case closed:
+		return ErrShuttingDown
+	case !serving:
+		return errors.New("not serving yet")
+	}
+	if err := s.gen.Ready(); err != nil {
+		return fmt.Errorf("GETID would get -%s", replyText(err))
+	}
+	return nil
+}
+
 // Stats are a Server's connection and command counters since New.
 type Stats struct {
 	Clients     int64  // connected now
