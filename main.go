@@ -90,15 +90,12 @@ func run(args []string) int {
 		return 1
 	}
 	defer store.Close()
-	ln, metricsLn, err := listen(cfg)
+	lns, err := listen(cfg)
 	if err != nil {
 		log.Error().Err(err).Msg("cannot listen")
 		return 1
 	}
-	defer ln.Close()
-	if metricsLn != nil {
-		defer metricsLn.Close()
-	}
+	defer lns.close()
 	keeper, err := reservation.Start(gen, store, identity, cfg.ReserveAhead, log)
 	if err != nil {
 		log.Error().Err(err).Msg("refusing to start: cannot write the reservation (is dir writable?)")
@@ -120,12 +117,19 @@ func run(args []string) int {
 		default:
 		}
 	})
-	if metricsLn != nil {
+	if lns.metrics != nil {
 		h := metrics.New(metrics.Options{Generator: gen, Server: srv, Version: version, Ready: srv.Ready})
-		defer serveMetrics(metricsLn, h, log)()
+		defer serveMetrics(lns.metrics, h, log)()
 	}
-	log.Info().
-		Str("addr", ln.Addr().String()).
+	logProtectedMode(cfg, log)
+	ready := log.Info()
+	if lns.plain != nil {
+		ready.Str("addr", lns.plain.Addr().String())
+	}
+	if lns.tls != nil {
+		ready.Str("tls_addr", lns.tls.Addr().String())
+	}
+	ready.
 		Int("server_id", cfg.ServerID).
 		Str("layout", fmt.Sprintf("id-range %d shard-range %d random-range %d", cfg.IDRange, cfg.ShardRange, cfg.RandomRange)).
 		Int64("epoch_ms", cfg.Epoch).
@@ -134,7 +138,7 @@ func run(args []string) int {
 		Str("version", version).
 		Msg("idserver ready")
 
-	if !serveUntilStopped(srv, ln, stopRequested, log) || !persist() {
+	if !serveUntilStopped(srv, lns, stopRequested, log) || !persist() {
 		return 1
 	}
 	log.Info().Str("state_file", store.Path()).Msg("reservation written; bye")
@@ -182,17 +186,14 @@ func openState(cfg *conf.Config, identity reservation.State, log zerolog.Logger)
 	return store, gen, nil
 }
 
-// listen takes the client port and, if set, the metrics address.
-func listen(cfg *conf.Config) (ln, metricsLn net.Listener, err error) {
-	ln, err = net.Listen("tcp", net.JoinHostPort(cfg.Bind, strconv.Itoa(cfg.Port)))
-	if err != nil || cfg.MetricsAddr == "" {
-		return ln, nil, err
+// logProtectedMode warns when protected mode will refuse every client
+// that is not on loopback although the server listens beyond it: a
+// container's clients, for one.
+func logProtectedMode(cfg *conf.Config, log zerolog.Logger) {
+	if ip := net.ParseIP(cfg.Bind); cfg.ProtectedMode == "yes" && cfg.RequirePass == "" && (ip == nil || !ip.IsLoopback()) {
+		log.Warn().Str("bind", cfg.Bind).
+			Msg("protected mode: no requirepass is set, so only loopback clients are served (others get -DENIED); set requirepass, or protected-mode no on a trusted network")
 	}
-	if metricsLn, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
-		ln.Close()
-		return nil, nil, fmt.Errorf("metrics-addr: %w", err)
-	}
-	return ln, metricsLn, nil
 }
 
 // getIDReply maps getid-reply's values, which conf checked.
@@ -201,15 +202,16 @@ var getIDReply = map[string]respserver.GetIDReply{"auto": respserver.GetIDAuto, 
 // newServer is the protocol server for cfg.
 func newServer(cfg *conf.Config, log zerolog.Logger, gen *idgen.Generator, persistence func() [][2]string, shutdown func()) *respserver.Server {
 	return respserver.New(respserver.Options{
-		Generator:   gen,
-		Logger:      log,
-		Version:     version,
-		MGetIDMax:   cfg.MGetIDMax,
-		GetIDReply:  getIDReply[cfg.GetIDReply],
-		RequirePass: cfg.RequirePass,
-		MaxClients:  cfg.MaxClients,
-		IdleTimeout: cfg.Timeout,
-		Limits:      resplimit.Limits{MaxBulkLen: cfg.ProtoMaxBulkLen, MaxMultibulkLen: cfg.ProtoMaxMultibulkLen},
+		Generator:     gen,
+		Logger:        log,
+		Version:       version,
+		MGetIDMax:     cfg.MGetIDMax,
+		GetIDReply:    getIDReply[cfg.GetIDReply],
+		RequirePass:   cfg.RequirePass,
+		MaxClients:    cfg.MaxClients,
+		ProtectedMode: cfg.ProtectedMode == "yes",
+		IdleTimeout:   cfg.Timeout,
+		Limits:        resplimit.Limits{MaxBulkLen: cfg.ProtoMaxBulkLen, MaxMultibulkLen: cfg.ProtoMaxMultibulkLen},
 		Output: respserver.OutputLimits{
 			Soft:    int(cfg.ClientOutputBufferLimit.Soft),
 			Hard:    int(cfg.ClientOutputBufferLimit.Hard),
@@ -222,11 +224,19 @@ func newServer(cfg *conf.Config, log zerolog.Logger, gen *idgen.Generator, persi
 	})
 }
 
-// serveUntilStopped serves ln until SIGINT, SIGTERM or SHUTDOWN, then
+// serveUntilStopped serves lns until SIGINT, SIGTERM or SHUTDOWN, then
 // stops gracefully. It reports false if the server stopped by itself.
-func serveUntilStopped(srv *respserver.Server, ln net.Listener, stopRequested <-chan struct{}, log zerolog.Logger) bool {
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+func serveUntilStopped(srv *respserver.Server, lns *listeners, stopRequested <-chan struct{}, log zerolog.Logger) bool {
+	served := make(chan error, 2)
+	serving := 0
+	if lns.plain != nil {
+		serving++
+		go func() { served <- srv.Serve(lns.plain) }()
+	}
+	if lns.tls != nil {
+		serving++
+		go func() { served <- srv.ServeTLS(lns.tls, lns.tlsConfig) }()
+	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	select {
@@ -236,6 +246,7 @@ func serveUntilStopped(srv *respserver.Server, ln net.Listener, stopRequested <-
 		log.Info().Msg("shutting down")
 	case err := <-served:
 		log.Error().Err(err).Msg("server stopped")
+		srv.Close()
 		return false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -243,7 +254,9 @@ func serveUntilStopped(srv *respserver.Server, ln net.Listener, stopRequested <-
 	if err := srv.Shutdown(ctx); err != nil {
 		log.Warn().Err(err).Msg("dropped clients that did not finish in time")
 	}
-	<-served
+	for range serving {
+		<-served
+	}
 	return true
 }
 

@@ -25,7 +25,15 @@ import (
 // binary is the idserver built once for these tests.
 var binary string
 
+// builtBinary names the binary to a copy of the tests that re-runs itself
+// in a network namespace (see inNamespace), so that it need not build it
+// again.
+const builtBinary = "CLIENTS_TEST_IDSERVER"
+
 func TestMain(m *testing.M) {
+	if binary = os.Getenv(builtBinary); binary != "" {
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "idserver-clients")
 	if err != nil {
 		panic(err)
@@ -55,7 +63,20 @@ func freePort(t *testing.T) string {
 // the test ends, and returns its address.
 func startServer(t *testing.T, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(binary, append(args, "--dir", t.TempDir(), "--port", freePort(t))...)
+	return runServer(t, append(args, "--port", freePort(t))...).Addr
+}
+
+// ready is what the "idserver ready" line says of the addresses.
+type ready struct {
+	Addr    string // plain TCP
+	TLSAddr string `json:"tls_addr"`
+}
+
+// runServer runs idserver with args until the test ends and returns its
+// addresses once it is ready.
+func runServer(t *testing.T, args ...string) ready {
+	t.Helper()
+	cmd := exec.Command(binary, append(args, "--dir", t.TempDir())...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +88,7 @@ func startServer(t *testing.T, args ...string) string {
 		cmd.Process.Kill()
 		cmd.Wait()
 	})
-	ready := make(chan string, 1)
+	readyc := make(chan ready, 1)
 	var log []string
 	done := make(chan struct{})
 	go func() {
@@ -75,21 +96,24 @@ func startServer(t *testing.T, args ...string) string {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			log = append(log, sc.Text())
-			var line struct{ Message, Addr string }
+			var line struct {
+				Message string
+				ready
+			}
 			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Message == "idserver ready" {
-				ready <- line.Addr
+				readyc <- line.ready
 			}
 		}
 	}()
 	select {
-	case addr := <-ready:
-		return addr
+	case r := <-readyc:
+		return r
 	case <-done:
 		t.Fatalf("idserver exited before it was ready:\n%s", strings.Join(log, "\n"))
 	case <-time.After(20 * time.Second):
 		t.Fatal("idserver not ready after 20s")
 	}
-	return ""
+	return ready{}
 }
 
 // need returns the path of a client program, or skips the test without

@@ -40,6 +40,7 @@ type client struct {
 	inExec bool         // EXEC is running tx: its commands take txIDs
 	txIDs  []int64      // the IDs EXEC took for the transaction, not yet used
 
+	tls   *tlsConn // nil for plain TCP
 	scan  resplimit.Scanner
 	in    []byte   // read but not yet run: an unfinished command, or what came while busy
 	out   []byte   // replies not yet written
@@ -91,6 +92,11 @@ func (e *events) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	if e.s.closed { // Shutdown began after admit: it never saw this gc
 		return nil, gnet.Close
 	}
+	if c.tls != nil {
+		// Requests sent right behind the handshake may be read already:
+		// nothing on the socket would trigger OnTraffic for them.
+		gc.Wake(nil)
+	}
 	return nil, gnet.None
 }
 
@@ -108,6 +114,14 @@ func (e *events) OnTraffic(gc gnet.Conn) gnet.Action {
 	data, _ := gc.Next(-1) // gnet's read buffer, valid until we return
 	if len(data) > 0 {
 		c.active.Store(e.s.tick.Load())
+	}
+	if c.tls != nil {
+		var err error
+		if data, err = c.tls.open(data); err != nil {
+			// A bad record, an alert or close_notify: the stream is over.
+			e.s.log.Debug().Err(err).Str("client", c.addr).Msg("TLS connection ends")
+			return gnet.Close
+		}
 	}
 	if c.bad != nil || c.quit {
 		return gnet.None // what follows a violation is not read
@@ -149,13 +163,7 @@ func (s *Server) serve(c *client, gc gnet.Conn, data []byte) gnet.Action {
 			c.quit = true
 		}
 	}
-	if len(c.out) > 0 {
-		gc.Write(c.out) // what the socket does not take at once, gnet copies
-		c.out = c.out[:0]
-		if cap(c.out) > keepBuf {
-			c.out = nil
-		}
-	}
+	c.send(gc)
 	if c.busy {
 		go s.finish(c, gc)
 		return gnet.None
@@ -164,6 +172,22 @@ func (s *Server) serve(c *client, gc gnet.Conn, data []byte) gnet.Action {
 		return gnet.Close // gnet writes what is still buffered first
 	}
 	return gnet.None
+}
+
+// send writes c.out, in one write.
+func (c *client) send(gc gnet.Conn) {
+	out := c.out
+	if c.tls != nil {
+		out = c.tls.seal(c.out)
+		c.tls.shrink()
+	}
+	if len(out) > 0 {
+		gc.Write(out) // what the socket does not take at once, gnet copies
+	}
+	c.out = c.out[:0]
+	if cap(c.out) > keepBuf {
+		c.out = nil
+	}
 }
 
 // runCommands runs the commands in buf, which holds whole ones only, until

@@ -80,7 +80,7 @@ func (r *fdReserve) refusePending(ln net.Listener) bool {
 	}
 	nc, err := ln.Accept()
 	if err == nil {
-		r.s.refuse(nc, errNoFDs)
+		r.s.refuse(nc, nil, errNoFDs)
 		r.refused()
 	}
 	r.retake() // after the refused socket is closed
@@ -91,7 +91,7 @@ func (r *fdReserve) refusePending(ln net.Listener) bool {
 // makes room for that.
 func (r *fdReserve) handOver(nc net.Conn) {
 	r.release()
-	if err := r.s.admit(nc); outOfFDs(err) {
+	if err := r.s.admit(nc, nil); outOfFDs(err) {
 		r.s.rejected.Add(1) // gnet has closed it already
 		r.refused()
 	}

@@ -263,7 +263,7 @@ func TestCloseDuringShutdown(t *testing.T) {
 // throughout.
 func TestHardLimitWhileWaiting(t *testing.T) {
 	s, a, b, _, _ := startWaiting(t, Options{Output: OutputLimits{Hard: 1 << 20}}, encode("MGETID", "1000"))
-	addr := s.ln.Addr().String()
+	addr := s.lns[0].Addr().String()
 	flood := []byte(strings.Repeat(encode("PING"), 1<<14)) // 224 KiB
 	sent := 0
 	for ; sent < 4<<20; sent += len(flood) {

@@ -16,6 +16,7 @@ package respserver
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -42,12 +43,15 @@ type Options struct {
 	Logger    zerolog.Logger
 	Version   string // idserver's own version, shown in INFO
 
-	MGetIDMax   int              // largest MGETID count; zero means 10000
-	GetIDReply  GetIDReply       // how GETID replies; zero means GetIDAuto
-	RequirePass string           // password for AUTH; empty means none
-	MaxClients  int              // zero means 10000; lowered to fit the open files limit
-	IdleTimeout time.Duration    // close clients idle this long; zero means never
-	Limits      resplimit.Limits // zero fields mean 64 KiB bulks, 1024 elements
+	MGetIDMax   int        // largest MGETID count; zero means 10000
+	GetIDReply  GetIDReply // how GETID replies; zero means GetIDAuto
+	RequirePass string     // password for AUTH; empty means none
+	// ProtectedMode serves only loopback clients while RequirePass is
+	// empty; others get Redis's -DENIED reply.
+	ProtectedMode bool
+	MaxClients    int              // zero means 10000; lowered to fit the open files limit
+	IdleTimeout   time.Duration    // close clients idle this long; zero means never
+	Limits        resplimit.Limits // zero fields mean 64 KiB bulks, 1024 elements
 	// Output bounds what a client that does not read its replies may
 	// hold in the server. Zero fields mean no limit.
 	Output OutputLimits
@@ -87,6 +91,10 @@ type Server struct {
 	errors      atomic.Uint64
 	limitClosed atomic.Uint64 // clients closed at their output limits
 	limitLog    limiter
+	handshakes  atomic.Int64  // TLS handshakes under way
+	tlsFailed   atomic.Uint64 // TLS handshakes that failed
+	tlsLog      limiter
+	deniedLog   limiter
 	heldMu      sync.Mutex
 	held        map[*client]gnet.Conn // clients whose commands wait for their replies to drain
 	heldSignal  chan struct{}         // a client was held
@@ -94,7 +102,7 @@ type Server struct {
 	mu      sync.Mutex
 	serving bool
 	closed  bool
-	ln      net.Listener
+	lns     []net.Listener
 	eng     *gnet.Client // the event loops; set by Serve
 	conns   map[*client]struct{}
 	done    chan struct{} // closed by Close or Shutdown
@@ -140,44 +148,36 @@ func New(opts Options) *Server {
 
 // Serve answers clients on ln until Close or Shutdown. It always returns a
 // non-nil error: ErrServerClosed after Close or Shutdown, once they have
-// finished with the clients.
-func (s *Server) Serve(ln net.Listener) error {
+// finished with the clients. Serve and ServeTLS may each be called for
+// any number of listeners; all share the event loops.
+func (s *Server) Serve(ln net.Listener) error { return s.serveOn(ln, nil) }
+
+// ServeTLS is Serve for a listener whose clients speak TLS, with cfg.
+func (s *Server) ServeTLS(ln net.Listener, cfg *tls.Config) error { return s.serveOn(ln, cfg) }
+
+func (s *Server) serveOn(ln net.Listener, cfg *tls.Config) error {
 	s.mu.Lock()
-	if s.closed || s.serving {
+	if s.closed {
 		s.mu.Unlock()
 		ln.Close()
-		if s.serving {
-			return errors.New("respserver: Serve called twice")
-		}
 		return ErrServerClosed
 	}
-	loops := max(runtime.GOMAXPROCS(0), 1)
-	eng, err := gnet.NewClient(&events{s: s},
-		gnet.WithNumEventLoop(loops),
-		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
-		gnet.WithLogger(gnetLogger{s.log}))
-	if err == nil {
-		err = eng.Start()
-	}
-	if err != nil {
+	if err := s.startLoops(); err != nil {
 		s.mu.Unlock()
 		ln.Close()
-		return fmt.Errorf("respserver: start event loops: %w", err)
+		return err
 	}
-	s.serving, s.ln, s.eng = true, ln, eng
-	s.loops.Store(int64(loops))
-	if a, ok := ln.Addr().(*net.TCPAddr); ok {
+	s.lns = append(s.lns, ln)
+	if a, ok := ln.Addr().(*net.TCPAddr); ok && cfg == nil {
 		s.port.Store(int64(a.Port))
 	}
 	s.mu.Unlock()
-	go s.watch()
-	go s.wakeHeld()
 
 	// Accepting runs on its own goroutine: handing a connection to a loop
 	// waits for the loop, and a loop stopped meanwhile must not keep Serve
 	// from returning.
 	accepted := make(chan error, 1)
-	go func() { accepted <- s.accept(ln) }()
+	go func() { accepted <- s.accept(ln, cfg) }()
 	select {
 	case err := <-accepted:
 		if err != nil {
@@ -189,9 +189,33 @@ func (s *Server) Serve(ln net.Listener) error {
 	return ErrServerClosed
 }
 
+// startLoops starts the event loops, once; s.mu is held.
+func (s *Server) startLoops() error {
+	if s.serving {
+		return nil
+	}
+	loops := max(runtime.GOMAXPROCS(0), 1)
+	eng, err := gnet.NewClient(&events{s: s},
+		gnet.WithNumEventLoop(loops),
+		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
+		gnet.WithLogger(gnetLogger{s.log}))
+	if err == nil {
+		err = eng.Start()
+	}
+	if err != nil {
+		return fmt.Errorf("respserver: start event loops: %w", err)
+	}
+	s.serving, s.eng = true, eng
+	s.loops.Store(int64(loops))
+	go s.watch()
+	go s.wakeHeld()
+	return nil
+}
+
 // accept takes connections from ln until it is closed (then it returns
-// nil) or fails for good.
-func (s *Server) accept(ln net.Listener) error {
+// nil) or fails for good. With cfg, each one's TLS handshake runs on a
+// goroutine of its own before it is admitted.
+func (s *Server) accept(ln net.Listener, cfg *tls.Config) error {
 	fds := newFDReserve(s)
 	defer fds.release()
 	var backoff time.Duration
@@ -222,7 +246,34 @@ func (s *Server) accept(ln net.Listener) error {
 			continue
 		}
 		backoff = 0
+		if cfg != nil {
+			go s.admitTLS(nc, cfg)
+			continue
+		}
 		fds.handOver(nc)
+	}
+}
+
+// admitTLS does nc's TLS handshake and admits it.
+func (s *Server) admitTLS(nc net.Conn, cfg *tls.Config) {
+	if s.handshakes.Add(1)+s.clients.Load() > int64(s.opts.MaxClients) {
+		s.handshakes.Add(-1)
+		s.rejected.Add(1) // closed unanswered: a reply before the handshake would be noise to it
+		nc.Close()
+		return
+	}
+	t, err := handshake(nc, cfg)
+	s.handshakes.Add(-1)
+	if err != nil {
+		s.tlsFailed.Add(1)
+		if ok, skipped := s.tlsLog.allow(); ok {
+			s.log.Warn().Err(err).Str("client", nc.RemoteAddr().String()).Uint64("also_failed", skipped).Msg("TLS handshake failed")
+		}
+		nc.Close()
+		return
+	}
+	if err := s.admit(nc, t); err != nil {
+		s.log.Debug().Err(err).Str("client", nc.RemoteAddr().String()).Msg("TLS connection not served")
 	}
 }
 
@@ -237,22 +288,65 @@ func transient(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// refuse answers a connection it will not serve with reply and closes it.
-func (s *Server) refuse(nc net.Conn, reply string) {
+// Replies to connections refused before they are served.
+const (
+	errMaxClients = "-ERR max number of clients reached\r\n"
+	// errDenied is Redis 7's protected-mode reply, with the remedies
+	// idserver has (it has no CONFIG SET).
+	errDenied = "-DENIED idserver is running in protected mode because protected mode is enabled and no password is set for the default user. " +
+		"In this mode connections are only accepted from the loopback interface. " +
+		"If you want to connect from external computers to idserver you may adopt one of the following solutions: " +
+		"1) Just disable protected mode by editing the idserver configuration file, and setting the protected mode option to 'no', and then restarting the server, " +
+		"however MAKE SURE idserver is not publicly accessible from internet if you do so. " +
+		"2) If you started the server manually just for testing, restart it with the '--protected-mode no' option. " +
+		"3) Set up an authentication password for the default user (requirepass). " +
+		"NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside.\r\n"
+)
+
+// refuse answers a connection it will not serve with reply (through TLS
+// if t is set) and closes it.
+func (s *Server) refuse(nc net.Conn, t *tlsConn, reply string) {
 	s.rejected.Add(1)
 	nc.SetWriteDeadline(time.Now().Add(time.Second))
-	nc.Write([]byte(reply))
+	if t != nil {
+		t.tc.Write([]byte(reply))
+	} else {
+		nc.Write([]byte(reply))
+	}
 	nc.Close()
 }
 
-// admit hands a new connection to an event loop, or refuses it. It returns
-// the error of the hand-over, if it failed.
-func (s *Server) admit(nc net.Conn) error {
-	if s.clients.Load() >= int64(s.opts.MaxClients) {
-		s.refuse(nc, "-ERR max number of clients reached\r\n")
+// denied reports whether protected mode refuses a client from addr: no
+// password is set and the client is not on loopback, as in Redis.
+func (s *Server) denied(addr net.Addr) bool {
+	if !s.opts.ProtectedMode || s.opts.RequirePass != "" {
+		return false
+	}
+	a, ok := addr.(*net.TCPAddr)
+	return ok && !a.IP.IsLoopback()
+}
+
+// admit hands a new connection to an event loop, or refuses it. t is its
+// TLS state, nil for plain TCP. It returns the error of the hand-over, if
+// it failed.
+func (s *Server) admit(nc net.Conn, t *tlsConn) error {
+	switch {
+	case s.clients.Load() >= int64(s.opts.MaxClients):
+		s.refuse(nc, t, errMaxClients)
+		return nil
+	case s.denied(nc.RemoteAddr()):
+		s.refuse(nc, t, errDenied)
+		if ok, skipped := s.deniedLog.allow(); ok {
+			s.log.Warn().Str("client", nc.RemoteAddr().String()).Uint64("also_denied", skipped).
+				Msg("protected mode: refused a client that is not on loopback (set requirepass, or protected-mode no)")
+		}
 		return nil
 	}
 	c := s.newClient(nc.RemoteAddr().String(), nc.LocalAddr().String())
+	if t != nil {
+		t.detach()
+		c.tls = t
+	}
 	// Registered under the lock Shutdown takes, so it either sees this
 	// client or the client's OnOpen sees the server closed.
 	s.mu.Lock()
@@ -328,8 +422,8 @@ func (s *Server) markClosed() (conns []*client, ok bool) {
 	}
 	s.closed = true
 	close(s.done)
-	if s.ln != nil {
-		s.ln.Close()
+	for _, ln := range s.lns {
+		ln.Close()
 	}
 	for c := range s.conns {
 		conns = append(conns, c)

@@ -18,6 +18,7 @@ command -v redis-cli >/dev/null && command -v redis-benchmark >/dev/null || need
 command -v redis-server >/dev/null || need+=(redis-server)
 command -v script >/dev/null || need+=(bsdutils)
 command -v gcc >/dev/null || need+=(gcc)
+command -v ip >/dev/null || need+=(iproute2) # protected-mode tests: a second loopback address
 /usr/bin/python3 -c 'import redis' 2>/dev/null || need+=(python3-redis)
 command -v node >/dev/null && command -v npm >/dev/null || need+=(nodejs npm)
 if [ ${#need[@]} -gt 0 ]; then

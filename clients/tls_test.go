@@ -1,0 +1,253 @@
+package clients
+
+import (
+	"bufio"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"io"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// pki is a CA, a server certificate for 127.0.0.1 and a client
+// certificate it signed, and a client certificate of another CA, as PEM
+// files in dir.
+type pki struct {
+	dir      string
+	roots    *x509.CertPool
+	client   tls.Certificate
+	stranger tls.Certificate // signed by a CA the server does not know
+}
+
+// file is the path of a PEM file of p.
+func (p pki) file(name string) string { return filepath.Join(p.dir, name) }
+
+func newPKI(t *testing.T) pki {
+	t.Helper()
+	p := pki{dir: t.TempDir(), roots: x509.NewCertPool()}
+	ca, caKey := issue(t, p, "ca", nil, nil)
+	p.roots.AddCert(ca)
+	issue(t, p, "server", ca, caKey)
+	issue(t, p, "client", ca, caKey)
+	other, otherKey := issue(t, p, "other-ca", nil, nil)
+	issue(t, p, "stranger", other, otherKey)
+	var err error
+	if p.client, err = tls.LoadX509KeyPair(p.file("client.crt"), p.file("client.key")); err != nil {
+		t.Fatal(err)
+	}
+	if p.stranger, err = tls.LoadX509KeyPair(p.file("stranger.crt"), p.file("stranger.key")); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// issue writes name.crt and name.key: a CA's when parent is nil, else a
+// leaf for 127.0.0.1 and remoteIP signed by parent.
+func issue(t *testing.T, p pki, name string, parent *x509.Certificate, parentKey *ecdsa.PrivateKey) (*x509.Certificate, *ecdsa.PrivateKey) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
+	tmpl := &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: name},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.ParseIP(remoteIP)},
+	}
+	if parent == nil {
+		tmpl.IsCA, tmpl.BasicConstraintsValid = true, true
+		tmpl.KeyUsage |= x509.KeyUsageCertSign
+		parent, parentKey = tmpl, key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writePEM(t, p.file(name+".crt"), "CERTIFICATE", der)
+	writePEM(t, p.file(name+".key"), "EC PRIVATE KEY", keyDER)
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert, key
+}
+
+func writePEM(t *testing.T, path, typ string, der []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startTLS runs idserver with TLS only (port 0) and extra args, and
+// returns the TLS address.
+func startTLS(t *testing.T, p pki, args ...string) string {
+	t.Helper()
+	r := runServer(t, append([]string{"--port", "0", "--tls-port", freePort(t),
+		"--tls-cert-file", p.file("server.crt"), "--tls-key-file", p.file("server.key"),
+		"--tls-ca-cert-file", p.file("ca.crt")}, args...)...)
+	if r.Addr != "" || r.TLSAddr == "" {
+		t.Fatalf("port 0 and a tls-port: ready with addr %q and tls_addr %q, want TLS only", r.Addr, r.TLSAddr)
+	}
+	return r.TLSAddr
+}
+
+// tlsClient is go-redis on its defaults, over TLS with cert (none if
+// nil), which it sends whoever the server says it trusts.
+func tlsClient(t *testing.T, p pki, addr string, cert *tls.Certificate) *redis.Client {
+	t.Helper()
+	cfg := &tls.Config{RootCAs: p.roots}
+	if cert != nil {
+		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return cert, nil }
+	}
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, TLSConfig: cfg})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// TestTLS: with port 0 and a tls-port, idserver serves TLS only: go-redis
+// (pipelines of whole and split records, a reply of many records),
+// redis-cli --tls and redis-benchmark --tls get exact IDs.
+func TestTLS(t *testing.T) {
+	p := newPKI(t)
+	addr := startTLS(t, p)
+	ctx := context.Background()
+	c := tlsClient(t, p, addr, &p.client)
+	var ids []int64
+	for range 20 {
+		pipe := c.Pipeline()
+		cmds := make([]*redis.Cmd, 1000)
+		for i := range cmds {
+			cmds[i] = pipe.Do(ctx, "GETID")
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, cmd := range cmds {
+			id, err := cmd.Int64()
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, id)
+		}
+	}
+	many, err := c.Do(ctx, "MGETID", 10000).Int64Slice() // about 200 KB: a dozen records
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkIncreasing(t, append(ids, many...))
+
+	cli := need(t, "redis-cli", "apt install redis-tools")
+	tlsArgs := append(cliConn(t, addr), "--tls", "--cacert", p.file("ca.crt"), "--cert", p.file("client.crt"), "--key", p.file("client.key"))
+	out, code := runClientTool(t, "", cli, append(tlsArgs, "GETID")...)
+	if id, err := strconv.ParseInt(strings.TrimSpace(out), 10, 64); code != 0 || err != nil || id <= many[len(many)-1] {
+		t.Fatalf("redis-cli --tls GETID: exit %d, %q; want an ID above %d", code, out, many[len(many)-1])
+	}
+	bench := need(t, "redis-benchmark", "apt install redis-tools")
+	out, code = runClientTool(t, "", bench, append(tlsArgs, "-n", "20000", "-c", "10", "-P", "16", "-q", "GETID")...)
+	if code != 0 || !strings.Contains(out, "GETID: ") || !strings.Contains(out, "requests per second") {
+		t.Fatalf("redis-benchmark --tls: exit %d, %q", code, out)
+	}
+}
+
+// checkIncreasing fails unless ids increase strictly.
+func checkIncreasing(t *testing.T, ids []int64) {
+	t.Helper()
+	for i := 1; i < len(ids); i++ {
+		if ids[i] <= ids[i-1] {
+			t.Fatalf("id %d: %d after %d", i, ids[i], ids[i-1])
+		}
+	}
+}
+
+// TestTLSRefusesPlainText: a plain-text command on the TLS port gets no
+// reply, only the close.
+func TestTLSRefusesPlainText(t *testing.T) {
+	addr := startTLS(t, newPKI(t))
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(15 * time.Second))
+	if _, err := nc.Write([]byte("PING\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := io.ReadAll(nc); len(got) != 0 || err != nil {
+		t.Fatalf("plain text on the TLS port: read %q, %v; want the close and nothing else", got, err)
+	}
+}
+
+// TestTLSAuthClients: tls-auth-clients yes needs a certificate from
+// tls-ca-cert-file, optional checks one only if sent, no asks for none.
+func TestTLSAuthClients(t *testing.T) {
+	p := newPKI(t)
+	for _, tt := range []struct {
+		mode                  string
+		none, ours, strangers bool
+	}{
+		{mode: "yes", none: false, ours: true, strangers: false},
+		{mode: "optional", none: true, ours: true, strangers: false},
+		{mode: "no", none: true, ours: true, strangers: true},
+	} {
+		addr := startTLS(t, p, "--tls-auth-clients", tt.mode)
+		for _, c := range []struct {
+			who  string
+			cert *tls.Certificate
+			want bool
+		}{{"no certificate", nil, tt.none}, {"our CA's", &p.client, tt.ours}, {"another CA's", &p.stranger, tt.strangers}} {
+			err := tlsClient(t, p, addr, c.cert).Ping(context.Background()).Err()
+			if (err == nil) != c.want {
+				t.Errorf("tls-auth-clients %s, a client with %s certificate: PING: %v; want served %v", tt.mode, c.who, err, c.want)
+			}
+		}
+	}
+}
+
+// TestTLSRequestsBehindTheHandshake: commands a client sends right behind
+// its side of the handshake, which the server may read with the
+// handshake's last message, are answered.
+func TestTLSRequestsBehindTheHandshake(t *testing.T) {
+	p := newPKI(t)
+	addr := startTLS(t, p)
+	for i := range 100 {
+		tc, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: p.roots, Certificates: []tls.Certificate{p.client}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := tc.Write([]byte("PING\r\nECHO x\r\n")); err != nil {
+			t.Fatal(err)
+		}
+		r := bufio.NewReader(tc)
+		for _, want := range []string{"+PONG\r\n", "$1\r\n", "x\r\n"} {
+			if line, err := r.ReadString('\n'); line != want {
+				t.Fatalf("connection %d: read %q, %v; want %q", i, line, err, want)
+			}
+		}
+		tc.Close()
+	}
+}

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+
+	"github.com/idserver/idserver/conf"
+)
+
+// listeners are the addresses a server serves: plain TCP (port), TLS
+// (tls-port) and HTTP (metrics-addr); each nil when off.
+type listeners struct {
+	plain, tls, metrics net.Listener
+	tlsConfig           *tls.Config
+}
+
+// listen takes every address of cfg, or none: on an error, those already
+// taken are let go.
+func listen(cfg *conf.Config) (*listeners, error) {
+	l := &listeners{}
+	var err error
+	if cfg.TLSPort != 0 {
+		if l.tlsConfig, err = tlsConfig(cfg); err != nil {
+			return nil, err
+		}
+	}
+	take := func(port int, what string) net.Listener {
+		if port == 0 || err != nil {
+			return nil
+		}
+		var ln net.Listener
+		if ln, err = net.Listen("tcp", net.JoinHostPort(cfg.Bind, strconv.Itoa(port))); err != nil {
+			err = fmt.Errorf("%s: %w", what, err)
+		}
+		return ln
+	}
+	l.plain = take(cfg.Port, "port")
+	l.tls = take(cfg.TLSPort, "tls-port")
+	if cfg.MetricsAddr != "" && err == nil {
+		if l.metrics, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
+			err = fmt.Errorf("metrics-addr: %w", err)
+		}
+	}
+	if err != nil {
+		l.close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// close lets every address go.
+func (l *listeners) close() {
+	for _, ln := range []net.Listener{l.plain, l.tls, l.metrics} {
+		if ln != nil {
+			ln.Close()
+		}
+	}
+}
+
+// clientAuth maps tls-auth-clients, which conf checked.
+var clientAuth = map[string]tls.ClientAuthType{
+	"yes":      tls.RequireAndVerifyClientCert,
+	"optional": tls.VerifyClientCertIfGiven,
+	"no":       tls.NoClientCert,
+}
+
+// tlsConfig reads the certificate, its key and the CA of cfg. As in
+// Redis, TLS 1.2 and 1.3 are offered.
+func tlsConfig(cfg *conf.Config) (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("tls-cert-file %s, tls-key-file %s: %w", cfg.TLSCertFile, cfg.TLSKeyFile, err)
+	}
+	tc := &tls.Config{
+		Certificates: []tls.Certificate{cert},
+		MinVersion:   tls.VersionTLS12,
+		ClientAuth:   clientAuth[cfg.TLSAuthClients],
+	}
+	if cfg.TLSCACertFile != "" {
+		pem, err := os.ReadFile(cfg.TLSCACertFile)
+		if err != nil {
+			return nil, fmt.Errorf("tls-ca-cert-file: %w", err)
+		}
+		tc.ClientCAs = x509.NewCertPool()
+		if !tc.ClientCAs.AppendCertsFromPEM(pem) {
+			return nil, errors.New("tls-ca-cert-file " + cfg.TLSCACertFile + ": no PEM certificate in it")
+		}
+	}
+	return tc, nil
+}
