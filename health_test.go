@@ -5,10 +5,14 @@ import (
 	"io"
 	"net/http"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idserver/idserver/idgen"
@@ -87,4 +91,90 @@ func TestCheckReadyNoServer(t *testing.T) {
 	if code, out := runCheckReady(t, ""); code != 1 || !strings.Contains(out, "needs metrics-addr") {
 		t.Fatalf("no metrics-addr: exit %d, %q", code, out)
 	}
+}
+
+// TestEveryInfoFieldIsAMetric walks INFO clients, stats, persistence and
+// idgen: every numeric field is at /metrics as idserver_<field>, without
+// Redis's "total_" prefix, in seconds where INFO has _ms or _usec, and
+// with _total and type counter where it only grows, and it has INFO's
+// value: between those of two INFOs taken around the scrape, give or take
+// the milliseconds between them for the time fields. Every command that
+// ran has a latency histogram.
+func TestEveryInfoFieldIsAMetric(t *testing.T) {
+	p := start(t, nil, "--metrics-addr", "127.0.0.1:0")
+	c := redis.NewClient(&redis.Options{Addr: p.addr})
+	defer c.Close()
+	ctx := context.Background()
+	if err := c.Do(ctx, "MGETID", 100).Err(); err != nil {
+		t.Fatal(err)
+	}
+	sections := []string{"clients", "stats", "persistence", "idgen"}
+	before, began := infoFields(t, c, sections...), time.Now()
+	code, body := get(t, "http://"+p.metricsAddr(t)+"/metrics")
+	slack := float64(time.Since(began).Milliseconds() + 1)
+	after := infoFields(t, c, sections...)
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(strings.NewReader(body))
+	if code != 200 || err != nil {
+		t.Fatalf("/metrics: %d, %v", code, err)
+	}
+	for _, f := range before {
+		v1, err := strconv.ParseFloat(f.value, 64)
+		if err != nil {
+			continue // text: os, state_file, time_field_end
+		}
+		v2, _ := strconv.ParseFloat(after[f.index].value, 64)
+		base, scale, fieldSlack := "idserver_"+strings.TrimPrefix(f.name, "total_"), 1.0, 0.0
+		for suffix, s := range map[string]float64{"_ms": 1e-3, "_usec": 1e-6} {
+			if strings.HasSuffix(base, suffix) {
+				base, scale, fieldSlack = strings.TrimSuffix(base, suffix)+"_seconds", s, slack/(s*1000)
+			}
+		}
+		gauge, counter := fams[base], fams[base+"_total"]
+		var m float64
+		switch {
+		case gauge != nil && counter == nil && gauge.GetType() == dto.MetricType_GAUGE:
+			m = gauge.Metric[0].GetGauge().GetValue()
+		case counter != nil && gauge == nil && counter.GetType() == dto.MetricType_COUNTER:
+			m = counter.Metric[0].GetCounter().GetValue()
+		default:
+			t.Errorf("INFO %s: no one gauge %s or counter %s_total at /metrics", f.name, base, base)
+			continue
+		}
+		if m /= scale; m < min(v1, v2)-fieldSlack || m > max(v1, v2)+fieldSlack {
+			t.Errorf("INFO %s is %v then %v, but /metrics has %v (in INFO's unit)", f.name, v1, v2, m)
+		}
+	}
+	counts := map[string]uint64{}
+	for _, m := range fams["idserver_command_duration_seconds"].GetMetric() {
+		counts[m.GetLabel()[0].GetValue()] = m.GetHistogram().GetSampleCount()
+	}
+	if counts["mgetid"] != 1 || counts["info"] < 1 {
+		t.Errorf("latency histograms count %v; want mgetid 1 and info at least 1", counts)
+	}
+}
+
+// infoLine is one name:value line of INFO, and its place.
+type infoLine struct {
+	name, value string
+	index       int
+}
+
+// infoFields returns the fields of INFO's sections, in order.
+func infoFields(t *testing.T, c *redis.Client, sections ...string) []infoLine {
+	t.Helper()
+	text, err := c.Info(context.Background(), sections...).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fields []infoLine
+	for _, line := range strings.Split(text, "\r\n") {
+		if name, value, ok := strings.Cut(line, ":"); ok && !strings.HasPrefix(line, "#") {
+			fields = append(fields, infoLine{name, value, len(fields)})
+		}
+	}
+	if len(fields) < 20 {
+		t.Fatalf("INFO %v: only %d fields:\n%s", sections, len(fields), text)
+	}
+	return fields
 }

@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -29,6 +28,7 @@ import (
 	"github.com/idserver/idserver/reservation"
 	"github.com/idserver/idserver/resplimit"
 	"github.com/idserver/idserver/respserver"
+	"github.com/idserver/idserver/stats"
 )
 
 // version is idserver's version, shown in INFO.
@@ -111,7 +111,7 @@ func run(args []string) int {
 	defer persist()
 
 	stopRequested := make(chan struct{}, 1)
-	srv := newServer(cfg, log, gen, func() [][2]string { return persistenceInfo(store, gen, keeper) }, func() {
+	srv := newServer(cfg, log, gen, func() []stats.Field { return persistenceInfo(store, gen, keeper) }, func() {
 		select {
 		case stopRequested <- struct{}{}:
 		default:
@@ -200,7 +200,7 @@ func logProtectedMode(cfg *conf.Config, log zerolog.Logger) {
 var getIDReply = map[string]respserver.GetIDReply{"auto": respserver.GetIDAuto, "integer": respserver.GetIDInteger, "string": respserver.GetIDString}
 
 // newServer is the protocol server for cfg.
-func newServer(cfg *conf.Config, log zerolog.Logger, gen *idgen.Generator, persistence func() [][2]string, shutdown func()) *respserver.Server {
+func newServer(cfg *conf.Config, log zerolog.Logger, gen *idgen.Generator, persistence func() []stats.Field, shutdown func()) *respserver.Server {
 	return respserver.New(respserver.Options{
 		Generator:     gen,
 		Logger:        log,
@@ -261,16 +261,15 @@ func serveUntilStopped(srv *respserver.Server, lns *listeners, stopRequested <-c
 }
 
 // persistenceInfo is INFO's persistence section: the reservation.
-func persistenceInfo(store *reservation.FileStore, gen *idgen.Generator, keeper *reservation.Keeper) [][2]string {
+func persistenceInfo(store *reservation.FileStore, gen *idgen.Generator, keeper *reservation.Keeper) []stats.Field {
 	g, k := gen.Stats(), keeper.Stats()
-	epoch := gen.Epoch().UnixMilli()
-	return [][2]string{
-		{"state_file", store.Path()},
-		{"reserved_until_ms", strconv.FormatInt(epoch+g.Ceiling, 10)},
-		{"reserved_ahead_ms", strconv.FormatInt(g.Ceiling-gen.Now(), 10)},
-		{"reservation_saves", strconv.FormatUint(k.Saves, 10)},
-		{"reservation_save_failures", strconv.FormatUint(k.Failures, 10)},
-		{"last_save_usec", strconv.FormatInt(k.LastSave.Microseconds(), 10)},
+	return []stats.Field{
+		stats.T("state_file", store.Path()),
+		stats.G("reserved_until_ms", gen.Epoch().UnixMilli()+g.Ceiling, "The reservation on disk: no ID's time reaches it."),
+		stats.G("reserved_ahead_ms", g.Ceiling-gen.Now(), "How far the reservation on disk is ahead of the clock."),
+		stats.C("reservation_saves", k.Saves, "Reservations written to the state file."),
+		stats.C("reservation_save_failures", k.Failures, "Reservation writes that failed."),
+		stats.G("last_save_usec", k.LastSave.Microseconds(), "How long the last reservation write took."),
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"strconv"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/idserver/idserver/idgen"
 	"github.com/idserver/idserver/respserver"
+	"github.com/idserver/idserver/stats"
 )
 
 // Options are what the HTTP side reports on.
@@ -56,63 +58,68 @@ func New(o Options) http.Handler {
 	return mux
 }
 
-func desc(name, help string, labels ...string) *prometheus.Desc {
-	return prometheus.NewDesc("idserver_"+name, help, labels, nil)
-}
+// exported are the INFO sections /metrics exports, every numeric field of
+// them; the server's memory and process figures come from the Go and
+// process collectors (go_memstats_*, process_*).
+var exported = []string{"clients", "stats", "persistence", "idgen"}
 
 var (
-	infoDesc       = desc("info", "Layout and identity of this server (always 1).", "version", "server_id", "id_range", "shard_range", "random_range")
-	issuedDesc     = desc("ids_issued_total", "IDs issued.")
-	leadDesc       = desc("lead_seconds", "How far the last issued ID's time is ahead of the clock.")
-	maxLeadDesc    = desc("max_lead_seen_seconds", "The largest lead any issued ID had.")
-	borrowedDesc   = desc("borrowed_calls_total", "Requests that issued IDs ahead of the clock.")
-	stepsDesc      = desc("clock_steps_back_total", "Times the clock was seen to step backwards.")
-	waitsDesc      = desc("lead_waits_total", "Requests that waited for the clock at the lead bound.")
-	refusedDesc    = desc("lead_refusals_total", "Requests refused with -BUSY at the lead bound.")
-	clientsDesc    = desc("connected_clients", "Clients connected now.")
-	acceptedDesc   = desc("connections_received_total", "Connections accepted.")
-	rejectedDesc   = desc("rejected_connections_total", "Connections refused at maxclients or out of file descriptors.")
-	commandsDesc   = desc("commands_processed_total", "Commands processed.")
-	errorRepliesDs = desc("error_replies_total", "Error replies sent.")
-	heldDesc       = desc("clients_over_soft_limit", "Clients whose commands wait for their unsent replies to drain below the soft output limit.")
-	limitDesc      = desc("client_output_buffer_limit_disconnections_total", "Clients closed at client-output-buffer-limit.")
+	infoDesc = prometheus.NewDesc("idserver_info", "Version and layout of this server (always 1).",
+		[]string{"version", "server_id", "id_range", "shard_range", "random_range"}, nil)
+	latencyDesc = prometheus.NewDesc("idserver_command_duration_seconds",
+		"Time from a command's start to its reply, by command (waits at the lead bound included).", []string{"command"}, nil)
 )
 
-// collector reads the counters at scrape time.
+// collector reads the server's stats snapshot when scraped. It is
+// unchecked (Describe sends nothing): its metrics are INFO's fields.
 type collector struct {
 	gen     *idgen.Generator
 	srv     *respserver.Server
 	version string
 }
 
-// Describe sends the descriptions of every metric collect sends.
-func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{infoDesc, issuedDesc, leadDesc, maxLeadDesc, borrowedDesc, stepsDesc,
-		waitsDesc, refusedDesc, clientsDesc, acceptedDesc, rejectedDesc, commandsDesc, errorRepliesDs, heldDesc, limitDesc} {
-		ch <- d
-	}
-}
+// Describe sends nothing: the collector is unchecked.
+func (c *collector) Describe(chan<- *prometheus.Desc) {}
 
 // Collect sends the current values.
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
-	g, s, l := c.gen.Stats(), c.srv.Stats(), c.gen.Layout()
-	itoa := strconv.Itoa
-	send := func(d *prometheus.Desc, t prometheus.ValueType, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, t, v, labels...)
+	l, itoa := c.gen.Layout(), strconv.Itoa
+	ch <- prometheus.MustNewConstMetric(infoDesc, prometheus.GaugeValue, 1,
+		c.version, strconv.FormatInt(c.gen.ServerID(), 10), itoa(l.IDBits), itoa(l.ShardBits), itoa(l.RandomBits))
+	for _, sec := range c.srv.Snapshot(exported...) {
+		for _, f := range sec.Fields {
+			if f.Kind == stats.Text {
+				continue
+			}
+			name, scale := metricName(f)
+			kind := prometheus.GaugeValue
+			if f.Kind == stats.Counter {
+				kind = prometheus.CounterValue
+			}
+			ch <- prometheus.MustNewConstMetric(prometheus.NewDesc(name, f.Help, nil, nil), kind, float64(f.Num)*scale)
+		}
 	}
-	send(infoDesc, prometheus.GaugeValue, 1, c.version, strconv.FormatInt(c.gen.ServerID(), 10), itoa(l.IDBits), itoa(l.ShardBits), itoa(l.RandomBits))
-	send(issuedDesc, prometheus.CounterValue, float64(g.Issued))
-	send(leadDesc, prometheus.GaugeValue, g.Lead.Seconds())
-	send(maxLeadDesc, prometheus.GaugeValue, g.MaxLeadSeen.Seconds())
-	send(borrowedDesc, prometheus.CounterValue, float64(g.Borrowed))
-	send(stepsDesc, prometheus.CounterValue, float64(g.ClockSteps))
-	send(waitsDesc, prometheus.CounterValue, float64(g.Waits))
-	send(refusedDesc, prometheus.CounterValue, float64(g.Refused))
-	send(clientsDesc, prometheus.GaugeValue, float64(s.Clients))
-	send(acceptedDesc, prometheus.CounterValue, float64(s.Accepted))
-	send(rejectedDesc, prometheus.CounterValue, float64(s.Rejected))
-	send(commandsDesc, prometheus.CounterValue, float64(s.Commands))
-	send(errorRepliesDs, prometheus.CounterValue, float64(s.Errors))
-	send(heldDesc, prometheus.GaugeValue, float64(s.Held))
-	send(limitDesc, prometheus.CounterValue, float64(s.LimitClosed))
+	for _, h := range c.srv.Latencies() {
+		ch <- prometheus.MustNewConstHistogram(latencyDesc, h.Count, h.Sum, h.Buckets, h.Name)
+	}
+}
+
+// metricName is the Prometheus name of an INFO field, and the factor to
+// its base unit: idserver_<field>, without Redis's "total_" prefix, in
+// seconds rather than _ms or _usec, and with _total for a counter.
+func metricName(f stats.Field) (string, float64) {
+	name, scale := strings.TrimPrefix(f.Name, "total_"), 1.0
+	for _, u := range []struct {
+		suffix string
+		scale  float64
+	}{{"_ms", 1e-3}, {"_usec", 1e-6}, {"_in_seconds", 1}} {
+		if strings.HasSuffix(name, u.suffix) {
+			name, scale = strings.TrimSuffix(name, u.suffix)+"_seconds", u.scale
+			break
+		}
+	}
+	if f.Kind == stats.Counter {
+		name += "_total"
+	}
+	return "idserver_" + name, scale
 }

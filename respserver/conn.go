@@ -50,8 +50,9 @@ type client struct {
 	bad   error    // a framing violation, answered after the commands before it
 	quit  bool     // close once the replies are out
 
-	busy bool    // a command waits for its IDs on a goroutine
-	wait waiting // that command
+	busy  bool    // a command waits for its IDs on a goroutine
+	wait  waiting // that command
+	batch batch   // the commands run since the last read, for their latency
 
 	held   bool      // its unsent replies reached the soft limit: its commands wait
 	heldAt time.Time // since when
@@ -74,6 +75,43 @@ var errWait = errors.New("respserver: command must wait")
 type waiting struct {
 	n    int64
 	then func(c *client, ids []int64, err error) error
+
+	cmd   *command  // the command, for its latency
+	start time.Time // when it began
+}
+
+// batch is the commands that ran on one read (or wake) of a client,
+// whose replies go out in one write. Their latency is that of the batch,
+// from its start to that write, as the client sees it: timing the batch,
+// not each command, keeps the clock readings to two per read.
+type batch struct {
+	start time.Time
+	ran   []ran // consecutive runs of one command
+}
+
+type ran struct {
+	cmd *command
+	n   uint64
+}
+
+func (b *batch) add(cmd *command) {
+	if k := len(b.ran) - 1; k >= 0 && b.ran[k].cmd == cmd {
+		b.ran[k].n++
+		return
+	}
+	b.ran = append(b.ran, ran{cmd, 1})
+}
+
+// observe counts the batch's latency for each command in it, and empties it.
+func (b *batch) observe() {
+	if len(b.ran) == 0 {
+		return
+	}
+	d := time.Since(b.start)
+	for _, r := range b.ran {
+		r.cmd.latency.ObserveN(d, r.n)
+	}
+	b.ran = b.ran[:0]
 }
 
 // events is the gnet event handler: it runs on the event loops.
@@ -138,6 +176,7 @@ func (e *events) OnTraffic(gc gnet.Conn) gnet.Action {
 // their replies in one write. It keeps an unfinished command, and
 // everything after a command that must wait, in c.in.
 func (s *Server) serve(c *client, gc gnet.Conn, data []byte) gnet.Action {
+	c.batch.start = time.Now()
 	buf := data
 	if len(c.in) > 0 {
 		c.in = append(c.in, data...)
@@ -164,6 +203,7 @@ func (s *Server) serve(c *client, gc gnet.Conn, data []byte) gnet.Action {
 		}
 	}
 	c.send(gc)
+	c.batch.observe()
 	if c.busy {
 		go s.finish(c, gc)
 		return gnet.None
@@ -262,6 +302,7 @@ func (s *Server) finish(c *client, gc gnet.Conn) {
 			s.errors.Add(1)
 			c.writeError(replyText(err))
 		}
+		c.wait.cmd.latency.Observe(time.Since(c.wait.start))
 		c.wait = waiting{}
 		c.dropScratchIDs()
 		if s.serve(c, gc, nil) == gnet.Close {

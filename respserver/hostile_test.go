@@ -255,9 +255,11 @@ func BenchmarkHandle(b *testing.B) {
 			c := testClient(s)
 			cmd := []byte(encode(args...))
 			b.ReportAllocs()
-			for b.Loop() {
+			for b.Loop() { // as serve does for one read
+				c.batch.start = time.Now()
 				s.runCommands(c, cmd, math.MaxInt)
 				c.out = c.out[:0]
+				c.batch.observe()
 			}
 		})
 	}

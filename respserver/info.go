@@ -7,80 +7,99 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/idserver/idserver/stats"
 )
 
 // infoSections are INFO's sections in the order Redis prints them.
 var infoSections = []struct {
-	name  string
-	write func(s *Server, b *strings.Builder)
+	name, title string
+	fields      func(s *Server) []stats.Field
 }{
-	{"server", (*Server).infoServer},
-	{"clients", (*Server).infoClients},
-	{"memory", (*Server).infoMemory},
-	{"persistence", (*Server).infoPersistence},
-	{"stats", (*Server).infoStats},
-	{"keyspace", (*Server).infoKeyspace},
-	{"idgen", (*Server).infoIDGen},
+	{"server", "Server", (*Server).infoServer},
+	{"clients", "Clients", (*Server).infoClients},
+	{"memory", "Memory", (*Server).infoMemory},
+	{"persistence", "Persistence", (*Server).infoPersistence},
+	{"stats", "Stats", (*Server).infoStats},
+	{"keyspace", "Keyspace", (*Server).infoKeyspace},
+	{"idgen", "Idgen", (*Server).infoIDGen},
+}
+
+// Snapshot returns the named sections of INFO as of now (every section
+// for none): what INFO prints and /metrics exports.
+func (s *Server) Snapshot(names ...string) []stats.Section {
+	var secs []stats.Section
+	for _, sec := range infoSections {
+		if len(names) == 0 || slices.Contains(names, sec.name) {
+			secs = append(secs, stats.Section{Name: sec.name, Title: sec.title, Fields: sec.fields(s)})
+		}
+	}
+	return secs
 }
 
 // cmdInfo is INFO [section ...]; no section, "all", "default" or
 // "everything" mean every section, and an unknown one adds nothing, as in Redis.
 func cmdInfo(s *Server, c *client, args [][]byte) error {
-	want := map[string]bool{}
+	all := len(args) == 1
+	var names []string
 	for _, a := range args[1:] {
-		want[strings.ToLower(string(a))] = true
+		name := strings.ToLower(string(a))
+		all = all || name == "all" || name == "default" || name == "everything"
+		names = append(names, name)
 	}
-	all := len(want) == 0 || want["all"] || want["default"] || want["everything"]
+	if all {
+		names = nil
+	}
 	var b strings.Builder
-	for _, sec := range infoSections {
-		if all || want[sec.name] {
-			if b.Len() > 0 {
-				b.WriteString("\r\n")
-			}
-			sec.write(s, &b)
+	for i, sec := range s.Snapshot(names...) {
+		if i > 0 {
+			b.WriteString("\r\n")
+		}
+		b.WriteString("# " + sec.Title + "\r\n")
+		for _, f := range sec.Fields {
+			b.WriteString(f.Name + ":" + f.Value() + "\r\n")
 		}
 	}
 	c.writeVerbatim([]byte(b.String()))
 	return nil
 }
 
-func field(b *strings.Builder, name string, v any) {
-	fmt.Fprintf(b, "%s:%v\r\n", name, v)
-}
-
-func (s *Server) infoServer(b *strings.Builder) {
+func (s *Server) infoServer() []stats.Field {
 	up := time.Since(s.started)
-	b.WriteString("# Server\r\n")
-	field(b, "redis_version", RedisVersion)
-	field(b, "idserver_version", s.opts.Version)
-	field(b, "redis_mode", "standalone")
-	field(b, "os", runtime.GOOS+" "+runtime.GOARCH)
-	field(b, "go_version", runtime.Version())
-	field(b, "gomaxprocs", runtime.GOMAXPROCS(0))
-	field(b, "process_id", os.Getpid())
-	field(b, "event_loops", s.loops.Load())
-	field(b, "tcp_port", s.port.Load())
-	field(b, "uptime_in_seconds", int64(up.Seconds()))
-	field(b, "uptime_in_days", int64(up.Hours()/24))
+	return []stats.Field{
+		stats.T("redis_version", RedisVersion),
+		stats.T("idserver_version", s.opts.Version),
+		stats.T("redis_mode", "standalone"),
+		stats.T("os", runtime.GOOS+" "+runtime.GOARCH),
+		stats.T("go_version", runtime.Version()),
+		stats.G("gomaxprocs", int64(runtime.GOMAXPROCS(0)), "CPU cores the Go runtime runs on."),
+		stats.G("process_id", int64(os.Getpid()), "The process id."),
+		stats.G("event_loops", s.loops.Load(), "Event loops serving clients."),
+		stats.G("tcp_port", s.port.Load(), "The plain TCP port; 0: none."),
+		stats.G("uptime_in_seconds", int64(up.Seconds()), "Time since start."),
+		stats.G("uptime_in_days", int64(up.Hours()/24), "Time since start, in whole days."),
+	}
 }
 
-func (s *Server) infoClients(b *strings.Builder) {
-	b.WriteString("# Clients\r\n")
+func (s *Server) infoClients() []stats.Field {
 	st := s.Stats()
-	field(b, "connected_clients", st.Clients)
-	field(b, "blocked_clients", st.Blocked)
-	field(b, "clients_over_soft_limit", st.Held)
-	field(b, "maxclients", s.opts.MaxClients)
+	return []stats.Field{
+		stats.G("connected_clients", st.Clients, "Clients connected now."),
+		stats.G("blocked_clients", st.Blocked, "Clients whose command waits for its IDs (at the lead bound or for the reservation)."),
+		stats.G("clients_over_soft_limit", st.Held, "Clients whose commands wait for their unsent replies to drain below the soft output limit."),
+		stats.G("maxclients", int64(s.opts.MaxClients), "Most clients served at once."),
+	}
 }
 
 // infoMemory reports the Go runtime's memory as Redis reports its
 // allocator's: used_memory is what the runtime holds for the program
 // (total, less heap it has freed or returned to the OS), maxmemory is the
 // GOMEMLIMIT soft limit (0: none).
-func (s *Server) infoMemory(b *strings.Builder) {
+func (s *Server) infoMemory() []stats.Field {
 	samples := []metrics.Sample{
 		{Name: "/memory/classes/total:bytes"},
 		{Name: "/memory/classes/heap/free:bytes"},
@@ -93,15 +112,16 @@ func (s *Server) infoMemory(b *strings.Builder) {
 	if limit == math.MaxInt64 {
 		limit = 0
 	}
-	b.WriteString("# Memory\r\n")
-	field(b, "used_memory", used)
-	field(b, "used_memory_human", humanBytes(used))
-	field(b, "used_memory_rss", rss)
-	field(b, "used_memory_rss_human", humanBytes(rss))
-	field(b, "maxmemory", limit)
-	field(b, "maxmemory_human", humanBytes(uint64(limit)))
-	field(b, "maxmemory_policy", "noeviction")
-	field(b, "mem_allocator", "go-"+runtime.Version())
+	return []stats.Field{
+		stats.G("used_memory", int64(used), "Bytes the Go runtime holds for the program (heap in use, stacks, runtime)."),
+		stats.T("used_memory_human", humanBytes(used)),
+		stats.G("used_memory_rss", int64(rss), "Resident set size, bytes."),
+		stats.T("used_memory_rss_human", humanBytes(rss)),
+		stats.G("maxmemory", limit, "GOMEMLIMIT, bytes; 0: none."),
+		stats.T("maxmemory_human", humanBytes(uint64(limit))),
+		stats.T("maxmemory_policy", "noeviction"),
+		stats.T("mem_allocator", "go-"+runtime.Version()),
+	}
 }
 
 // residentBytes is the process's resident set size, from /proc; 0 where
@@ -134,49 +154,48 @@ func humanBytes(n uint64) string {
 }
 
 // infoKeyspace has no database lines: idserver has no keys.
-func (s *Server) infoKeyspace(b *strings.Builder) {
-	b.WriteString("# Keyspace\r\n")
-}
+func (s *Server) infoKeyspace() []stats.Field { return nil }
 
-func (s *Server) infoStats(b *strings.Builder) {
+func (s *Server) infoStats() []stats.Field {
 	st := s.Stats()
-	b.WriteString("# Stats\r\n")
-	field(b, "total_connections_received", st.Accepted)
-	field(b, "total_commands_processed", st.Commands)
-	field(b, "rejected_connections", st.Rejected)
-	field(b, "total_error_replies", st.Errors)
-	field(b, "client_output_buffer_limit_disconnections", st.LimitClosed)
-}
-
-func (s *Server) infoPersistence(b *strings.Builder) {
-	b.WriteString("# Persistence\r\n")
-	field(b, "loading", 0)
-	if s.opts.Persistence != nil {
-		for _, kv := range s.opts.Persistence() {
-			field(b, kv[0], kv[1])
-		}
+	return []stats.Field{
+		stats.C("total_connections_received", st.Accepted, "Connections accepted."),
+		stats.C("total_commands_processed", st.Commands, "Commands processed."),
+		stats.C("rejected_connections", st.Rejected, "Connections refused: at maxclients, out of file descriptors, by protected mode, or too many TLS handshakes under way."),
+		stats.C("total_error_replies", st.Errors, "Error replies sent."),
+		stats.C("client_output_buffer_limit_disconnections", st.LimitClosed, "Clients closed at client-output-buffer-limit."),
+		stats.C("tls_handshake_failures", st.TLSFailed, "TLS handshakes that failed (no or a bad client certificate, plain text on the TLS port, a timeout)."),
 	}
 }
 
-func (s *Server) infoIDGen(b *strings.Builder) {
+func (s *Server) infoPersistence() []stats.Field {
+	fields := []stats.Field{stats.G("loading", 0, "Always 0: idserver loads no dataset.")}
+	if s.opts.Persistence != nil {
+		fields = append(fields, s.opts.Persistence()...)
+	}
+	return fields
+}
+
+func (s *Server) infoIDGen() []stats.Field {
 	st := s.gen.Stats()
 	l := s.gen.Layout()
-	b.WriteString("# Idgen\r\n")
-	field(b, "server_id", s.gen.ServerID())
-	field(b, "id_range", l.IDBits)
-	field(b, "shard_range", l.ShardBits)
-	field(b, "random_range", l.RandomBits)
-	field(b, "epoch_ms", s.gen.Epoch().UnixMilli())
-	field(b, "time_field_end_ms", s.gen.End().UnixMilli())
-	field(b, "time_field_end", s.gen.End().UTC().Format(time.RFC3339))
-	field(b, "ids_issued", st.Issued)
-	field(b, "lead_ms", st.Lead.Milliseconds())
-	field(b, "max_lead_seen_ms", st.MaxLeadSeen.Milliseconds())
-	field(b, "borrowed_calls", st.Borrowed)
-	field(b, "clock_steps_back", st.ClockSteps)
-	field(b, "last_clock_step_ms", st.LastStep.Milliseconds())
-	field(b, "lead_waits", st.Waits)
-	field(b, "lead_refusals", st.Refused)
-	field(b, "unreserved_refusals", st.Unreserved)
-	field(b, "clock_offset_ms", s.gen.ClockOffset().Milliseconds())
+	return []stats.Field{
+		stats.G("server_id", s.gen.ServerID(), "This server's id."),
+		stats.G("id_range", int64(l.IDBits), "Bits of the server-id field."),
+		stats.G("shard_range", int64(l.ShardBits), "Bits of the shard field."),
+		stats.G("random_range", int64(l.RandomBits), "Bits of the random field."),
+		stats.G("epoch_ms", s.gen.Epoch().UnixMilli(), "The epoch of the time field."),
+		stats.G("time_field_end_ms", s.gen.End().UnixMilli(), "When the 42-bit time field runs out."),
+		stats.T("time_field_end", s.gen.End().UTC().Format(time.RFC3339)),
+		stats.C("ids_issued", st.Issued, "IDs issued."),
+		stats.G("lead_ms", st.Lead.Milliseconds(), "How far the last issued ID's time is ahead of the clock."),
+		stats.G("max_lead_seen_ms", st.MaxLeadSeen.Milliseconds(), "The largest lead any issued ID had."),
+		stats.C("borrowed_calls", st.Borrowed, "Requests that issued IDs ahead of the clock."),
+		stats.C("clock_steps_back", st.ClockSteps, "Times the clock was seen to step backwards."),
+		stats.G("last_clock_step_ms", st.LastStep.Milliseconds(), "The size of the latest backward clock step."),
+		stats.C("lead_waits", st.Waits, "Requests that waited for the clock at the lead bound."),
+		stats.C("lead_refusals", st.Refused, "Requests refused with -BUSY at the lead bound."),
+		stats.C("unreserved_refusals", st.Unreserved, "Requests refused with -BUSY because the reservation on disk did not advance in time."),
+		stats.G("clock_offset_ms", s.gen.ClockOffset().Milliseconds(), "The clock shift set by DEBUG CLOCK-OFFSET (tests)."),
+	}
 }

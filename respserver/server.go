@@ -31,6 +31,7 @@ import (
 
 	"github.com/idserver/idserver/idgen"
 	"github.com/idserver/idserver/resplimit"
+	"github.com/idserver/idserver/stats"
 )
 
 // RedisVersion is the Redis version idserver reports in HELLO and INFO:
@@ -59,7 +60,7 @@ type Options struct {
 	// Config lists the configuration for CONFIG GET; nil means none.
 	Config [][2]string
 	// Persistence lists the fields of INFO persistence; nil means none.
-	Persistence func() [][2]string
+	Persistence func() []stats.Field
 
 	// EnableDebug allows DEBUG and SHUTDOWN: "yes", "local" (loopback
 	// clients only), or "" / "no". SHUTDOWN is also allowed when
@@ -510,6 +511,7 @@ type Stats struct {
 	Commands    uint64 // commands processed
 	Errors      uint64 // error replies
 	LimitClosed uint64 // clients closed at their output limits
+	TLSFailed   uint64 // TLS handshakes that failed
 }
 
 // Stats returns the server's counters.
@@ -526,6 +528,7 @@ func (s *Server) Stats() Stats {
 		Commands:    s.commands.Load(),
 		Errors:      s.errors.Load(),
 		LimitClosed: s.limitClosed.Load(),
+		TLSFailed:   s.tlsFailed.Load(),
 	}
 }
 

@@ -3,6 +3,8 @@ package respserver
 import (
 	"slices"
 	"strings"
+
+	"github.com/idserver/idserver/stats"
 )
 
 // command is one entry of the command table: how dispatch runs it and how
@@ -20,6 +22,7 @@ type command struct {
 	noAuth  bool // runs before AUTH: the flag no_auth
 	control bool // runs at once inside MULTI instead of being queued
 	bySub   map[string]*command
+	latency stats.Latency // of the calls that ran, until their reply
 }
 
 // doc is what COMMAND DOCS tells about a command.
@@ -137,5 +140,27 @@ func (s *Server) dispatch(c *client, args [][]byte) error {
 	case err != nil:
 		return err
 	}
-	return cmd.run(s, c, args)
+	err = cmd.run(s, c, args)
+	if err == errWait { // finish observes it, once it has its IDs
+		c.wait.cmd, c.wait.start = cmd, c.batch.start
+		return err
+	}
+	c.batch.add(cmd)
+	return err
+}
+
+// Latencies returns the latency histogram of every command that ran.
+func (s *Server) Latencies() []stats.Histogram {
+	var hs []stats.Histogram
+	var walk func(cmds []*command)
+	walk = func(cmds []*command) {
+		for _, cmd := range cmds {
+			if h := cmd.latency.Read(cmd.name); h.Count > 0 {
+				hs = append(hs, h)
+			}
+			walk(cmd.subs)
+		}
+	}
+	walk(table)
+	return hs
 }

@@ -10,6 +10,8 @@
 #   MGETID 100 vs INCRBY k 100      how people reserve 100 IDs from a counter
 #   MGETID 100 vs LRANGE ids 0 99   a reply of the same shape: 100 bulks of 18 digits
 #   GETID vs INCR k, appendfsync always   the durable way people use INCR for IDs
+#   GETID vs INCR k over TLS        at -c 50 and -c 50 -P 16 (both servers with
+#                                   tls-auth-clients yes: a client certificate)
 # MGETID rows use a second idserver with id-range 2 shard-range 19
 # random-range 0 (the default layout caps a server at 512 IDs per ms).
 # Last, once: GETID -P 16 against a default-layout idserver with
@@ -27,10 +29,10 @@ cd "$(dirname "$0")/.."
 rounds=${1:-3}
 
 need=()
-for tool in redis-server redis-benchmark redis-cli; do command -v "$tool" >/dev/null || need+=("$tool"); done
+for tool in redis-server redis-benchmark redis-cli openssl; do command -v "$tool" >/dev/null || need+=("$tool"); done
 if [ ${#need[@]} -gt 0 ]; then
 	sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
-	$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq redis-server redis-tools >/dev/null
+	$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq redis-server redis-tools openssl >/dev/null
 fi
 
 tmp=$(mktemp -d)
@@ -51,6 +53,21 @@ wait_port() {
 }
 info() { redis-cli -p "$1" info "$2" | tr -d '\r' | awk -F: -v k="$3" '$1 == k { print $2 }'; }
 
+# A CA, and a server and a client certificate it signed, for the TLS rows.
+certs() {
+	local d=$tmp/tls
+	mkdir -p "$d"
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$d/ca.key" -out "$d/ca.crt" -days 1 -subj /CN=bench-ca 2>/dev/null
+	for who in server client; do
+		openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$d/$who.key" -out "$d/$who.csr" -subj "/CN=$who" 2>/dev/null
+		openssl x509 -req -in "$d/$who.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial -out "$d/$who.crt" -days 1 \
+			-extfile <(echo "subjectAltName=IP:127.0.0.1") 2>/dev/null
+	done
+}
+certs
+tls_server=(--tls-cert-file "$tmp/tls/server.crt" --tls-key-file "$tmp/tls/server.key" --tls-ca-cert-file "$tmp/tls/ca.crt")
+tls_client="--tls --cacert $tmp/tls/ca.crt --cert $tmp/tls/client.crt --key $tmp/tls/client.key"
+
 go build -o "$tmp/idserver" .
 start_idserver() { # port dir args...
 	local port=$1 dir=$2; shift 2
@@ -58,12 +75,14 @@ start_idserver() { # port dir args...
 	"$tmp/idserver" --port "$port" --dir "$dir" --loglevel warning "$@" 2>>"$tmp/idserver.log" & pids+=($!)
 	pid_of[$port]=$!
 }
-ip=$(free_port); wp=$(free_port); rp=$(free_port); ap=$(free_port); lp=$(free_port)
-start_idserver "$ip" "$tmp/default"
+ip=$(free_port); wp=$(free_port); rp=$(free_port); ap=$(free_port); lp=$(free_port); itp=$(free_port); rtp=$(free_port)
+start_idserver "$ip" "$tmp/default" --tls-port "$itp" "${tls_server[@]}"
+pid_of[$itp]=${pid_of[$ip]}
 start_idserver "$lp" "$tmp/limit" --max-lead-ms 500
 start_idserver "$wp" "$tmp/wide" --id-range 2 --shard-range 19 --random-range 0 --mgetid-max 100000
-redis-server --port "$rp" --bind 127.0.0.1 --save "" --appendonly no >"$tmp/redis.log" & pids+=($!)
+redis-server --port "$rp" --tls-port "$rtp" "${tls_server[@]}" --bind 127.0.0.1 --save "" --appendonly no >"$tmp/redis.log" & pids+=($!)
 pid_of[$rp]=$!
+pid_of[$rtp]=$!
 redis-server --port "$ap" --bind 127.0.0.1 --save "" --appendonly yes --appendfsync always --dir "$tmp" >"$tmp/aof.log" & pids+=($!)
 pid_of[$ap]=$!
 for p in "$ip" "$wp" "$rp" "$ap" "$lp"; do wait_port "$p"; done
@@ -91,6 +110,8 @@ rows=(
 	"MGETID 100 vs INCRBY k 100|wp|MGETID 100|rp|INCRBY k 100|-c 50|100000"
 	"MGETID 100 vs LRANGE 100|wp|MGETID 100|rp|LRANGE ids 0 99|-c 50|100000"
 	"GETID vs INCR appendfsync always|ip|GETID|ap|INCR k|-c 50|50000"
+	"GETID vs INCR, TLS -c 50|itp|GETID|rtp|INCR k|-c 50 $tls_client|200000"
+	"GETID vs INCR, TLS -c 50 -P 16|itp|GETID|rtp|INCR k|-c 50 -P 16 $tls_client|1000000"
 )
 
 # cpu_ticks PID prints the process's user + system CPU time in clock ticks.
@@ -119,7 +140,7 @@ for round in $(seq "$rounds"); do
 		for side in $order; do
 			if [ "$side" = id ]; then
 				echo "$i id $(bench "${!iv}" "$n" "$opts" $icmd)" >>"$results"
-				if [ -n "$bp" ]; then
+				if [ -n "$bp" ] && [ "$iv" != itp ]; then # the baseline may predate TLS
 					basev=bp; [ "$iv" = wp ] && basev=bwp
 					echo "$i base $(bench "${!basev}" "$n" "$opts" $icmd)" >>"$results"
 				fi
@@ -161,7 +182,7 @@ END {
 		for (i = 1; i <= c[r SUBSEP "id"]; i++) { x[i] = ratio["id", i]; y[i] = cratio["id", i] }
 		rid = median(x, c[r SUBSEP "id"]); cid = median(y, c[r SUBSEP "id"])
 		printf "%-34s %11.0f %6.3f %6.3f %6.2f %11.0f %6.3f %6.3f %6.2f %6.2f %6.2f", name[r+1], m["id"], q50["id"], q99["id"], us["id"], m["redis"], q50["redis"], q99["redis"], us["redis"], rid, cid
-		if (base) {
+		if (base && c[r SUBSEP "base"] > 0) {
 			for (i = 1; i <= c[r SUBSEP "base"]; i++) { x[i] = ratio["base", i]; y[i] = cratio["base", i] }
 			printf " %11.0f %6.2f %6.2f %6.2f", m["base"], us["base"], median(x, c[r SUBSEP "base"]), median(y, c[r SUBSEP "base"])
 		}

@@ -1,0 +1,96 @@
+// Package stats is the one snapshot of idserver's figures that INFO prints
+// and /metrics exports, so the two cannot disagree or drift apart: a field
+// added to INFO is a metric too.
+package stats
+
+import (
+	"math/bits"
+	"strconv"
+	"sync/atomic"
+	"time"
+)
+
+// Kind says what a field's value is, and so how it is exported.
+type Kind uint8
+
+// Kinds of fields.
+const (
+	Text    Kind = iota // not a number: INFO only
+	Gauge               // a number that goes up and down
+	Counter             // a number that only goes up
+)
+
+// Field is one line of INFO, name:value. Numbers are in the unit their
+// name ends with (_ms, _usec, _seconds), or a plain count.
+type Field struct {
+	Name string
+	Kind Kind
+	Num  int64  // for Gauge and Counter
+	Text string // for Text
+	Help string // what it is, for the metric's HELP
+}
+
+// Value is the field as INFO prints it.
+func (f Field) Value() string {
+	if f.Kind == Text {
+		return f.Text
+	}
+	return strconv.FormatInt(f.Num, 10)
+}
+
+// Section is one section of INFO.
+type Section struct {
+	Name   string // lower case, as INFO takes it: "idgen"
+	Title  string // as INFO prints it: "Idgen"
+	Fields []Field
+}
+
+// G is a gauge field, C a counter field, T a text field.
+func G(name string, v int64, help string) Field {
+	return Field{Name: name, Kind: Gauge, Num: v, Help: help}
+}
+func C(name string, v uint64, help string) Field {
+	return Field{Name: name, Kind: Counter, Num: int64(v), Help: help}
+}
+func T(name, v string) Field { return Field{Name: name, Kind: Text, Text: v} }
+
+// Latency buckets: bucket i counts durations below 1024<<i ns (about 1 us,
+// 2 us, 4 us, ... 4.3 s); the last counts the rest.
+const latencyBuckets = 24
+
+// Latency is a histogram of a command's latencies. Observing costs two
+// uncontended atomic adds and allocates nothing; it is read when scraped.
+type Latency struct {
+	counts [latencyBuckets]atomic.Uint64
+	sum    atomic.Uint64 // ns
+}
+
+// Observe counts one latency d.
+func (l *Latency) Observe(d time.Duration) { l.ObserveN(d, 1) }
+
+// ObserveN counts n latencies d.
+func (l *Latency) ObserveN(d time.Duration, n uint64) {
+	d = max(d, 0)
+	l.counts[min(bits.Len64(uint64(d)>>10), latencyBuckets-1)].Add(n)
+	l.sum.Add(uint64(d) * n)
+}
+
+// Histogram is a Latency as read at one moment.
+type Histogram struct {
+	Name    string             // the command, as COMMAND names it: "getid", "client|list"
+	Count   uint64             // observations
+	Sum     float64            // seconds
+	Buckets map[float64]uint64 // upper bound in seconds: observations at or below it (+Inf left out)
+}
+
+// Read returns the histogram of l for the command name.
+func (l *Latency) Read(name string) Histogram {
+	h := Histogram{Name: name, Sum: float64(l.sum.Load()) / 1e9, Buckets: make(map[float64]uint64, latencyBuckets-1)}
+	for i := range l.counts {
+		h.Count += l.counts[i].Load()
+		if i < latencyBuckets-1 {
+			h.Buckets[float64(uint64(1024)<<i)/1e9] = h.Count
+		}
+	}
+	return h
+}
