@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/idserver/idserver/conf"
 )
 
 // binary is the idserver built once for these tests.
@@ -260,5 +262,19 @@ func TestVersionFlag(t *testing.T) {
 	want := regexp.MustCompile(`^idserver ` + regexp.QuoteMeta(version) + ` commit \S+ go1\.\d+(\.\d+)?\n$`)
 	if err != nil || !want.Match(out) {
 		t.Fatalf("--version: %v, %q", err, out)
+	}
+}
+
+// TestHelpFlag: --help lists every configuration key as a flag, with
+// --config, --version and --check-ready, and exits 0 without starting.
+func TestHelpFlag(t *testing.T) {
+	out, err := exec.Command(binary, "--help").CombinedOutput()
+	if err != nil {
+		t.Fatalf("--help: %v\n%s", err, out)
+	}
+	for _, key := range append(conf.Keys(), "config", "version", "check-ready") {
+		if !regexp.MustCompile(`(?m)^\s+--` + regexp.QuoteMeta(key) + `\b`).Match(out) {
+			t.Errorf("--help does not list --%s:\n%s", key, out)
+		}
 	}
 }
