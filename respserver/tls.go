@@ -95,8 +95,8 @@ func (t *tlsConn) open(data []byte) ([]byte, error) {
 	defer func() { t.shim.in = nil }() // the loop's buffer is not ours to keep
 	t.plain = t.plain[:0]
 	for {
-		if cap(t.plain)-len(t.plain) < 4<<10 {
-			t.plain = slices.Grow(t.plain, 16<<10) // a record's worth
+		if cap(t.plain)-len(t.plain) < 1<<10 {
+			t.plain = slices.Grow(t.plain, 4<<10) // a read takes what fits
 		}
 		n, err := t.tc.Read(t.plain[len(t.plain):cap(t.plain)])
 		t.plain = t.plain[:len(t.plain)+n]
@@ -120,12 +120,16 @@ func (t *tlsConn) seal(p []byte) []byte {
 	return out
 }
 
-// shrink lets go of buffers grown for a rare large request or reply.
+// tlsKeep is the largest scratch buffer a TLS connection keeps between
+// requests: crypto/tls keeps a record's worth of its own already.
+const tlsKeep = 16 << 10
+
+// shrink lets go of buffers grown for a large request or reply.
 func (t *tlsConn) shrink() {
-	if cap(t.plain) > keepBuf {
+	if cap(t.plain) > tlsKeep {
 		t.plain = nil
 	}
-	if cap(t.shim.out) > keepBuf {
+	if cap(t.shim.out) > tlsKeep {
 		t.shim.out = nil
 	}
 }
