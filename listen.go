@@ -20,15 +20,10 @@ type listeners struct {
 }
 
 // listen takes every address of cfg, or none: on an error, those already
-// taken are let go.
-func listen(cfg *conf.Config) (*listeners, error) {
-	l := &listeners{}
+// taken are let go. tc is the TLS configuration, for tls-port.
+func listen(cfg *conf.Config, tc *tls.Config) (*listeners, error) {
+	l := &listeners{tlsConfig: tc}
 	var err error
-	if cfg.TLSPort != 0 {
-		if l.tlsConfig, err = tlsConfig(cfg); err != nil {
-			return nil, err
-		}
-	}
 	take := func(port int, what string) net.Listener {
 		if port == 0 || err != nil {
 			return nil
@@ -69,9 +64,12 @@ var clientAuth = map[string]tls.ClientAuthType{
 	"no":       tls.NoClientCert,
 }
 
-// tlsConfig reads the certificate, its key and the CA of cfg. As in
-// Redis, TLS 1.2 and 1.3 are offered.
+// tlsConfig reads the certificate, its key and the CA of cfg; nil
+// without a tls-port. As in Redis, TLS 1.2 and 1.3 are offered.
 func tlsConfig(cfg *conf.Config) (*tls.Config, error) {
+	if cfg.TLSPort == 0 {
+		return nil, nil
+	}
 	cert, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
 	if err != nil {
 		return nil, fmt.Errorf("tls-cert-file %s, tls-key-file %s: %w", cfg.TLSCertFile, cfg.TLSKeyFile, err)

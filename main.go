@@ -74,6 +74,11 @@ func run(args []string) int {
 	if cfg.CheckReady {
 		return checkReady(cfg)
 	}
+	tc, err := tlsConfig(cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "idserver:", err)
+		return 1
+	}
 	log := newLogger(cfg.LogLevel)
 	if cfg.GoMaxProcs > 0 {
 		runtime.GOMAXPROCS(cfg.GoMaxProcs)
@@ -90,7 +95,7 @@ func run(args []string) int {
 		return 1
 	}
 	defer store.Close()
-	lns, err := listen(cfg)
+	lns, err := listen(cfg, tc)
 	if err != nil {
 		log.Error().Err(err).Msg("cannot listen")
 		return 1
@@ -122,6 +127,17 @@ func run(args []string) int {
 		defer serveMetrics(lns.metrics, h, log)()
 	}
 	logProtectedMode(cfg, log)
+	logReady(log, cfg, lns, store.Path())
+
+	if !serveUntilStopped(srv, lns, stopRequested, log) || !persist() {
+		return 1
+	}
+	log.Info().Str("state_file", store.Path()).Msg("reservation written; bye")
+	return 0
+}
+
+// logReady logs the line that says the server serves, and where.
+func logReady(log zerolog.Logger, cfg *conf.Config, lns *listeners, statePath string) {
 	ready := log.Info()
 	if lns.plain != nil {
 		ready.Str("addr", lns.plain.Addr().String())
@@ -129,20 +145,13 @@ func run(args []string) int {
 	if lns.tls != nil {
 		ready.Str("tls_addr", lns.tls.Addr().String())
 	}
-	ready.
-		Int("server_id", cfg.ServerID).
+	ready.Int("server_id", cfg.ServerID).
 		Str("layout", fmt.Sprintf("id-range %d shard-range %d random-range %d", cfg.IDRange, cfg.ShardRange, cfg.RandomRange)).
 		Int64("epoch_ms", cfg.Epoch).
 		Str("config", cfg.File).
-		Str("state_file", store.Path()).
+		Str("state_file", statePath).
 		Str("version", version).
 		Msg("idserver ready")
-
-	if !serveUntilStopped(srv, lns, stopRequested, log) || !persist() {
-		return 1
-	}
-	log.Info().Str("state_file", store.Path()).Msg("reservation written; bye")
-	return 0
 }
 
 func layout(cfg *conf.Config) idgen.Layout {

@@ -186,6 +186,7 @@ func TestBinaryRefusesBadConfig(t *testing.T) {
 		{"--shard-range", "10"},
 		{"--server-id", "9"},
 		{"--port", "x"},
+		{"--tls-cert-file", "/nonexistent.crt", "--tls-key-file", "/nonexistent.key", "--tls-port", "6552", "--tls-auth-clients", "no"},
 	} {
 		var stderr bytes.Buffer
 		cmd := exec.Command(binary, append(args, "--dir", t.TempDir())...)
