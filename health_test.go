@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -151,6 +152,11 @@ func TestEveryInfoFieldIsAMetric(t *testing.T) {
 	}
 	if counts["mgetid"] != 1 || counts["info"] < 1 {
 		t.Errorf("latency histograms count %v; want mgetid 1 and info at least 1", counts)
+	}
+	// INFO commandstats reads the same histograms.
+	cmdstats, err := c.Info(ctx, "commandstats").Result()
+	if err != nil || !regexp.MustCompile(`(?m)^cmdstat_mgetid:calls=1,usec=\d+,usec_per_call=\d+\.\d\d\r$`).MatchString(cmdstats) {
+		t.Errorf("INFO commandstats: %q, %v; want cmdstat_mgetid:calls=1,...", cmdstats, err)
 	}
 }
 

@@ -19,40 +19,46 @@ import (
 var infoSections = []struct {
 	name, title string
 	fields      func(s *Server) []stats.Field
+	onlyAll     bool // not in the default INFO, as in Redis: asked by name, all or everything
 }{
-	{"server", "Server", (*Server).infoServer},
-	{"clients", "Clients", (*Server).infoClients},
-	{"memory", "Memory", (*Server).infoMemory},
-	{"persistence", "Persistence", (*Server).infoPersistence},
-	{"stats", "Stats", (*Server).infoStats},
-	{"keyspace", "Keyspace", (*Server).infoKeyspace},
-	{"idgen", "Idgen", (*Server).infoIDGen},
+	{"server", "Server", (*Server).infoServer, false},
+	{"clients", "Clients", (*Server).infoClients, false},
+	{"memory", "Memory", (*Server).infoMemory, false},
+	{"persistence", "Persistence", (*Server).infoPersistence, false},
+	{"stats", "Stats", (*Server).infoStats, false},
+	{"commandstats", "Commandstats", (*Server).infoCommandStats, true},
+	{"keyspace", "Keyspace", (*Server).infoKeyspace, false},
+	{"idgen", "Idgen", (*Server).infoIDGen, false},
 }
 
-// Snapshot returns the named sections of INFO as of now (every section
+// Snapshot returns the named sections of INFO as of now (the default ones
 // for none): what INFO prints and /metrics exports.
 func (s *Server) Snapshot(names ...string) []stats.Section {
 	var secs []stats.Section
 	for _, sec := range infoSections {
-		if len(names) == 0 || slices.Contains(names, sec.name) {
+		if len(names) == 0 && !sec.onlyAll || slices.Contains(names, sec.name) {
 			secs = append(secs, stats.Section{Name: sec.name, Title: sec.title, Fields: sec.fields(s)})
 		}
 	}
 	return secs
 }
 
-// cmdInfo is INFO [section ...]; no section, "all", "default" or
-// "everything" mean every section, and an unknown one adds nothing, as in Redis.
+// cmdInfo is INFO [section ...]: no section or "default" mean the default
+// sections, "all" and "everything" every one, and an unknown one adds
+// nothing, as in Redis.
 func cmdInfo(s *Server, c *client, args [][]byte) error {
-	all := len(args) == 1
 	var names []string
 	for _, a := range args[1:] {
-		name := strings.ToLower(string(a))
-		all = all || name == "all" || name == "default" || name == "everything"
-		names = append(names, name)
-	}
-	if all {
-		names = nil
+		switch name := strings.ToLower(string(a)); name {
+		case "all", "everything", "default":
+			for _, sec := range infoSections {
+				if name != "default" || !sec.onlyAll {
+					names = append(names, sec.name)
+				}
+			}
+		default:
+			names = append(names, name)
+		}
 	}
 	var b strings.Builder
 	for i, sec := range s.Snapshot(names...) {
@@ -66,6 +72,18 @@ func cmdInfo(s *Server, c *client, args [][]byte) error {
 	}
 	c.writeVerbatim([]byte(b.String()))
 	return nil
+}
+
+// infoCommandStats is Redis's commandstats, from the latency histograms:
+// calls, and the time from start to reply (usec) in all and per call.
+func (s *Server) infoCommandStats() []stats.Field {
+	var fields []stats.Field
+	for _, h := range s.Latencies() {
+		usec := h.Sum * 1e6
+		fields = append(fields, stats.T("cmdstat_"+h.Name,
+			fmt.Sprintf("calls=%d,usec=%.0f,usec_per_call=%.2f", h.Count, usec, usec/float64(h.Count))))
+	}
+	return fields
 }
 
 func (s *Server) infoServer() []stats.Field {
