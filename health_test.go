@@ -99,8 +99,8 @@ func TestCheckReadyNoServer(t *testing.T) {
 // Redis's "total_" prefix, in seconds where INFO has _ms or _usec, and
 // with _total and type counter where it only grows, and it has INFO's
 // value: between those of two INFOs taken around the scrape, give or take
-// the milliseconds between them for the time fields. Every command that
-// ran has a latency histogram.
+// the milliseconds between them for the time fields. A command that ran
+// has a latency histogram, and INFO commandstats counts it too.
 func TestEveryInfoFieldIsAMetric(t *testing.T) {
 	p := start(t, nil, "--metrics-addr", "127.0.0.1:0")
 	c := redis.NewClient(&redis.Options{Addr: p.addr})
@@ -150,8 +150,11 @@ func TestEveryInfoFieldIsAMetric(t *testing.T) {
 	for _, m := range fams["idserver_command_duration_seconds"].GetMetric() {
 		counts[m.GetLabel()[0].GetValue()] = m.GetHistogram().GetSampleCount()
 	}
-	if counts["mgetid"] != 1 || counts["info"] < 1 {
-		t.Errorf("latency histograms count %v; want mgetid 1 and info at least 1", counts)
+	// The MGETID is counted before the first INFO runs: a connection's
+	// reads are served in order. (That INFO's own count may come after
+	// the scrape: it is taken once its reply is written.)
+	if counts["mgetid"] != 1 {
+		t.Errorf("latency histograms count %v; want mgetid 1", counts)
 	}
 	// INFO commandstats reads the same histograms.
 	cmdstats, err := c.Info(ctx, "commandstats").Result()
