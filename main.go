@@ -123,7 +123,7 @@ func run(args []string) int {
 		}
 	})
 	if lns.metrics != nil {
-		h := metrics.New(metrics.Options{Generator: gen, Server: srv, Version: version, Ready: srv.Ready})
+		h := metrics.New(metrics.Options{Server: srv, Version: version, Ready: srv.Ready})
 		defer serveMetrics(lns.metrics, h, log)()
 	}
 	logProtectedMode(cfg, log)

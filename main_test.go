@@ -243,7 +243,8 @@ func TestBinaryMetrics(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	for _, want := range []string{
 		"idserver_ids_issued_total 7\n",
-		`idserver_info{id_range="2",random_range="10",server_id="0",shard_range="9",version="` + version + `"} 1`,
+		`idserver_info{id_range="2",random_range="10",shard_range="9",version="` + version + `"} 1`,
+		"idserver_server_id 0\n",
 		"idserver_lead_refusals_total 0\n",
 		"idserver_client_output_buffer_limit_disconnections_total 0\n",
 		"idserver_clients_over_soft_limit 0\n",

@@ -15,16 +15,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/idserver/idserver/idgen"
 	"github.com/idserver/idserver/respserver"
 	"github.com/idserver/idserver/stats"
 )
 
 // Options are what the HTTP side reports on.
 type Options struct {
-	Generator *idgen.Generator
-	Server    *respserver.Server
-	Version   string
+	Server  *respserver.Server
+	Version string
 	// Ready says whether a GETID would be answered now, and if not why.
 	Ready func() error
 }
@@ -35,7 +33,7 @@ func New(o Options) http.Handler {
 	reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		&collector{gen: o.Generator, srv: o.Server, version: o.Version},
+		&collector{srv: o.Server, version: o.Version},
 	)
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
@@ -65,7 +63,7 @@ var exported = []string{"clients", "stats", "persistence", "idgen"}
 
 var (
 	infoDesc = prometheus.NewDesc("idserver_info", "Version and layout of this server (always 1).",
-		[]string{"version", "server_id", "id_range", "shard_range", "random_range"}, nil)
+		[]string{"version", "id_range", "shard_range", "random_range"}, nil)
 	latencyDesc = prometheus.NewDesc("idserver_command_duration_seconds",
 		"Time from a command's start to its reply, by command (waits at the lead bound included).", []string{"command"}, nil)
 )
@@ -73,7 +71,6 @@ var (
 // collector reads the server's stats snapshot when scraped. It is
 // unchecked (Describe sends nothing): its metrics are INFO's fields.
 type collector struct {
-	gen     *idgen.Generator
 	srv     *respserver.Server
 	version string
 }
@@ -83,9 +80,9 @@ func (c *collector) Describe(chan<- *prometheus.Desc) {}
 
 // Collect sends the current values.
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
-	l, itoa := c.gen.Layout(), strconv.Itoa
+	l, itoa := c.srv.Layout(), strconv.Itoa
 	ch <- prometheus.MustNewConstMetric(infoDesc, prometheus.GaugeValue, 1,
-		c.version, strconv.FormatInt(c.gen.ServerID(), 10), itoa(l.IDBits), itoa(l.ShardBits), itoa(l.RandomBits))
+		c.version, itoa(l.IDBits), itoa(l.ShardBits), itoa(l.RandomBits))
 	for _, sec := range c.srv.Snapshot(exported...) {
 		for _, f := range sec.Fields {
 			if f.Kind == stats.Text {

@@ -23,7 +23,7 @@ func TestReadyzReasons(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := respserver.New(respserver.Options{Generator: gen})
-	h := New(Options{Generator: gen, Server: srv, Version: "test", Ready: srv.Ready})
+	h := New(Options{Server: srv, Version: "test", Ready: srv.Ready})
 	expect := func(path string, code int, body string) {
 		t.Helper()
 		rec := httptest.NewRecorder()

@@ -149,8 +149,8 @@ func TestIDRange(t *testing.T) {
 	first := c.do("GETID").(int64)
 	time.Sleep(3 * time.Millisecond)
 	last := c.do("GETID").(int64)
-	p1, _ := s.gen.Decode(first)
-	p2, _ := s.gen.Decode(last)
+	p1, _ := s.opts.Generator.Decode(first)
+	p2, _ := s.opts.Generator.Decode(last)
 	from, to := strconv.FormatInt(p1.Time.UnixMilli(), 10), strconv.FormatInt(p2.Time.UnixMilli(), 10)
 	r := c.do("IDRANGE", from, to).([]any)
 	lo, hi := r[0].(int64), r[1].(int64)
@@ -158,7 +158,7 @@ func TestIDRange(t *testing.T) {
 		t.Fatalf("IDRANGE %s %s = %d, %d; issued %d and %d", from, to, lo, hi, first, last)
 	}
 	epoch := idgen.DefaultEpoch.UnixMilli()
-	end := s.gen.End().UnixMilli()
+	end := s.opts.Generator.End().UnixMilli()
 	for _, args := range [][]string{{"1700000000001", "1700000000000"}, {fmt.Sprint(epoch - 1), to}, {from, fmt.Sprint(end)}, {"x", "1"}} {
 		if _, ok := c.do(append([]string{"IDRANGE"}, args...)...).(respError); !ok {
 			t.Errorf("IDRANGE %q was not refused", args)

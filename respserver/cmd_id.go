@@ -105,7 +105,7 @@ func (s *Server) issue(c *client, n int64, reply func(*client, []int64)) error {
 		return nil
 	}
 	ids := c.scratchIDs(n)
-	err := s.gen.TryNextN(ids)
+	err := s.tryNextN(ids)
 	if errors.Is(err, idgen.ErrWouldWait) {
 		c.wait = waiting{n: n, then: func(c *client, ids []int64, err error) error {
 			if err == nil {
@@ -121,6 +121,25 @@ func (s *Server) issue(c *client, n int64, reply func(*client, []int64)) error {
 	reply(c, ids)
 	c.dropScratchIDs()
 	return nil
+}
+
+// tryNextN fills ids from the current generator without waiting
+// (idgen.ErrWouldWait where it would), or returns why none issues IDs.
+func (s *Server) tryNextN(ids []int64) error {
+	g, err := s.generator()
+	if err != nil {
+		return err
+	}
+	return g.TryNextN(ids)
+}
+
+// nextN is tryNextN that waits, off the event loop.
+func (s *Server) nextN(ids []int64) error {
+	g, err := s.generator()
+	if err != nil {
+		return err
+	}
+	return g.NextN(ids)
 }
 
 // scratchIDs returns c's scratch space for n IDs.
@@ -164,7 +183,7 @@ func cmdDecodeID(s *Server, c *client, args [][]byte) error {
 	if !ok {
 		return errNotInteger
 	}
-	p, err := s.gen.Decode(id)
+	p, err := idgen.Decode(id, s.opts.Layout, s.opts.Epoch)
 	if err != nil {
 		return fmt.Errorf("ERR invalid id: %w", err)
 	}
@@ -190,7 +209,7 @@ func cmdIDRange(s *Server, c *client, args [][]byte) error {
 	if !ok1 || !ok2 {
 		return errNotInteger
 	}
-	lo, hi, err := s.gen.Range(time.UnixMilli(first), time.UnixMilli(last))
+	lo, hi, err := idgen.Range(s.opts.Layout, s.opts.Epoch, time.UnixMilli(first), time.UnixMilli(last))
 	if err != nil {
 		return err
 	}

@@ -167,13 +167,16 @@ func cmdDebug(s *Server, c *client, args [][]byte) error {
 	}
 	switch len(args) {
 	case 2:
-		c.writeInt64(s.gen.ClockOffset().Milliseconds())
+		c.writeInt64(s.offset.Load())
 	case 3:
 		ms, ok := parseInt(args[2])
 		if !ok || ms < -1<<40 || ms > 1<<40 {
 			return errNotInteger
 		}
-		s.gen.SetClockOffset(time.Duration(ms) * time.Millisecond)
+		s.offset.Store(ms)
+		if g, _ := s.generator(); g != nil {
+			g.SetClockOffset(time.Duration(ms) * time.Millisecond)
+		}
 		s.log.Warn().Int64("offset_ms", ms).Str("client", c.addr).Msg("DEBUG CLOCK-OFFSET: generator clock shifted")
 		c.writeString("OK")
 	default:

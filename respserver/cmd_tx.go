@@ -130,7 +130,7 @@ func cmdExec(s *Server, c *client, args [][]byte) error {
 		return s.runTransaction(c, nil, nil)
 	}
 	ids := c.scratchIDs(tx.ids)
-	err := s.gen.TryNextN(ids)
+	err := s.tryNextN(ids)
 	if errors.Is(err, idgen.ErrWouldWait) {
 		c.wait = waiting{n: tx.ids, then: s.runTransaction}
 		return errWait

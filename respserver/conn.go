@@ -290,7 +290,7 @@ func (c *client) parse(buf []byte) (args [][]byte, rest []byte, err error) {
 // then has the loop write its reply and go on with the client's commands.
 func (s *Server) finish(c *client, gc gnet.Conn) {
 	ids := c.scratchIDs(c.wait.n)
-	err := s.gen.NextN(ids)
+	err := s.nextN(ids)
 	gc.AsyncWrite(nil, func(gc gnet.Conn, closed error) error {
 		// On the loop again.
 		c.busy = false

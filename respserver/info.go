@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idserver/idserver/idgen"
 	"github.com/idserver/idserver/stats"
 )
 
@@ -195,16 +196,17 @@ func (s *Server) infoPersistence() []stats.Field {
 }
 
 func (s *Server) infoIDGen() []stats.Field {
-	st := s.gen.Stats()
-	l := s.gen.Layout()
+	st := s.genStats()
+	l := s.opts.Layout
+	end := idgen.End(s.opts.Epoch)
 	return []stats.Field{
-		stats.G("server_id", s.gen.ServerID(), "This server's id."),
+		stats.G("server_id", s.serverID(), "This server's id; -1 while it holds none (cluster mode)."),
 		stats.G("id_range", int64(l.IDBits), "Bits of the server-id field."),
 		stats.G("shard_range", int64(l.ShardBits), "Bits of the shard field."),
 		stats.G("random_range", int64(l.RandomBits), "Bits of the random field."),
-		stats.G("epoch_ms", s.gen.Epoch().UnixMilli(), "The epoch of the time field."),
-		stats.G("time_field_end_ms", s.gen.End().UnixMilli(), "When the 42-bit time field runs out."),
-		stats.T("time_field_end", s.gen.End().UTC().Format(time.RFC3339)),
+		stats.G("epoch_ms", s.opts.Epoch.UnixMilli(), "The epoch of the time field."),
+		stats.G("time_field_end_ms", end.UnixMilli(), "When the 42-bit time field runs out."),
+		stats.T("time_field_end", end.UTC().Format(time.RFC3339)),
 		stats.C("ids_issued", st.Issued, "IDs issued."),
 		stats.G("lead_ms", st.Lead.Milliseconds(), "How far the last issued ID's time is ahead of the clock."),
 		stats.G("max_lead_seen_ms", st.MaxLeadSeen.Milliseconds(), "The largest lead any issued ID had."),
@@ -214,6 +216,6 @@ func (s *Server) infoIDGen() []stats.Field {
 		stats.C("lead_waits", st.Waits, "Requests that waited for the clock at the lead bound."),
 		stats.C("lead_refusals", st.Refused, "Requests refused with -BUSY at the lead bound."),
 		stats.C("unreserved_refusals", st.Unreserved, "Requests refused with -BUSY because the reservation on disk did not advance in time."),
-		stats.G("clock_offset_ms", s.gen.ClockOffset().Milliseconds(), "The clock shift set by DEBUG CLOCK-OFFSET (tests)."),
+		stats.G("clock_offset_ms", s.offset.Load(), "The clock shift set by DEBUG CLOCK-OFFSET (tests)."),
 	}
 }

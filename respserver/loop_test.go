@@ -122,7 +122,7 @@ func TestWaitRefused(t *testing.T) {
 	if v := c.reply(); v != "PONG" {
 		t.Fatalf("PING after it: %v", v)
 	}
-	s.gen.Raise(now + 60_000)
+	s.opts.Generator.Raise(now + 60_000)
 	if id, ok := c.do("GETID").(int64); !ok || id <= 0 {
 		t.Fatalf("GETID after the reservation moved: %v", id)
 	}

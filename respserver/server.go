@@ -40,7 +40,12 @@ const RedisVersion = "7.0.0"
 
 // Options configures a Server. Zero fields mean the documented defaults.
 type Options struct {
-	Generator *idgen.Generator // required
+	// Generator issues the IDs; nil starts the server standing by (see
+	// SetGenerator and Standby), with Layout and Epoch for DECODEID,
+	// IDRANGE and INFO.
+	Generator *idgen.Generator
+	Layout    idgen.Layout
+	Epoch     time.Time
 	Logger    zerolog.Logger
 	Version   string // idserver's own version, shown in INFO
 
@@ -74,8 +79,12 @@ type Options struct {
 // Server is an ID server on one listener.
 type Server struct {
 	opts Options
-	gen  *idgen.Generator
 	log  zerolog.Logger
+
+	src       atomic.Pointer[source] // the generator, or why there is none
+	offset    atomic.Int64           // ms, DEBUG CLOCK-OFFSET, for every generator
+	retiredMu sync.Mutex
+	retired   idgen.Stats // counters of the generators SetGenerator replaced
 
 	started      time.Time
 	configKeyLen int // the longest key in Options.Config
@@ -131,7 +140,6 @@ func New(opts Options) *Server {
 	}
 	s := &Server{
 		opts:       opts,
-		gen:        opts.Generator,
 		log:        opts.Logger,
 		started:    time.Now(),
 		conns:      map[*client]struct{}{},
@@ -139,6 +147,13 @@ func New(opts Options) *Server {
 		drained:    make(chan struct{}),
 		held:       map[*client]gnet.Conn{},
 		heldSignal: make(chan struct{}, 1),
+	}
+	if g := opts.Generator; g != nil {
+		s.opts.Layout, s.opts.Epoch = g.Layout(), g.Epoch()
+		s.offset.Store(g.ClockOffset().Milliseconds())
+		s.src.Store(&source{gen: g})
+	} else {
+		s.src.Store(&source{why: errors.New("ERR no generator yet")})
 	}
 	for _, kv := range opts.Config {
 		s.configKeyLen = max(s.configKeyLen, len(kv[0]))
@@ -495,7 +510,11 @@ func (s *Server) Ready() error {
 	case !serving:
 		return errors.New("not serving yet")
 	}
-	if err := s.gen.Ready(); err != nil {
+	g, err := s.generator()
+	if err == nil {
+		err = g.Ready()
+	}
+	if err != nil {
 		return fmt.Errorf("GETID would get -%s", replyText(err))
 	}
 	return nil
@@ -538,7 +557,7 @@ func (s *Server) Stats() Stats {
 func (s *Server) watch() {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
-	prev := s.gen.Stats()
+	prev := s.genStats()
 	for {
 		select {
 		case <-s.done:
@@ -549,7 +568,7 @@ func (s *Server) watch() {
 		if s.opts.IdleTimeout > 0 {
 			s.closeIdle(now)
 		}
-		st := s.gen.Stats()
+		st := s.genStats()
 		if n := st.Borrowed - prev.Borrowed; n > 0 {
 			s.log.Warn().Uint64("calls", n).Int64("lead_ms", st.Lead.Milliseconds()).
 				Int64("max_lead_seen_ms", st.MaxLeadSeen.Milliseconds()).

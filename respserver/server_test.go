@@ -2,6 +2,7 @@ package respserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -428,7 +429,7 @@ func TestRedisBenchmark(t *testing.T) {
 		}
 		n, _ := strconv.ParseUint(run[1], 10, 64)
 		issued += n
-		if got := s.gen.Stats().Issued; got != issued {
+		if got := s.opts.Generator.Stats().Issued; got != issued {
 			t.Fatalf("after redis-benchmark %v: %d IDs issued, want %d", run, got, issued)
 		}
 	}
@@ -458,7 +459,7 @@ func TestRedisCLIInteractive(t *testing.T) {
 	if strings.Contains(text, "ERR") {
 		t.Fatalf("interactive redis-cli saw an error:\n%s", text)
 	}
-	if got := s.gen.Stats().Issued; got != 3 {
+	if got := s.opts.Generator.Stats().Issued; got != 3 {
 		t.Fatalf("%d IDs issued, want 3", got)
 	}
 	// Three ID commands (redis-cli handles quit itself) and COMMAND DOCS.
@@ -487,8 +488,8 @@ func TestShutdownAndDebugPermissions(t *testing.T) {
 	t.Run("local allows loopback clients", func(t *testing.T) {
 		s, addr := startServer(t, idgen.Settings{}, Options{EnableDebug: "local", Shutdown: stop})
 		c := dialRaw(t, addr)
-		if got := c.do("DEBUG", "CLOCK-OFFSET", "-250"); got != "OK" || s.gen.ClockOffset() != -250*time.Millisecond {
-			t.Fatalf("DEBUG CLOCK-OFFSET -250 from loopback: %v, offset %v", got, s.gen.ClockOffset())
+		if got := c.do("DEBUG", "CLOCK-OFFSET", "-250"); got != "OK" || s.opts.Generator.ClockOffset() != -250*time.Millisecond {
+			t.Fatalf("DEBUG CLOCK-OFFSET -250 from loopback: %v, offset %v", got, s.opts.Generator.ClockOffset())
 		}
 		if got := c.do("SHUTDOWN", "ABORT"); !strings.HasPrefix(fmt.Sprint(got), "ERR syntax error") {
 			t.Fatalf("SHUTDOWN ABORT: %v", got)
@@ -537,5 +538,55 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 	if _, err := net.Dial("tcp", addr); err == nil {
 		t.Fatal("new connection accepted after Shutdown")
+	}
+}
+
+// TestStandbyAndSwitch: standing by, ID commands (in a transaction too)
+// get the reason as their error reply and Ready reports it, while
+// DECODEID and IDRANGE still answer; a new generator then issues with its
+// own server-id, and INFO's counters add up over both generators.
+func TestStandbyAndSwitch(t *testing.T) {
+	l := idgen.Layout{IDBits: 1, ShardBits: 10, RandomBits: 10}
+	s, addr := startServer(t, idgen.Settings{Layout: l, ServerID: 0}, Options{})
+	c := dialRaw(t, addr)
+	if ids, ok := c.do("MGETID", "3").([]any); !ok || len(ids) != 3 {
+		t.Fatalf("MGETID 3: %v", ids)
+	}
+	why := errors.New("CLUSTERDOWN no server-id held: both are held by other servers")
+	s.Standby(why)
+	for _, cmd := range [][]string{{"GETID"}, {"MGETID", "2"}} {
+		if got := c.do(cmd...); fmt.Sprint(got) != why.Error() {
+			t.Fatalf("%v standing by: %v, want %q", cmd, got, why)
+		}
+	}
+	c.do("MULTI")
+	c.do("GETID")
+	if got := fmt.Sprint(c.do("EXEC")); !strings.Contains(got, "CLUSTERDOWN") {
+		t.Fatalf("EXEC standing by: %v", got)
+	}
+	if err := s.Ready(); err == nil || !strings.Contains(err.Error(), "CLUSTERDOWN no server-id held") {
+		t.Fatalf("Ready standing by: %v", err)
+	}
+	if info := fmt.Sprint(c.do("INFO", "idgen")); !strings.Contains(info, "server_id:-1\r\n") || !strings.Contains(info, "ids_issued:3\r\n") {
+		t.Fatalf("INFO idgen standing by:\n%s", info)
+	}
+	if got, ok := c.do("IDRANGE", "1700000000000", "1700000000000").([]any); !ok || len(got) != 2 {
+		t.Fatalf("IDRANGE standing by: %v", got)
+	}
+
+	g, err := idgen.New(idgen.Settings{Layout: l, ServerID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.SetGenerator(g)
+	id, ok := c.do("GETID").(int64)
+	if !ok {
+		t.Fatalf("GETID after SetGenerator: %v", id)
+	}
+	if p, _ := idgen.Decode(id, l, idgen.DefaultEpoch); p.ServerID != 1 {
+		t.Fatalf("GETID after SetGenerator: server-id %d, want 1", p.ServerID)
+	}
+	if info := fmt.Sprint(c.do("INFO", "idgen")); !strings.Contains(info, "server_id:1\r\n") || !strings.Contains(info, "ids_issued:4\r\n") {
+		t.Fatalf("INFO idgen after SetGenerator:\n%s", info)
 	}
 }

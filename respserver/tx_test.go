@@ -35,9 +35,9 @@ func TestTransactionIDsConsecutive(t *testing.T) {
 		ids = append(ids, id)
 	}
 	ids = append(ids, replies[3].(int64))
-	prev, _ := s.gen.Decode(before)
+	prev, _ := s.opts.Generator.Decode(before)
 	for _, id := range append(ids, after) {
-		p, _ := s.gen.Decode(id)
+		p, _ := s.opts.Generator.Decode(id)
 		if p.Time != prev.Time || p.Shard != prev.Shard+1 {
 			t.Fatalf("IDs %d .. %d, then %d: not consecutive units at %d (%+v after %+v)", before, ids, after, id, p, prev)
 		}
