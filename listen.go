@@ -91,3 +91,27 @@ func tlsConfig(cfg *conf.Config) (*tls.Config, error) {
 	}
 	return tc, nil
 }
+
+// etcdTLSConfig is the TLS configuration for etcd: nil (plain) unless
+// etcd-ca-cert-file is set.
+func etcdTLSConfig(cfg *conf.Config) (*tls.Config, error) {
+	if cfg.EtcdCACertFile == "" {
+		return nil, nil
+	}
+	pem, err := os.ReadFile(cfg.EtcdCACertFile)
+	if err != nil {
+		return nil, fmt.Errorf("etcd-ca-cert-file: %w", err)
+	}
+	tc := &tls.Config{RootCAs: x509.NewCertPool(), MinVersion: tls.VersionTLS12}
+	if !tc.RootCAs.AppendCertsFromPEM(pem) {
+		return nil, errors.New("etcd-ca-cert-file " + cfg.EtcdCACertFile + ": no PEM certificate in it")
+	}
+	if cfg.EtcdCertFile != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.EtcdCertFile, cfg.EtcdKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("etcd-cert-file %s, etcd-key-file %s: %w", cfg.EtcdCertFile, cfg.EtcdKeyFile, err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
+}

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -22,6 +24,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/pflag"
 
+	"github.com/idserver/idserver/cluster"
 	"github.com/idserver/idserver/conf"
 	"github.com/idserver/idserver/idgen"
 	"github.com/idserver/idserver/metrics"
@@ -84,6 +87,15 @@ func run(args []string) int {
 		runtime.GOMAXPROCS(cfg.GoMaxProcs)
 	}
 
+	if cfg.EtcdEndpoints != "" {
+		return runCluster(cfg, tc, log)
+	}
+	return runSingle(cfg, tc, log)
+}
+
+// runSingle serves with the server-id of cfg and the reservation in the
+// state file.
+func runSingle(cfg *conf.Config, tc *tls.Config, log zerolog.Logger) int {
 	// In this order: the lock first, so that nothing reads the state file
 	// while another process serves from it; then every address, so that a
 	// start that fails leaves the state file as it found it; and only then
@@ -115,29 +127,108 @@ func run(args []string) int {
 	})
 	defer persist()
 
-	stopRequested := make(chan struct{}, 1)
-	srv := newServer(cfg, log, gen, func() []stats.Field { return persistenceInfo(store, gen, keeper) }, func() {
-		select {
-		case stopRequested <- struct{}{}:
-		default:
-		}
+	stop := make(stopper, 1)
+	srv := newServer(cfg, log, respserver.Options{
+		Generator:   gen,
+		Persistence: func() []stats.Field { return persistenceInfo(store, gen, keeper) },
+		Shutdown:    stop.request,
 	})
-	if lns.metrics != nil {
-		h := metrics.New(metrics.Options{Server: srv, Version: version, Ready: srv.Ready})
-		defer serveMetrics(lns.metrics, h, log)()
-	}
-	logProtectedMode(cfg, log)
-	logReady(log, cfg, lns, store.Path())
-
-	if !serveUntilStopped(srv, lns, stopRequested, log) || !persist() {
+	if !serve(cfg, log, srv, lns, stop, store.Path()) || !persist() {
 		return 1
 	}
 	log.Info().Str("state_file", store.Path()).Msg("reservation written; bye")
 	return 0
 }
 
+// runCluster serves with a server-id claimed from etcd, and the
+// reservation kept there; it stands by while it holds none.
+func runCluster(cfg *conf.Config, tc *tls.Config, log zerolog.Logger) int {
+	etcdTLS, err := etcdTLSConfig(cfg)
+	if err != nil {
+		log.Error().Err(err).Msg("refusing to start")
+		return 1
+	}
+	lns, err := listen(cfg, tc)
+	if err != nil {
+		log.Error().Err(err).Msg("cannot listen")
+		return 1
+	}
+	defer lns.close()
+	stop := make(stopper, 1)
+	var member *cluster.Member
+	srv := newServer(cfg, log, respserver.Options{
+		Layout:      layout(cfg),
+		Epoch:       time.UnixMilli(cfg.Epoch),
+		Persistence: func() []stats.Field { return member.Persistence() },
+		Cluster:     func() []stats.Field { return member.Info() },
+		Shutdown:    stop.request,
+	})
+	pinned := int64(-1)
+	if cfg.ServerIDSet {
+		pinned = int64(cfg.ServerID)
+	}
+	member, err = cluster.Start(cluster.Config{
+		Endpoints:    strings.Split(cfg.EtcdEndpoints, ","),
+		Prefix:       cfg.EtcdPrefix,
+		LeaseTTL:     cfg.EtcdLeaseTTL,
+		DialTimeout:  cfg.EtcdDialTimeout,
+		TLS:          etcdTLS,
+		Username:     cfg.EtcdUsername,
+		Password:     cfg.EtcdPassword,
+		Layout:       layout(cfg),
+		Epoch:        time.UnixMilli(cfg.Epoch),
+		Pinned:       pinned,
+		MaxLead:      cfg.MaxLead,
+		MaxWait:      maxWait(cfg),
+		ReserveAhead: cfg.ReserveAhead,
+		Addr:         addrOf(lns),
+		Log:          log,
+	}, srv)
+	if err != nil {
+		log.Error().Err(err).Msg("refusing to start")
+		return 1
+	}
+	ok := serve(cfg, log, srv, lns, stop, "etcd "+cfg.EtcdEndpoints)
+	member.Close() // the final reservation, and the id freed for a standby
+	if !ok {
+		return 1
+	}
+	log.Info().Msg("server-id given up; bye")
+	return 0
+}
+
+// stopper is how SHUTDOWN asks for the stop SIGTERM starts.
+type stopper chan struct{}
+
+func (s stopper) request() {
+	select {
+	case s <- struct{}{}:
+	default:
+	}
+}
+
+// serve runs srv on lns, and the HTTP side, until SIGINT, SIGTERM or
+// SHUTDOWN. It reports false if the server stopped by itself.
+func serve(cfg *conf.Config, log zerolog.Logger, srv *respserver.Server, lns *listeners, stop stopper, where string) bool {
+	if lns.metrics != nil {
+		h := metrics.New(metrics.Options{Server: srv, Version: version, Ready: srv.Ready})
+		defer serveMetrics(lns.metrics, h, log)()
+	}
+	logProtectedMode(cfg, log)
+	logReady(log, cfg, lns, where)
+	return serveUntilStopped(srv, lns, stop, log)
+}
+
+// addrOf is the address clients reach this server at, for its claim.
+func addrOf(lns *listeners) string {
+	if lns.plain != nil {
+		return lns.plain.Addr().String()
+	}
+	return lns.tls.Addr().String()
+}
+
 // logReady logs the line that says the server serves, and where.
-func logReady(log zerolog.Logger, cfg *conf.Config, lns *listeners, statePath string) {
+func logReady(log zerolog.Logger, cfg *conf.Config, lns *listeners, reservationAt string) {
 	ready := log.Info()
 	if lns.plain != nil {
 		ready.Str("addr", lns.plain.Addr().String())
@@ -149,9 +240,18 @@ func logReady(log zerolog.Logger, cfg *conf.Config, lns *listeners, statePath st
 		Str("layout", fmt.Sprintf("id-range %d shard-range %d random-range %d", cfg.IDRange, cfg.ShardRange, cfg.RandomRange)).
 		Int64("epoch_ms", cfg.Epoch).
 		Str("config", cfg.File).
-		Str("state_file", statePath).
+		Str("state_file", reservationAt).
 		Str("version", version).
 		Msg("idserver ready")
+}
+
+// maxWait is max-wait-ms for idgen: 0 there means the default, and
+// max-wait-ms 0 means refuse at once rather than wait.
+func maxWait(cfg *conf.Config) time.Duration {
+	if cfg.MaxWait == 0 {
+		return -1
+	}
+	return cfg.MaxWait
 }
 
 func layout(cfg *conf.Config) idgen.Layout {
@@ -171,10 +271,6 @@ func openState(cfg *conf.Config, identity reservation.State, log zerolog.Logger)
 		store.Close()
 		return nil, nil, fmt.Errorf("%w (the file is left as it is)", err)
 	}
-	maxWait := cfg.MaxWait
-	if maxWait == 0 {
-		maxWait = -1 // max-wait-ms 0: refuse at once rather than wait
-	}
 	now := time.Now().UnixMilli() + cfg.DebugClockOffset.Milliseconds() - cfg.Epoch
 	floor := resumed.Floor(now, cfg.MaxLead)
 	gen, err := idgen.New(idgen.Settings{
@@ -182,7 +278,7 @@ func openState(cfg *conf.Config, identity reservation.State, log zerolog.Logger)
 		Epoch:       time.UnixMilli(cfg.Epoch),
 		ServerID:    identity.ServerID,
 		MaxLead:     cfg.MaxLead,
-		MaxWait:     maxWait,
+		MaxWait:     maxWait(cfg),
 		Floor:       floor,
 		Ceiling:     max(floor, 1),
 		ClockOffset: cfg.DebugClockOffset,
@@ -208,34 +304,31 @@ func logProtectedMode(cfg *conf.Config, log zerolog.Logger) {
 // getIDReply maps getid-reply's values, which conf checked.
 var getIDReply = map[string]respserver.GetIDReply{"auto": respserver.GetIDAuto, "integer": respserver.GetIDInteger, "string": respserver.GetIDString}
 
-// newServer is the protocol server for cfg.
-func newServer(cfg *conf.Config, log zerolog.Logger, gen *idgen.Generator, persistence func() []stats.Field, shutdown func()) *respserver.Server {
-	return respserver.New(respserver.Options{
-		Generator:     gen,
-		Logger:        log,
-		Version:       version,
-		MGetIDMax:     cfg.MGetIDMax,
-		GetIDReply:    getIDReply[cfg.GetIDReply],
-		RequirePass:   cfg.RequirePass,
-		MaxClients:    cfg.MaxClients,
-		ProtectedMode: cfg.ProtectedMode == "yes",
-		IdleTimeout:   cfg.Timeout,
-		Limits:        resplimit.Limits{MaxBulkLen: cfg.ProtoMaxBulkLen, MaxMultibulkLen: cfg.ProtoMaxMultibulkLen},
-		Output: respserver.OutputLimits{
-			Soft:    int(cfg.ClientOutputBufferLimit.Soft),
-			Hard:    int(cfg.ClientOutputBufferLimit.Hard),
-			SoftFor: cfg.ClientOutputBufferLimit.SoftSeconds,
-		},
-		Config:      cfg.Pairs(),
-		Persistence: persistence,
-		EnableDebug: cfg.EnableDebugCommand,
-		Shutdown:    shutdown,
-	})
+// newServer is the protocol server for cfg, with the fields of opts that
+// depend on the mode.
+func newServer(cfg *conf.Config, log zerolog.Logger, opts respserver.Options) *respserver.Server {
+	opts.Logger = log
+	opts.Version = version
+	opts.MGetIDMax = cfg.MGetIDMax
+	opts.GetIDReply = getIDReply[cfg.GetIDReply]
+	opts.RequirePass = cfg.RequirePass
+	opts.MaxClients = cfg.MaxClients
+	opts.ProtectedMode = cfg.ProtectedMode == "yes"
+	opts.IdleTimeout = cfg.Timeout
+	opts.Limits = resplimit.Limits{MaxBulkLen: cfg.ProtoMaxBulkLen, MaxMultibulkLen: cfg.ProtoMaxMultibulkLen}
+	opts.Output = respserver.OutputLimits{
+		Soft:    int(cfg.ClientOutputBufferLimit.Soft),
+		Hard:    int(cfg.ClientOutputBufferLimit.Hard),
+		SoftFor: cfg.ClientOutputBufferLimit.SoftSeconds,
+	}
+	opts.Config = cfg.Pairs()
+	opts.EnableDebug = cfg.EnableDebugCommand
+	return respserver.New(opts)
 }
 
 // serveUntilStopped serves lns until SIGINT, SIGTERM or SHUTDOWN, then
 // stops gracefully. It reports false if the server stopped by itself.
-func serveUntilStopped(srv *respserver.Server, lns *listeners, stopRequested <-chan struct{}, log zerolog.Logger) bool {
+func serveUntilStopped(srv *respserver.Server, lns *listeners, stopRequested stopper, log zerolog.Logger) bool {
 	served := make(chan error, 2)
 	serving := 0
 	if lns.plain != nil {

@@ -65,6 +65,16 @@ type Config struct {
 	EnableDebugCommand string        `key:"enable-debug-command" default:"no" usage:"allow DEBUG and SHUTDOWN: no, yes, or local (loopback clients only)"`
 	DebugClockOffset   time.Duration `key:"debug-clock-offset-ms" default:"0" unit:"ms" usage:"start with the clock shifted (tests; needs enable-debug-command)"`
 
+	EtcdEndpoints   string        `key:"etcd-endpoints" default:"" usage:"cluster mode: etcd endpoints (comma list) to claim a server-id from; empty = single-server mode (server-id and the state file)"`
+	EtcdPrefix      string        `key:"etcd-prefix" default:"/idserver/" usage:"cluster mode: the etcd key prefix of this site's servers"`
+	EtcdLeaseTTL    time.Duration `key:"etcd-lease-ttl" default:"10" unit:"s" usage:"cluster mode: TTL of the lease a claim is bound to: a dead server's id frees this long after it stops"`
+	EtcdDialTimeout time.Duration `key:"etcd-dial-timeout" default:"5" unit:"s" usage:"cluster mode: timeout of etcd requests"`
+	EtcdCertFile    string        `key:"etcd-cert-file" default:"" usage:"cluster mode: client certificate (PEM) for etcd over TLS"`
+	EtcdKeyFile     string        `key:"etcd-key-file" default:"" usage:"cluster mode: the private key of etcd-cert-file (PEM)"`
+	EtcdCACertFile  string        `key:"etcd-ca-cert-file" default:"" usage:"cluster mode: CA certificates (PEM) to check etcd's; set to use TLS"`
+	EtcdUsername    string        `key:"etcd-username" default:"" usage:"cluster mode: etcd user"`
+	EtcdPassword    string        `key:"etcd-password" default:"" usage:"cluster mode: the etcd user's password"`
+
 	LogLevel    string `key:"loglevel" default:"notice" usage:"debug, verbose, notice or warning"`
 	MetricsAddr string `key:"metrics-addr" default:"" usage:"address for Prometheus metrics; empty = off"`
 
@@ -73,6 +83,9 @@ type Config struct {
 	// CheckReady is --check-ready: probe the running server's /readyz at
 	// metrics-addr instead of starting one.
 	CheckReady bool
+	// ServerIDSet is whether server-id was given (file, environment or
+	// flag), not defaulted: in cluster mode it pins the claim.
+	ServerIDSet bool
 }
 
 // OutputLimit is client-output-buffer-limit for normal clients, written as
@@ -265,7 +278,7 @@ func Load(args []string) (*Config, error) {
 		}
 	}
 
-	c := &Config{File: *file, CheckReady: *checkReady}
+	c := &Config{File: *file, CheckReady: *checkReady, ServerIDSet: v.InConfig("server-id") || fs.Changed("server-id") || os.Getenv(envPrefix+"SERVER_ID") != ""}
 	rv := reflect.ValueOf(c).Elem()
 	for _, f := range fields {
 		if err := set(rv.Field(f.index), f, v.GetString(f.key)); err != nil {
@@ -366,6 +379,7 @@ func (c *Config) validate() error {
 		func() error { return inRange("port", int64(c.Port), 0, 65535) },
 		func() error { return oneOf("protected-mode", c.ProtectedMode, "yes", "no") },
 		c.validateTLS,
+		c.validateEtcd,
 		layout.Validate,
 		func() error {
 			if c.ServerID < 0 || int64(c.ServerID) > layout.MaxServerID() {
@@ -471,6 +485,23 @@ func (c *Config) validateTLS() error {
 		return fmt.Errorf("tls-auth-clients %s needs tls-ca-cert-file to check client certificates against (or tls-auth-clients no)", c.TLSAuthClients)
 	}
 	return nil
+}
+
+// validateEtcd checks the cluster mode keys.
+func (c *Config) validateEtcd() error {
+	if c.EtcdEndpoints == "" {
+		return nil
+	}
+	if !strings.HasPrefix(c.EtcdPrefix, "/") || !strings.HasSuffix(c.EtcdPrefix, "/") {
+		return fmt.Errorf("etcd-prefix %q must start and end with /", c.EtcdPrefix)
+	}
+	if (c.EtcdCertFile == "") != (c.EtcdKeyFile == "") {
+		return errors.New("etcd-cert-file and etcd-key-file go together")
+	}
+	if err := inRange("etcd-lease-ttl", int64(c.EtcdLeaseTTL/time.Second), 2, 300); err != nil {
+		return err
+	}
+	return inRange("etcd-dial-timeout", int64(c.EtcdDialTimeout/time.Second), 1, 60)
 }
 
 // Pairs returns every key with its effective value as CONFIG GET shows

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -32,6 +33,7 @@ func defaults() Config {
 		Dir: ".", StateFile: "idserver.state", ReserveAhead: 3 * time.Second, EnableDebugCommand: "no",
 		ClientOutputBufferLimit: OutputLimit{Hard: 16 << 20, Soft: 8 << 20, SoftSeconds: time.Minute},
 		LogLevel:                "notice",
+		EtcdPrefix:              "/idserver/", EtcdLeaseTTL: 10 * time.Second, EtcdDialTimeout: 5 * time.Second,
 	}
 }
 
@@ -66,6 +68,7 @@ id-generator server-id 3 id-range 3 shard-range 8 random-range 10
 	want.RequirePass, want.Bind, want.ProtoMaxBulkLen, want.LogLevel = `p w"dA`, "127.0.0.2", 1<<20, "warning"
 	want.File = name
 	want.MGetIDMax = 10000
+	want.ServerIDSet = true // by the file: pins a cluster mode claim
 	if *c != want {
 		t.Fatalf("got  %+v\nwant %+v", *c, want)
 	}
@@ -209,7 +212,9 @@ func TestHelp(t *testing.T) {
 }
 
 // TestExampleFile keeps redis.conf.example in step with Config: it loads
-// to exactly the defaults and sets every key.
+// to exactly the defaults, and shows every key with its default: set, or
+// for server-id, commented out ("# server-id 0"), because setting it pins
+// a cluster mode claim.
 func TestExampleFile(t *testing.T) {
 	c, err := Load([]string{"../redis.conf.example"})
 	if err != nil {
@@ -224,9 +229,14 @@ func TestExampleFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	text, err := os.ReadFile("../redis.conf.example")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, k := range Keys() {
-		if _, ok := values[k]; !ok {
-			t.Errorf("redis.conf.example does not set %s", k)
+		_, set := values[k]
+		if commented := strings.Contains(string(text), "\n# "+k+" "+want.Pairs()[slices.Index(Keys(), k)][1]+"\n"); set == (k == "server-id") || k == "server-id" && !commented {
+			t.Errorf("redis.conf.example: %s set %v, want it set (server-id: commented out with its default)", k, set)
 		}
 	}
 }
@@ -279,8 +289,12 @@ func TestPairs(t *testing.T) {
 		args = append(args, "--"+kv[0], kv[1])
 	}
 	c2, err := Load(args)
-	if err != nil || !reflect.DeepEqual(c, c2) {
-		t.Fatalf("Pairs do not round-trip: %+v, %v", c2, err)
+	if err != nil || !c2.ServerIDSet {
+		t.Fatalf("Pairs do not load back: %v, server-id given %v", err, c2.ServerIDSet)
+	}
+	c2.ServerIDSet = false // given here, defaulted in c
+	if !reflect.DeepEqual(c, c2) {
+		t.Fatalf("Pairs do not round-trip: %+v", c2)
 	}
 }
 
@@ -327,4 +341,19 @@ func ExampleLoad() {
 	}
 	fmt.Println(c.Port, c.ServerID, c.ShardRange)
 	// Output: 7000 1 9
+}
+
+// TestServerIDSet: server-id counts as given (pinning a cluster mode
+// claim) from a file, the environment or a flag, and not when defaulted.
+func TestServerIDSet(t *testing.T) {
+	if c, err := Load(nil); err != nil || c.ServerIDSet {
+		t.Fatalf("defaults: server-id given %v, %v", c.ServerIDSet, err)
+	}
+	if c, err := Load([]string{"--server-id", "0"}); err != nil || !c.ServerIDSet {
+		t.Fatalf("flag: server-id given %v, %v", c.ServerIDSet, err)
+	}
+	t.Setenv("IDSERVER_SERVER_ID", "1")
+	if c, err := Load(nil); err != nil || !c.ServerIDSet || c.ServerID != 1 {
+		t.Fatalf("environment: %+v, %v", c, err)
+	}
 }

@@ -59,7 +59,7 @@ func New(o Options) http.Handler {
 // exported are the INFO sections /metrics exports, every numeric field of
 // them; the server's memory and process figures come from the Go and
 // process collectors (go_memstats_*, process_*).
-var exported = []string{"clients", "stats", "persistence", "idgen"}
+var exported = []string{"clients", "stats", "persistence", "cluster", "idgen"}
 
 var (
 	infoDesc = prometheus.NewDesc("idserver_info", "Version and layout of this server (always 1).",

@@ -28,6 +28,7 @@ var infoSections = []struct {
 	{"persistence", "Persistence", (*Server).infoPersistence, false},
 	{"stats", "Stats", (*Server).infoStats, false},
 	{"commandstats", "Commandstats", (*Server).infoCommandStats, true},
+	{"cluster", "Cluster", (*Server).infoCluster, false},
 	{"keyspace", "Keyspace", (*Server).infoKeyspace, false},
 	{"idgen", "Idgen", (*Server).infoIDGen, false},
 }
@@ -193,6 +194,15 @@ func (s *Server) infoPersistence() []stats.Field {
 		fields = append(fields, s.opts.Persistence()...)
 	}
 	return fields
+}
+
+// infoCluster is cluster mode's section; Redis's cluster_enabled:0 in
+// single-server mode.
+func (s *Server) infoCluster() []stats.Field {
+	if s.opts.Cluster == nil {
+		return []stats.Field{stats.G("cluster_enabled", 0, "1 in cluster mode: server-ids claimed from etcd.")}
+	}
+	return s.opts.Cluster()
 }
 
 func (s *Server) infoIDGen() []stats.Field {

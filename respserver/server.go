@@ -66,6 +66,9 @@ type Options struct {
 	Config [][2]string
 	// Persistence lists the fields of INFO persistence; nil means none.
 	Persistence func() []stats.Field
+	// Cluster lists the fields of INFO cluster; nil means single-server
+	// mode (cluster_enabled:0).
+	Cluster func() []stats.Field
 
 	// EnableDebug allows DEBUG and SHUTDOWN: "yes", "local" (loopback
 	// clients only), or "" / "no". SHUTDOWN is also allowed when

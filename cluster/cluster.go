@@ -1,0 +1,375 @@
+// Package cluster runs a server in cluster mode: it claims a server-id in
+// etcd with a key bound to its lease, keeps the id's reservation T in etcd
+// fenced by that claim, and stands by, serving no IDs, while it holds none.
+//
+// Why no ID repeats, whatever clocks, pauses and partitions do. Each id
+// has one key reserved/<id> holding T, written only in a transaction that
+// checks that claim/<id> still carries the writer's lease; a new holder
+// creates claim/<id> and reads T in one transaction. So the writes of T
+// and the claims of an id are totally ordered by etcd, and every T a
+// holder stored was stored before the next holder's claim, which read the
+// last of them, T_last. A holder issues no ID whose time reaches a T it
+// has not stored (its generator's ceiling rises only after a successful
+// write), so all its IDs are below T_last, for ever, even if it is paused
+// or cut off and still believes it holds the id. The next holder starts
+// at max(now, T_last): all its IDs are at or above T_last. Holders of
+// different ids differ in the server-id field, and servers of another
+// layout or epoch under the same prefix are refused (the layout key).
+package cluster
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/idserver/idserver/idgen"
+	"github.com/idserver/idserver/reservation"
+)
+
+// Config configures a Member.
+type Config struct {
+	Endpoints   []string
+	Prefix      string // ends with "/"
+	LeaseTTL    time.Duration
+	DialTimeout time.Duration
+	TLS         *tls.Config // nil: plain
+	Username    string
+	Password    string
+
+	Layout idgen.Layout
+	Epoch  time.Time
+	// Pinned is the only server-id this server may claim; -1: the lowest
+	// free one.
+	Pinned int64
+	// For each generator, as in single-server mode.
+	MaxLead, MaxWait, ReserveAhead time.Duration
+	// Addr identifies this server in its claim key: host:port.
+	Addr string
+	Log  zerolog.Logger
+}
+
+// Target is what a Member drives: the protocol server.
+type Target interface {
+	SetGenerator(*idgen.Generator)
+	Standby(why error)
+}
+
+// Member holds a server-id for a Target, or stands it by.
+type Member struct {
+	cfg    Config
+	target Target
+	cli    *clientv3.Client
+	k      keys
+	log    zerolog.Logger
+
+	mu       sync.Mutex
+	state    string // "connecting", "standby", "holding"
+	held     int64  // -1: none
+	lease    clientv3.LeaseID
+	deadline time.Time // when the lease expires unless renewed
+	seen     map[int64]string
+	keeper   *reservation.Keeper
+	gen      *idgen.Generator
+
+	reserved atomic.Int64 // the last T this server stored, ms since the epoch
+	claims   atomic.Uint64
+	losses   atomic.Uint64
+	saves    atomic.Uint64 // of keepers closed already
+	failures atomic.Uint64
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// Start connects to etcd and keeps claiming a server-id for target until
+// Close. It does not wait: target stands by until an id is held.
+func Start(cfg Config, target Target) (*Member, error) {
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   cfg.Endpoints,
+		DialTimeout: cfg.DialTimeout,
+		TLS:         cfg.TLS,
+		Username:    cfg.Username,
+		Password:    cfg.Password,
+		Logger:      zap.NewNop(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("etcd-endpoints: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &Member{
+		cfg: cfg, target: target, cli: cli, log: cfg.Log,
+		k:     newKeys(cfg.Prefix, cfg.Layout, cfg.Epoch),
+		state: "connecting", held: -1,
+		cancel: cancel, done: make(chan struct{}),
+	}
+	target.Standby(errors.New("CLUSTERDOWN no server-id held yet: connecting to etcd"))
+	go m.run(ctx)
+	return m, nil
+}
+
+// Close gives the id up: the final reservation is stored and the lease
+// revoked, so a standby can take the id at once.
+func (m *Member) Close() {
+	m.cancel()
+	<-m.done
+	m.cli.Close()
+}
+
+// run claims, holds until the claim is lost, and claims again.
+func (m *Member) run(ctx context.Context) {
+	defer close(m.done)
+	prefer := m.cfg.Pinned
+	var backoff time.Duration
+	for ctx.Err() == nil {
+		id, err := m.session(ctx, prefer)
+		if id >= 0 {
+			prefer = id // its old id, if still free
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		m.standby(err)
+		if id >= 0 {
+			backoff = 0 // it held one: try again at once
+		} else {
+			backoff = min(max(2*backoff, 100*time.Millisecond), m.cfg.LeaseTTL/2)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff):
+		}
+	}
+}
+
+// standby stands the target by with the reason why.
+func (m *Member) standby(why error) {
+	m.mu.Lock()
+	m.held, m.state = -1, "standby"
+	m.mu.Unlock()
+	msg := why.Error()
+	if !strings.HasPrefix(msg, "CLUSTERDOWN ") {
+		msg = "CLUSTERDOWN no server-id held: " + msg
+	}
+	m.target.Standby(errors.New(msg))
+}
+
+// session takes a lease, claims an id (waiting as a standby while none is
+// free), serves it until the claim is lost, and gives it up. It returns
+// the id it held (-1: none) and why the session ended.
+func (m *Member) session(ctx context.Context, prefer int64) (int64, error) {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	lease, err := m.cli.Grant(sctx, int64(m.cfg.LeaseTTL/time.Second))
+	if err != nil {
+		return -1, fmt.Errorf("etcd unreachable: %w", err)
+	}
+	defer m.revoke(lease.ID)
+	ka, err := m.cli.KeepAlive(sctx, lease.ID)
+	if err != nil {
+		return -1, fmt.Errorf("etcd lease: %w", err)
+	}
+	m.renewed(lease.ID, lease.TTL)
+	if err := checkLayout(sctx, m.cli, m.k); err != nil {
+		m.log.Error().Err(err).Msg("cluster: refusing to claim a server-id")
+		return -1, err
+	}
+	c, err := m.waitForClaim(sctx, lease.ID, prefer, ka)
+	if err != nil {
+		return -1, err
+	}
+	return c.id, m.hold(sctx, c, lease.ID, ka)
+}
+
+// waitForClaim claims an id, standing by while none is free until one
+// frees up or the lease is lost.
+func (m *Member) waitForClaim(ctx context.Context, lease clientv3.LeaseID, prefer int64, ka <-chan *clientv3.LeaseKeepAliveResponse) (claimed, error) {
+	for {
+		c, rev, err := claim(ctx, m.cli, m.k, lease, m.holder(), m.candidates(prefer))
+		if err == nil {
+			m.claims.Add(1)
+			return c, nil
+		}
+		if !errors.Is(err, errAllHeld) {
+			return claimed{}, fmt.Errorf("etcd: %w", err)
+		}
+		m.standby(fmt.Errorf("CLUSTERDOWN no server-id held: %s; standing by until one frees up", m.allHeld()))
+		m.refreshSeen(ctx)
+		// Any claim key deleted (a holder's lease expired or was revoked)
+		// may free one: try again then, or after a lease's time anyway.
+		w := m.cli.Watch(ctx, m.k.claims(), clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithFilterPut())
+		if err := m.waitFreed(ctx, w, ka); err != nil {
+			return claimed{}, err
+		}
+	}
+}
+
+// waitFreed waits for a claim key to go, keeping the lease alive.
+func (m *Member) waitFreed(ctx context.Context, w clientv3.WatchChan, ka <-chan *clientv3.LeaseKeepAliveResponse) error {
+	retry := time.NewTimer(m.cfg.LeaseTTL)
+	defer retry.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-retry.C:
+			return nil
+		case resp, ok := <-w:
+			if !ok || resp.Err() != nil || len(resp.Events) > 0 {
+				return nil
+			}
+		case resp, ok := <-ka:
+			if !ok {
+				return errors.New("lost the etcd lease while standing by")
+			}
+			m.renewed(resp.ID, resp.TTL)
+		}
+	}
+}
+
+// candidates are the ids to try, in order: the pinned one only, or the
+// preferred one (this server's last) and then every id from 0.
+func (m *Member) candidates(prefer int64) []int64 {
+	if m.cfg.Pinned >= 0 {
+		return []int64{m.cfg.Pinned}
+	}
+	ids := make([]int64, 0, m.cfg.Layout.MaxServerID()+2)
+	if prefer >= 0 {
+		ids = append(ids, prefer)
+	}
+	for id := range m.cfg.Layout.MaxServerID() + 1 {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// allHeld says which ids are held, for the standby's reply.
+func (m *Member) allHeld() string {
+	if m.cfg.Pinned >= 0 {
+		return fmt.Sprintf("server-id %d (pinned) is held by another server", m.cfg.Pinned)
+	}
+	return fmt.Sprintf("all %d server-ids (id-range %d) are held by other servers", m.cfg.Layout.MaxServerID()+1, m.cfg.Layout.IDBits)
+}
+
+// hold serves the claimed id until the claim is lost or ctx ends, then
+// stores the final reservation (fenced) and stops the generator.
+func (m *Member) hold(ctx context.Context, c claimed, lease clientv3.LeaseID, ka <-chan *clientv3.LeaseKeepAliveResponse) error {
+	gen, err := idgen.New(idgen.Settings{
+		Layout: m.cfg.Layout, Epoch: m.cfg.Epoch, ServerID: c.id,
+		MaxLead: m.cfg.MaxLead, MaxWait: m.cfg.MaxWait,
+		Floor: c.reserved, Ceiling: max(c.reserved, 1),
+	})
+	if err != nil {
+		return err
+	}
+	st := &store{cli: m.cli, k: m.k, id: c.id, lease: lease, timeout: min(m.cfg.LeaseTTL/2, 2*time.Second),
+		fenced: make(chan struct{}, 1), last: m.reserved.Store}
+	identity := reservation.State{ServerID: c.id, Layout: m.cfg.Layout, Epoch: m.cfg.Epoch.UnixMilli()}
+	keeper, err := reservation.Start(gen, st, identity, m.cfg.ReserveAhead, m.log)
+	if err != nil {
+		gen.Close()
+		return fmt.Errorf("server-id %d: first reservation: %w", c.id, err)
+	}
+	m.mu.Lock()
+	m.held, m.state, m.keeper, m.gen = c.id, "holding", keeper, gen
+	m.mu.Unlock()
+	m.target.SetGenerator(gen)
+	m.log.Info().Int64("server_id", c.id).Int64("reserved_ms", c.reserved).Str("lease", fmt.Sprintf("%x", lease)).Msg("cluster: holding a server-id")
+
+	why := m.watchClaim(ctx, c.id, lease, ka, st.fenced)
+	if ctx.Err() == nil {
+		m.losses.Add(1)
+		m.log.Warn().Int64("server_id", c.id).Str("reason", why).Msg("cluster: lost the server-id; IDs stop at the reservation stored, claiming again")
+	}
+	m.target.Standby(fmt.Errorf("CLUSTERDOWN lost server-id %d: %s; claiming again", c.id, why))
+	if err := keeper.Close(); err != nil {
+		m.log.Debug().Err(err).Msg("cluster: final reservation not stored; the last one stands")
+	}
+	ks := keeper.Stats()
+	m.saves.Add(ks.Saves)
+	m.failures.Add(ks.Failures)
+	m.mu.Lock()
+	m.keeper, m.gen = nil, nil
+	m.mu.Unlock()
+	return fmt.Errorf("CLUSTERDOWN lost server-id %d: %s; claiming again", c.id, why)
+}
+
+// watchClaim returns when the claim on id is lost, and why: the lease
+// expired (no renewal for its TTL) or was revoked, the claim key was
+// deleted or taken, or a save was refused by the fence; or ctx ended.
+func (m *Member) watchClaim(ctx context.Context, id int64, lease clientv3.LeaseID, ka <-chan *clientv3.LeaseKeepAliveResponse, fenced <-chan struct{}) string {
+	w := m.cli.Watch(ctx, m.k.claim(id))
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return "shutting down"
+		case <-fenced:
+			return "its claim key no longer carries this server's lease"
+		case resp, ok := <-ka:
+			if !ok {
+				return "the etcd lease expired or was revoked"
+			}
+			m.renewed(resp.ID, resp.TTL)
+		case resp := <-w:
+			for _, ev := range resp.Events {
+				if ev.Type == clientv3.EventTypeDelete || clientv3.LeaseID(ev.Kv.Lease) != lease {
+					return "its claim key was deleted or taken"
+				}
+			}
+		case <-tick.C:
+			if m.expired() {
+				return fmt.Sprintf("no lease renewal from etcd for %v (etcd unreachable?)", m.cfg.LeaseTTL)
+			}
+		}
+	}
+}
+
+// renewed records a lease grant or renewal of ttl seconds.
+func (m *Member) renewed(lease clientv3.LeaseID, ttl int64) {
+	m.mu.Lock()
+	m.lease, m.deadline = lease, time.Now().Add(time.Duration(ttl)*time.Second)
+	m.mu.Unlock()
+}
+
+func (m *Member) expired() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return time.Now().After(m.deadline)
+}
+
+// revoke gives a lease up, so that its claim frees at once; etcd may be
+// unreachable, then the lease expires by itself.
+func (m *Member) revoke(lease clientv3.LeaseID) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	m.cli.Revoke(ctx, lease)
+	m.mu.Lock()
+	m.lease, m.deadline = 0, time.Time{}
+	m.mu.Unlock()
+}
+
+// refreshSeen records who holds which id, for INFO.
+func (m *Member) refreshSeen(ctx context.Context) {
+	if held, _, err := holders(ctx, m.cli, m.k); err == nil {
+		m.mu.Lock()
+		m.seen = held
+		m.mu.Unlock()
+	}
+}
+
+// holder is the value of this server's claim keys: who holds the id.
+func (m *Member) holder() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s pid %d addr %s", host, os.Getpid(), m.cfg.Addr)
+}
