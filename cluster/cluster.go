@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -80,6 +81,8 @@ type Member struct {
 	seen     map[int64]string
 	keeper   *reservation.Keeper
 	gen      *idgen.Generator
+
+	stale    []clientv3.LeaseID // leases not revoked yet: etcd was unreachable
 
 	reserved atomic.Int64 // the last T this server stored, ms since the epoch
 	claims   atomic.Uint64
@@ -169,6 +172,9 @@ func (m *Member) standby(why error) {
 func (m *Member) session(ctx context.Context, prefer int64) (int64, error) {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// A lease of an earlier session that etcd still keeps (it refreshes
+	// leases when it restarts) would hold this server's old id.
+	m.revokeStale()
 	lease, err := m.cli.Grant(sctx, int64(m.cfg.LeaseTTL/time.Second))
 	if err != nil {
 		return -1, fmt.Errorf("etcd unreachable: %w", err)
@@ -348,15 +354,30 @@ func (m *Member) expired() bool {
 	return time.Now().After(m.deadline)
 }
 
-// revoke gives a lease up, so that its claim frees at once; etcd may be
-// unreachable, then the lease expires by itself.
+// revoke gives a lease up, so that its claim frees at once. If etcd is
+// unreachable, the next session tries again: the lease may outlive an
+// etcd restart.
 func (m *Member) revoke(lease clientv3.LeaseID) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	m.cli.Revoke(ctx, lease)
+	_, err := m.cli.Revoke(ctx, lease)
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	m.lease, m.deadline = 0, time.Time{}
+	if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		m.stale = append(m.stale, lease)
+	}
+}
+
+// revokeStale revokes the leases earlier sessions could not.
+func (m *Member) revokeStale() {
+	m.mu.Lock()
+	stale := m.stale
+	m.stale = nil
 	m.mu.Unlock()
+	for _, lease := range stale {
+		m.revoke(lease)
+	}
 }
 
 // refreshSeen records who holds which id, for INFO.

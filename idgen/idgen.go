@@ -60,7 +60,7 @@ var ErrOverflow = errors.New("idgen: the 42-bit time field is used up")
 
 // ErrNotReserved is returned when IDs would pass the ceiling (the
 // reservation on disk) and no larger one arrived within MaxWait.
-var ErrNotReserved = errors.New("idgen: IDs ahead are not yet reserved on disk (the state file write is slow or failing); retry shortly")
+var ErrNotReserved = errors.New("idgen: IDs ahead are not yet reserved durably (the write to the state file, or to etcd in cluster mode, is slow or failing); retry shortly")
 
 // ErrWouldWait is returned by TryNext and TryNextN when the call would
 // have to wait, for the clock or for a larger Ceiling. Nothing was issued

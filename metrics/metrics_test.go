@@ -42,7 +42,7 @@ func TestReadyzReasons(t *testing.T) {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	waitServing(t, srv)
-	expect("/readyz", 503, "not ready: GETID would get -BUSY IDs ahead are not yet reserved on disk")
+	expect("/readyz", 503, "not ready: GETID would get -BUSY IDs ahead are not yet reserved durably")
 	expect("/healthz", 200, "OK")
 
 	gen.Raise(gen.Now() + 60_000)

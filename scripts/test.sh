@@ -5,9 +5,9 @@
 # The end-to-end tests drive the server with the real redis-cli and
 # redis-benchmark, replies and the glob matcher are checked against
 # redis-server's, the client matrix (clients/) runs redis-py and the Node
-# clients, and -race needs cgo and a C compiler, so Debian's redis-tools,
-# redis-server, python3-redis, nodejs and gcc are installed first when
-# missing, and the Node clients from clients/node/package-lock.json. Every
+# clients, the cluster tests run etcd, and -race needs cgo and a C
+# compiler, so Debian's redis-tools, redis-server, python3-redis, nodejs,
+# etcd-server, iproute2 and gcc are installed first when missing, and the Node clients from clients/node/package-lock.json. Every
 # server a test starts listens on 127.0.0.1 and is stopped by the test
 # itself.
 set -euo pipefail
@@ -19,6 +19,7 @@ command -v redis-server >/dev/null || need+=(redis-server)
 command -v script >/dev/null || need+=(bsdutils)
 command -v gcc >/dev/null || need+=(gcc)
 command -v ip >/dev/null || need+=(iproute2) # protected-mode tests: a second loopback address
+command -v etcd >/dev/null || need+=(etcd-server) # cluster mode tests: a real etcd
 /usr/bin/python3 -c 'import redis' 2>/dev/null || need+=(python3-redis)
 command -v node >/dev/null && command -v npm >/dev/null || need+=(nodejs npm)
 if [ ${#need[@]} -gt 0 ]; then

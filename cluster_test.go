@@ -1,0 +1,401 @@
+package main
+
+import (
+	"context"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/idserver/idserver/idgen"
+)
+
+// The cluster tests run real etcd (Debian's etcd-server: etcd on the
+// PATH) on 127.0.0.1, and servers with id-range 1 (two ids) and a lease
+// TTL of 2 s, so that three servers make a standby and failures show
+// within seconds.
+
+const leaseTTL = 2 * time.Second
+
+// etcdServer is one etcd, started, stopped and restarted by a test on the
+// same data directory and ports.
+type etcdServer struct {
+	t        *testing.T
+	dir      string
+	endpoint string // host:port
+	peer     string
+	cmd      *exec.Cmd
+}
+
+func startEtcd(t *testing.T) *etcdServer {
+	t.Helper()
+	if _, err := exec.LookPath("etcd"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("etcd is missing: apt install etcd-server (scripts/test.sh does)")
+		}
+		t.Skip("etcd is missing (apt install etcd-server; scripts/test.sh does)")
+	}
+	e := &etcdServer{t: t, dir: filepath.Join(t.TempDir(), "etcd"),
+		endpoint: "127.0.0.1:" + freePort(t), peer: "http://127.0.0.1:" + freePort(t)}
+	e.start()
+	t.Cleanup(e.stop)
+	return e
+}
+
+// start runs etcd and waits until it answers.
+func (e *etcdServer) start() {
+	e.t.Helper()
+	url := "http://" + e.endpoint
+	e.cmd = exec.Command("etcd", "--data-dir", e.dir, "--name", "default",
+		"--listen-client-urls", url, "--advertise-client-urls", url,
+		"--listen-peer-urls", e.peer, "--initial-advertise-peer-urls", e.peer,
+		"--initial-cluster", "default="+e.peer)
+	if err := e.cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	cli := e.client()
+	defer cli.Close()
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := cli.Get(ctx, "health")
+		cancel()
+		if err == nil {
+			return
+		}
+	}
+	e.t.Fatal("etcd not answering after 20s")
+}
+
+// stop kills etcd (a crash, as far as the servers can tell).
+func (e *etcdServer) stop() {
+	if e.cmd != nil {
+		e.cmd.Process.Kill()
+		e.cmd.Wait()
+		e.cmd = nil
+	}
+}
+
+func (e *etcdServer) client() *clientv3.Client {
+	e.t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{e.endpoint}, DialTimeout: time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return cli
+}
+
+// member starts a server in cluster mode against e.
+func member(t *testing.T, e *etcdServer, args ...string) *process {
+	t.Helper()
+	return start(t, nil, append([]string{"--etcd-endpoints", e.endpoint, "--etcd-lease-ttl", "2",
+		"--id-range", "1", "--shard-range", "10", "--enable-debug-command", "yes"}, args...)...)
+}
+
+// clusterInfo is the INFO cluster field of p named field, "" if p does
+// not answer.
+func clusterInfo(p *process, field string) string {
+	c := redis.NewClient(&redis.Options{Addr: p.addr, MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: time.Second})
+	defer c.Close()
+	info, err := c.Info(context.Background(), "cluster").Result()
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// waitHolding waits until p holds a server-id and returns it.
+func waitHolding(t *testing.T, p *process, within time.Duration) int64 {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		if id, err := strconv.ParseInt(clusterInfo(p, "held_server_id"), 10, 64); err == nil && id >= 0 {
+			return id
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("%s holds no server-id after %v:\n%s", p.addr, within, strings.Join(p.lines(), "\n"))
+	return -1
+}
+
+// idSet collects IDs from many clients and finds repeats. It keeps a
+// plain slice, sorted when checked: millions of IDs fit in tens of MB.
+type idSet struct {
+	mu    sync.Mutex
+	ids   []int64
+	fails map[string]int // error replies by their first word
+}
+
+func newIDSet() *idSet { return &idSet{fails: map[string]int{}} }
+
+func (s *idSet) add(ids []int64) {
+	s.mu.Lock()
+	s.ids = append(s.ids, ids...)
+	s.mu.Unlock()
+}
+
+func (s *idSet) fail(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	word, _, _ := strings.Cut(err.Error(), " ")
+	s.fails[word]++
+}
+
+// count is how many IDs came so far.
+func (s *idSet) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.ids)
+}
+
+// check fails the test on any repeat, naming its server-id and time, and
+// returns how many IDs came.
+func (s *idSet) check(t *testing.T) int {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	slices.Sort(s.ids)
+	for i := 1; i < len(s.ids); i++ {
+		if s.ids[i] == s.ids[i-1] {
+			p, _ := idgen.Decode(s.ids[i], idgen.Layout{IDBits: 1, ShardBits: 10, RandomBits: 10}, idgen.DefaultEpoch)
+			t.Fatalf("ID %d repeated (server-id %d, time %v)", s.ids[i], p.ServerID, p.Time)
+		}
+	}
+	return len(s.ids)
+}
+
+// load asks addr for batches of n IDs until stop, into s.
+func (s *idSet) load(addr func() string, n int, stop <-chan struct{}, wg *sync.WaitGroup) {
+	defer wg.Done()
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		a := addr()
+		c := redis.NewClient(&redis.Options{Addr: a, MaxRetries: -1, DialTimeout: 500 * time.Millisecond,
+			ReadTimeout: time.Second, WriteTimeout: time.Second, PoolSize: 1})
+		for range 20 {
+			ids, err := c.Do(context.Background(), "MGETID", n).Int64Slice()
+			if err != nil {
+				s.fail(err)
+				time.Sleep(10 * time.Millisecond)
+				break
+			}
+			s.add(ids)
+		}
+		c.Close()
+	}
+}
+
+// TestClusterClaimsStandbyTakeover: two servers claim the two ids, a third
+// stands by (not ready, ID commands refused with the reason). A holder
+// paused past its lease loses its id to the standby, which serves within
+// the TTL plus 2 s of the expiry; the paused one, resumed, issues nothing
+// that repeats and stands by.
+func TestClusterClaimsStandbyTakeover(t *testing.T) {
+	e := startEtcd(t)
+	a, b := member(t, e, "--metrics-addr", "127.0.0.1:0"), member(t, e)
+	ida, idb := waitHolding(t, a, 10*time.Second), waitHolding(t, b, 10*time.Second)
+	if ida == idb {
+		t.Fatalf("both servers hold server-id %d", ida)
+	}
+	c := member(t, e, "--metrics-addr", "127.0.0.1:0")
+	deadline := time.Now().Add(10 * time.Second)
+	for clusterInfo(c, "cluster_state") != "standby" && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	rc := redis.NewClient(&redis.Options{Addr: c.addr, MaxRetries: -1})
+	defer rc.Close()
+	ctx := context.Background()
+	if err := rc.Do(ctx, "GETID").Err(); err == nil || !strings.HasPrefix(err.Error(), "CLUSTERDOWN no server-id held: all 2 server-ids") {
+		t.Fatalf("GETID on the standby: %v", err)
+	}
+	if code, body := get(t, "http://"+c.metricsAddr(t)+"/readyz"); code != 503 || !strings.Contains(body, "no server-id held") {
+		t.Fatalf("standby /readyz: %d %q", code, body)
+	}
+
+	set := newIDSet()
+	before := mgetid(t, a.addr, 5000)
+	set.add(before)
+	a.cmd.Process.Signal(syscall.SIGSTOP)
+	paused := time.Now()
+	id := waitHolding(t, c, 3*leaseTTL+2*time.Second)
+	if took := time.Since(paused); id != ida || took > 2*leaseTTL+2*time.Second {
+		t.Fatalf("the standby took server-id %d %v after the holder of %d paused; want it within the TTL and 2 s of the expiry", id, took, ida)
+	}
+	if code, _ := get(t, "http://"+c.metricsAddr(t)+"/readyz"); code != 200 {
+		t.Fatalf("the new holder's /readyz: %d", code)
+	}
+	set.add(mgetid(t, c.addr, 5000))
+	a.cmd.Process.Signal(syscall.SIGCONT)
+	// Resumed, a still believes for a moment it holds the id: whatever it
+	// answers must not repeat anything c issued.
+	ra := redis.NewClient(&redis.Options{Addr: a.addr, MaxRetries: -1})
+	defer ra.Close()
+	for range 200 {
+		if ids, err := ra.Do(ctx, "MGETID", 10).Int64Slice(); err == nil {
+			set.add(ids)
+		} else {
+			set.fail(err)
+		}
+	}
+	set.add(mgetid(t, c.addr, 5000))
+	if n := set.check(t); n < 15000 {
+		t.Fatalf("only %d IDs", n)
+	}
+	if st := clusterInfo(a, "cluster_state"); st != "standby" {
+		t.Fatalf("the paused server, resumed: cluster_state %q, want standby", st)
+	}
+}
+
+// TestClusterKillRestart: a holder killed with -9 and started again
+// stands by while its dead lease holds the id, then claims it once the
+// lease expires and issues above everything it issued before.
+func TestClusterKillRestart(t *testing.T) {
+	e := startEtcd(t)
+	a := member(t, e, "--server-id", "1") // pinned: the restart wants this id back
+	waitHolding(t, a, 10*time.Second)
+	before := mgetid(t, a.addr, 20000)
+	a.kill9()
+	restarted := member(t, e, "--server-id", "1")
+	if id := waitHolding(t, restarted, 3*leaseTTL+2*time.Second); id != 1 {
+		t.Fatalf("restarted server holds %d, want 1", id)
+	}
+	after := mgetid(t, restarted.addr, 20000)
+	if slicesMax(before) >= slicesMin(after) {
+		t.Fatalf("after the restart IDs start at %d, not above %d issued before", slicesMin(after), slicesMax(before))
+	}
+}
+
+func slicesMax(ids []int64) int64 {
+	m := ids[0]
+	for _, id := range ids {
+		m = max(m, id)
+	}
+	return m
+}
+
+func slicesMin(ids []int64) int64 {
+	m := ids[0]
+	for _, id := range ids {
+		m = min(m, id)
+	}
+	return m
+}
+
+// TestClusterEtcdDown: with etcd gone under load the servers serve below
+// their stored reservation, then refuse, and serve again once etcd is
+// back; no ID repeats.
+func TestClusterEtcdDown(t *testing.T) {
+	e := startEtcd(t)
+	servers := []*process{member(t, e), member(t, e)}
+	for _, p := range servers {
+		waitHolding(t, p, 10*time.Second)
+	}
+	set := newIDSet()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Add(1)
+		go set.load(func() string { return servers[i%2].addr }, 50, stop, &wg)
+	}
+	time.Sleep(500 * time.Millisecond)
+	e.stop()
+	down := set.count()
+	time.Sleep(3*leaseTTL + 2*time.Second) // past the reservation (3 s) and the lease
+	set.mu.Lock()
+	refused := set.fails["CLUSTERDOWN"] + set.fails["BUSY"]
+	set.mu.Unlock()
+	duringOutage := set.count() - down
+	e.start()
+	for _, p := range servers {
+		waitHolding(t, p, 3*leaseTTL+5*time.Second)
+	}
+	resumed := set.count()
+	time.Sleep(time.Second)
+	close(stop)
+	wg.Wait()
+	total := set.check(t)
+	if duringOutage == 0 || refused == 0 || total <= resumed {
+		t.Fatalf("etcd down: %d IDs served during the outage (want some, below the reservation), %d refused (want some), %d after etcd came back (want more)",
+			duringOutage, refused, total-resumed)
+	}
+	t.Logf("etcd down: %d IDs before, %d during the outage, %d refused, %d after; no repeats", down, duringOutage, refused, total-resumed)
+}
+
+// TestClusterFaultLoop: three servers for two ids under four clients,
+// while faults come at random: a server paused past its lease, a server
+// killed and started again, etcd killed and restarted, a server's clock
+// shifted back or forward. Every ID collected is unique.
+func TestClusterFaultLoop(t *testing.T) {
+	e := startEtcd(t)
+	var mu sync.Mutex
+	servers := []*process{member(t, e), member(t, e), member(t, e)}
+	addr := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return servers[rand.IntN(len(servers))].addr
+	}
+	set := newIDSet()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go set.load(addr, 100, stop, &wg)
+	}
+	faults := map[string]int{}
+	for round := range 12 {
+		i := rand.IntN(len(servers))
+		mu.Lock()
+		p := servers[i]
+		mu.Unlock()
+		switch kind := []string{"pause", "kill", "etcd", "clock"}[round%4]; kind {
+		case "pause":
+			p.cmd.Process.Signal(syscall.SIGSTOP)
+			time.Sleep(leaseTTL + time.Duration(rand.IntN(2000))*time.Millisecond)
+			p.cmd.Process.Signal(syscall.SIGCONT)
+		case "kill":
+			p.kill9()
+			q := member(t, e)
+			mu.Lock()
+			servers[i] = q
+			mu.Unlock()
+		case "etcd":
+			e.stop()
+			time.Sleep(time.Duration(500+rand.IntN(3000)) * time.Millisecond)
+			e.start()
+		case "clock":
+			c := redis.NewClient(&redis.Options{Addr: p.addr, MaxRetries: -1})
+			c.Do(context.Background(), "DEBUG", "CLOCK-OFFSET", strconv.Itoa(rand.IntN(11_000)-10_000))
+			c.Close()
+		}
+		faults[[]string{"pause", "kill", "etcd", "clock"}[round%4]]++
+		time.Sleep(time.Duration(500+rand.IntN(1500)) * time.Millisecond)
+	}
+	close(stop)
+	wg.Wait()
+	n := set.check(t)
+	if n < 100_000 {
+		t.Fatalf("only %d IDs collected", n)
+	}
+	set.mu.Lock()
+	t.Logf("fault loop: %d IDs collected from 3 servers for 2 ids, 0 repeated; faults %v; error replies %v", n, faults, set.fails)
+	set.mu.Unlock()
+}
