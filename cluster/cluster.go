@@ -82,7 +82,7 @@ type Member struct {
 	keeper   *reservation.Keeper
 	gen      *idgen.Generator
 
-	stale    []clientv3.LeaseID // leases not revoked yet: etcd was unreachable
+	stale []clientv3.LeaseID // leases not revoked yet: etcd was unreachable
 
 	reserved atomic.Int64 // the last T this server stored, ms since the epoch
 	claims   atomic.Uint64

@@ -33,7 +33,7 @@ func newKeys(prefix string, l idgen.Layout, epoch time.Time) keys {
 	}
 }
 
-func (k keys) claims() string          { return k.scope + "claim/" }
+func (k keys) claims() string           { return k.scope + "claim/" }
 func (k keys) claim(id int64) string    { return k.claims() + strconv.FormatInt(id, 10) }
 func (k keys) reserved(id int64) string { return k.scope + "reserved/" + strconv.FormatInt(id, 10) }
 

@@ -7,9 +7,9 @@
 # redis-server's, the client matrix (clients/) runs redis-py and the Node
 # clients, the cluster tests run etcd, and -race needs cgo and a C
 # compiler, so Debian's redis-tools, redis-server, python3-redis, nodejs,
-# etcd-server, iproute2 and gcc are installed first when missing, and the Node clients from clients/node/package-lock.json. Every
-# server a test starts listens on 127.0.0.1 and is stopped by the test
-# itself.
+# etcd-server, iproute2 and gcc are installed first when missing, and the
+# Node clients from clients/node/package-lock.json. Every server a test
+# starts listens on 127.0.0.1 and is stopped by the test itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
