@@ -399,3 +399,50 @@ func TestClusterFaultLoop(t *testing.T) {
 	t.Logf("fault loop: %d IDs collected from 3 servers for 2 ids, 0 repeated; faults %v; error replies %v", n, faults, set.fails)
 	set.mu.Unlock()
 }
+
+// TestClusterClaimKeyDeleted: a holder whose claim key is deleted (by an
+// operator, say) stops issuing at once, with the reason, and claims
+// again, its old id first.
+func TestClusterClaimKeyDeleted(t *testing.T) {
+	e := startEtcd(t)
+	a := member(t, e)
+	id := waitHolding(t, a, 10*time.Second)
+	before := mgetid(t, a.addr, 1000)
+	cli := e.client()
+	defer cli.Close()
+	if _, err := cli.Delete(context.Background(), "/idserver/l1-10-10/e1420041600000/claim/"+strconv.FormatInt(id, 10)); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for clusterInfo(a, "lease_losses") != "1" && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if again := waitHolding(t, a, 3*leaseTTL); again != id {
+		t.Fatalf("after its claim key was deleted the server holds %d, want its old %d back", again, id)
+	}
+	if after := mgetid(t, a.addr, 1000); slicesMin(after) <= slicesMax(before) {
+		t.Fatalf("after claiming again IDs start at %d, not above %d", slicesMin(after), slicesMax(before))
+	}
+	if !a.logged("its claim key was deleted or taken") {
+		t.Fatalf("no log line naming the reason:\n%s", strings.Join(a.lines(), "\n"))
+	}
+}
+
+// TestClusterOtherLayout: a server of another layout under the same
+// etcd-prefix claims nothing and says why: IDs of two layouts can
+// collide.
+func TestClusterOtherLayout(t *testing.T) {
+	e := startEtcd(t)
+	a := member(t, e)
+	waitHolding(t, a, 10*time.Second)
+	b := start(t, nil, "--etcd-endpoints", e.endpoint, "--id-range", "2", "--shard-range", "9")
+	deadline := time.Now().Add(5 * time.Second)
+	for !b.logged("etcd-prefix is used by servers of another layout or epoch") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	c := redis.NewClient(&redis.Options{Addr: b.addr, MaxRetries: -1})
+	defer c.Close()
+	if err := c.Do(context.Background(), "GETID").Err(); err == nil || !strings.Contains(err.Error(), "another layout or epoch") {
+		t.Fatalf("GETID on a server of another layout: %v", err)
+	}
+}

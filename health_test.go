@@ -102,14 +102,28 @@ func TestCheckReadyNoServer(t *testing.T) {
 // the milliseconds between them for the time fields. A command that ran
 // has a latency histogram, and INFO commandstats counts it too.
 func TestEveryInfoFieldIsAMetric(t *testing.T) {
-	p := start(t, nil, "--metrics-addr", "127.0.0.1:0")
+	checkInfoMetrics(t, start(t, nil, "--metrics-addr", "127.0.0.1:0"))
+}
+
+// TestEveryClusterInfoFieldIsAMetric is TestEveryInfoFieldIsAMetric in
+// cluster mode, INFO cluster included.
+func TestEveryClusterInfoFieldIsAMetric(t *testing.T) {
+	p := member(t, startEtcd(t), "--metrics-addr", "127.0.0.1:0")
+	waitHolding(t, p, 10*time.Second)
+	checkInfoMetrics(t, p)
+}
+
+// checkInfoMetrics walks INFO clients, stats, persistence, cluster and
+// idgen of p against its /metrics.
+func checkInfoMetrics(t *testing.T, p *process) {
+	t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: p.addr})
 	defer c.Close()
 	ctx := context.Background()
 	if err := c.Do(ctx, "MGETID", 100).Err(); err != nil {
 		t.Fatal(err)
 	}
-	sections := []string{"clients", "stats", "persistence", "idgen"}
+	sections := []string{"clients", "stats", "persistence", "cluster", "idgen"}
 	before, began := infoFields(t, c, sections...), time.Now()
 	code, body := get(t, "http://"+p.metricsAddr(t)+"/metrics")
 	slack := float64(time.Since(began).Milliseconds() + 1)
