@@ -240,6 +240,7 @@ func TestClusterClaimsStandbyTakeover(t *testing.T) {
 	if took := time.Since(paused); id != ida || took > 2*leaseTTL+2*time.Second {
 		t.Fatalf("the standby took server-id %d %v after the holder of %d paused; want it within the TTL and 2 s of the expiry", id, took, ida)
 	}
+	t.Logf("the standby serves server-id %d %v after its holder paused (lease TTL %v)", id, time.Since(paused).Round(time.Millisecond), leaseTTL)
 	if code, _ := get(t, "http://"+c.metricsAddr(t)+"/readyz"); code != 200 {
 		t.Fatalf("the new holder's /readyz: %d", code)
 	}
