@@ -447,3 +447,27 @@ func TestClusterOtherLayout(t *testing.T) {
 		t.Fatalf("GETID on a server of another layout: %v", err)
 	}
 }
+
+// TestClusterStartsBeforeEtcd: a server started while etcd is down stands
+// by and says so, and holds an id once etcd is up.
+func TestClusterStartsBeforeEtcd(t *testing.T) {
+	e := startEtcd(t)
+	e.stop()
+	p := member(t, e)
+	c := redis.NewClient(&redis.Options{Addr: p.addr, MaxRetries: -1})
+	defer c.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = c.Do(context.Background(), "GETID").Err(); err != nil && strings.Contains(err.Error(), "etcd unreachable") {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err == nil || !strings.HasPrefix(err.Error(), "CLUSTERDOWN no server-id held: etcd unreachable") {
+		t.Fatalf("GETID with etcd down: %v", err)
+	}
+	e.start()
+	waitHolding(t, p, 3*leaseTTL+5*time.Second)
+	checkAbove(t, mgetid(t, p.addr, 1000), 0)
+}

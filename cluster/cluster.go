@@ -175,9 +175,14 @@ func (m *Member) session(ctx context.Context, prefer int64) (int64, error) {
 	// A lease of an earlier session that etcd still keeps (it refreshes
 	// leases when it restarts) would hold this server's old id.
 	m.revokeStale()
-	lease, err := m.cli.Grant(sctx, int64(m.cfg.LeaseTTL/time.Second))
+	gctx, gcancel := context.WithTimeout(sctx, m.cfg.DialTimeout)
+	lease, err := m.cli.Grant(gctx, int64(m.cfg.LeaseTTL/time.Second))
+	gcancel()
 	if err != nil {
-		return -1, fmt.Errorf("etcd unreachable: %w", err)
+		if ctx.Err() == nil {
+			m.log.Warn().Err(err).Strs("etcd_endpoints", m.cfg.Endpoints).Msg("cluster: etcd unreachable; standing by")
+		}
+		return -1, fmt.Errorf("etcd unreachable (%s): %w", strings.Join(m.cfg.Endpoints, ","), err)
 	}
 	defer m.revoke(lease.ID)
 	ka, err := m.cli.KeepAlive(sctx, lease.ID)
@@ -203,6 +208,7 @@ func (m *Member) waitForClaim(ctx context.Context, lease clientv3.LeaseID, prefe
 		c, rev, err := claim(ctx, m.cli, m.k, lease, m.holder(), m.candidates(prefer))
 		if err == nil {
 			m.claims.Add(1)
+			m.refreshSeen(ctx)
 			return c, nil
 		}
 		if !errors.Is(err, errAllHeld) {
@@ -327,7 +333,14 @@ func (m *Member) watchClaim(ctx context.Context, id int64, lease clientv3.LeaseI
 				return "the etcd lease expired or was revoked"
 			}
 			m.renewed(resp.ID, resp.TTL)
-		case resp := <-w:
+		case resp, ok := <-w:
+			if !ok || resp.Canceled { // etcd compacted it, or the client closed: watch again
+				if ctx.Err() != nil {
+					return "shutting down"
+				}
+				w = m.cli.Watch(ctx, m.k.claim(id))
+				continue
+			}
 			for _, ev := range resp.Events {
 				if ev.Type == clientv3.EventTypeDelete || clientv3.LeaseID(ev.Kv.Lease) != lease {
 					return "its claim key was deleted or taken"
