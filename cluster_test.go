@@ -261,8 +261,13 @@ func TestClusterClaimsStandbyTakeover(t *testing.T) {
 	if n := set.check(t); n < 15000 {
 		t.Fatalf("only %d IDs", n)
 	}
+	// It notices within a check of its lease (250 ms) or a keep-alive.
+	deadline = time.Now().Add(2 * leaseTTL)
+	for clusterInfo(a, "cluster_state") != "standby" && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
 	if st := clusterInfo(a, "cluster_state"); st != "standby" {
-		t.Fatalf("the paused server, resumed: cluster_state %q, want standby", st)
+		t.Fatalf("the paused server, resumed: cluster_state %q after %v, want standby", st, 2*leaseTTL)
 	}
 }
 
@@ -417,6 +422,9 @@ func TestClusterClaimKeyDeleted(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	for clusterInfo(a, "lease_losses") != "1" && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
+	}
+	if losses := clusterInfo(a, "lease_losses"); losses != "1" {
+		t.Fatalf("lease_losses %q 5 s after the claim key was deleted, want 1", losses)
 	}
 	if again := waitHolding(t, a, 3*leaseTTL); again != id {
 		t.Fatalf("after its claim key was deleted the server holds %d, want its old %d back", again, id)
