@@ -299,8 +299,8 @@ func (m *Member) hold(ctx context.Context, c claimed, lease clientv3.LeaseID, ka
 
 	why := m.watchClaim(ctx, c.id, lease, ka, st.fenced)
 	if ctx.Err() == nil {
-		m.losses.Add(1)
 		m.log.Warn().Int64("server_id", c.id).Str("reason", why).Msg("cluster: lost the server-id; IDs stop at the reservation stored, claiming again")
+		m.losses.Add(1)
 	}
 	m.target.Standby(fmt.Errorf("CLUSTERDOWN lost server-id %d: %s; claiming again", c.id, why))
 	if err := keeper.Close(); err != nil {
