@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -19,6 +20,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/idserver/idserver/idgen"
+	"github.com/idserver/idserver/internal/testpki"
 )
 
 // The cluster tests run real etcd (Debian's etcd-server: etcd on the
@@ -36,9 +38,14 @@ type etcdServer struct {
 	endpoint string // host:port
 	peer     string
 	cmd      *exec.Cmd
+	pki      *testpki.PKI // clients need a certificate from it; nil: plain
 }
 
-func startEtcd(t *testing.T) *etcdServer {
+func startEtcd(t *testing.T) *etcdServer { return startEtcdWith(t, nil) }
+
+// startEtcdWith starts etcd serving clients over TLS with p's server
+// certificate, asking them for one of p's CA, or plain if p is nil.
+func startEtcdWith(t *testing.T, p *testpki.PKI) *etcdServer {
 	t.Helper()
 	if _, err := exec.LookPath("etcd"); err != nil {
 		if os.Getenv("CI") == "true" {
@@ -47,7 +54,7 @@ func startEtcd(t *testing.T) *etcdServer {
 		t.Skip("etcd is missing (apt install etcd-server; scripts/test.sh does)")
 	}
 	e := &etcdServer{t: t, dir: filepath.Join(t.TempDir(), "etcd"),
-		endpoint: "127.0.0.1:" + freePort(t), peer: "http://127.0.0.1:" + freePort(t)}
+		endpoint: "127.0.0.1:" + freePort(t), peer: "http://127.0.0.1:" + freePort(t), pki: p}
 	e.start()
 	t.Cleanup(e.stop)
 	return e
@@ -57,10 +64,16 @@ func startEtcd(t *testing.T) *etcdServer {
 func (e *etcdServer) start() {
 	e.t.Helper()
 	url := "http://" + e.endpoint
-	e.cmd = exec.Command("etcd", "--data-dir", e.dir, "--name", "default",
+	var tlsArgs []string
+	if e.pki != nil {
+		url = "https://" + e.endpoint
+		tlsArgs = []string{"--cert-file", e.pki.File("server.crt"), "--key-file", e.pki.File("server.key"),
+			"--client-cert-auth", "--trusted-ca-file", e.pki.File("ca.crt")}
+	}
+	e.cmd = exec.Command("etcd", append([]string{"--data-dir", e.dir, "--name", "default",
 		"--listen-client-urls", url, "--advertise-client-urls", url,
 		"--listen-peer-urls", e.peer, "--initial-advertise-peer-urls", e.peer,
-		"--initial-cluster", "default="+e.peer)
+		"--initial-cluster", "default=" + e.peer}, tlsArgs...)...)
 	if err := e.cmd.Start(); err != nil {
 		e.t.Fatal(err)
 	}
@@ -70,7 +83,7 @@ func (e *etcdServer) start() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		_, err := cli.Get(ctx, "health")
 		cancel()
-		if err == nil {
+		if err == nil || strings.Contains(err.Error(), "user name is empty") { // up, with authentication on
 			return
 		}
 	}
@@ -88,7 +101,11 @@ func (e *etcdServer) stop() {
 
 func (e *etcdServer) client() *clientv3.Client {
 	e.t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{e.endpoint}, DialTimeout: time.Second, Logger: zap.NewNop()})
+	cfg := clientv3.Config{Endpoints: []string{e.endpoint}, DialTimeout: time.Second, Logger: zap.NewNop()}
+	if e.pki != nil {
+		cfg.TLS = &tls.Config{RootCAs: e.pki.Roots, Certificates: []tls.Certificate{e.pki.Client}}
+	}
+	cli, err := clientv3.New(cfg)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -478,4 +495,43 @@ func TestClusterStartsBeforeEtcd(t *testing.T) {
 	e.start()
 	waitHolding(t, p, 3*leaseTTL+5*time.Second)
 	checkAbove(t, mgetid(t, p.addr, 1000), 0)
+}
+
+// TestClusterEtcdTLSAndAuth: a server reaches etcd over TLS with a client
+// certificate, and with etcd's authentication on, as a user; with a wrong
+// password it holds nothing and says why.
+func TestClusterEtcdTLSAndAuth(t *testing.T) {
+	p := testpki.New(t)
+	e := startEtcdWith(t, &p)
+	cli := e.client()
+	defer cli.Close()
+	ctx := context.Background()
+	for _, step := range []func() error{
+		func() error { _, err := cli.UserAdd(ctx, "root", "s3cret"); return err },
+		func() error { _, err := cli.UserGrantRole(ctx, "root", "root"); return err },
+		func() error { _, err := cli.AuthEnable(ctx); return err },
+	} {
+		if err := step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tlsArgs := []string{"--etcd-ca-cert-file", p.File("ca.crt"), "--etcd-cert-file", p.File("client.crt"), "--etcd-key-file", p.File("client.key")}
+	good := member(t, e, append(tlsArgs, "--etcd-username", "root", "--etcd-password", "s3cret")...)
+	waitHolding(t, good, 10*time.Second)
+	checkAbove(t, mgetid(t, good.addr, 1000), 0)
+
+	bad := member(t, e, append(tlsArgs, "--etcd-username", "root", "--etcd-password", "wrong", "--etcd-dial-timeout", "1")...)
+	c := redis.NewClient(&redis.Options{Addr: bad.addr, MaxRetries: -1})
+	defer c.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = c.Do(ctx, "GETID").Err(); err != nil && strings.Contains(err.Error(), "authentication failed") {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err == nil || !strings.Contains(err.Error(), "authentication failed") {
+		t.Fatalf("GETID with a wrong etcd password: %v", err)
+	}
 }

@@ -167,7 +167,7 @@ func runCluster(cfg *conf.Config, tc *tls.Config, log zerolog.Logger) int {
 	if cfg.ServerIDSet {
 		pinned = int64(cfg.ServerID)
 	}
-	member, err = cluster.Start(cluster.Config{
+	member = cluster.Start(cluster.Config{
 		Endpoints:    strings.Split(cfg.EtcdEndpoints, ","),
 		Prefix:       cfg.EtcdPrefix,
 		LeaseTTL:     cfg.EtcdLeaseTTL,
@@ -184,10 +184,6 @@ func runCluster(cfg *conf.Config, tc *tls.Config, log zerolog.Logger) int {
 		Addr:         addrOf(lns),
 		Log:          log,
 	}, srv)
-	if err != nil {
-		log.Error().Err(err).Msg("refusing to start")
-		return 1
-	}
 	ok := serve(cfg, log, srv, lns, stop, "etcd "+cfg.EtcdEndpoints)
 	member.Close() // the final reservation, and the id freed for a standby
 	if !ok {

@@ -15,11 +15,13 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/idserver/idserver/internal/testpki"
 )
 
 // remoteIP is a second address of loopback inside the namespace: a client
 // that connects to it comes from it, as a remote client would.
-const remoteIP = "192.0.2.10"
+const remoteIP = testpki.RemoteIP
 
 // inNamespace runs the test that calls it again in a private network
 // namespace (unshare -n, as root) whose loopback also has remoteIP, and
@@ -90,9 +92,9 @@ func TestProtectedMode(t *testing.T) {
 	if !inNamespace(t) {
 		return
 	}
-	p := newPKI(t)
-	tlsArgs := []string{"--tls-cert-file", p.file("server.crt"), "--tls-key-file", p.file("server.key"), "--tls-ca-cert-file", p.file("ca.crt")}
-	tlsCfg := &tls.Config{RootCAs: p.roots, Certificates: []tls.Certificate{p.client}}
+	p := testpki.New(t)
+	tlsArgs := []string{"--tls-cert-file", p.File("server.crt"), "--tls-key-file", p.File("server.key"), "--tls-ca-cert-file", p.File("ca.crt")}
+	tlsCfg := &tls.Config{RootCAs: p.Roots, Certificates: []tls.Certificate{p.Client}}
 	port, tlsPort := freePort(t), freePort(t)
 	runServer(t, append([]string{"--bind", "0.0.0.0", "--port", port, "--tls-port", tlsPort}, tlsArgs...)...)
 

@@ -3,112 +3,26 @@ package clients
 import (
 	"bufio"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"io"
-	"math/big"
 	"net"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/idserver/idserver/internal/testpki"
 )
-
-// pki is a CA, a server certificate for 127.0.0.1 and a client
-// certificate it signed, and a client certificate of another CA, as PEM
-// files in dir.
-type pki struct {
-	dir      string
-	roots    *x509.CertPool
-	client   tls.Certificate
-	stranger tls.Certificate // signed by a CA the server does not know
-}
-
-// file is the path of a PEM file of p.
-func (p pki) file(name string) string { return filepath.Join(p.dir, name) }
-
-func newPKI(t *testing.T) pki {
-	t.Helper()
-	p := pki{dir: t.TempDir(), roots: x509.NewCertPool()}
-	ca, caKey := issue(t, p, "ca", nil, nil)
-	p.roots.AddCert(ca)
-	issue(t, p, "server", ca, caKey)
-	issue(t, p, "client", ca, caKey)
-	other, otherKey := issue(t, p, "other-ca", nil, nil)
-	issue(t, p, "stranger", other, otherKey)
-	var err error
-	if p.client, err = tls.LoadX509KeyPair(p.file("client.crt"), p.file("client.key")); err != nil {
-		t.Fatal(err)
-	}
-	if p.stranger, err = tls.LoadX509KeyPair(p.file("stranger.crt"), p.file("stranger.key")); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-// issue writes name.crt and name.key: a CA's when parent is nil, else a
-// leaf for 127.0.0.1 and remoteIP signed by parent.
-func issue(t *testing.T, p pki, name string, parent *x509.Certificate, parentKey *ecdsa.PrivateKey) (*x509.Certificate, *ecdsa.PrivateKey) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: name},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.ParseIP(remoteIP)},
-	}
-	if parent == nil {
-		tmpl.IsCA, tmpl.BasicConstraintsValid = true, true
-		tmpl.KeyUsage |= x509.KeyUsageCertSign
-		parent, parentKey = tmpl, key
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	writePEM(t, p.file(name+".crt"), "CERTIFICATE", der)
-	writePEM(t, p.file(name+".key"), "EC PRIVATE KEY", keyDER)
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cert, key
-}
-
-func writePEM(t *testing.T, path, typ string, der []byte) {
-	t.Helper()
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // startTLS runs idserver with TLS only (port 0) and extra args, and
 // returns the TLS address.
-func startTLS(t *testing.T, p pki, args ...string) string {
+func startTLS(t *testing.T, p testpki.PKI, args ...string) string {
 	t.Helper()
 	r := runServer(t, append([]string{"--port", "0", "--tls-port", freePort(t),
-		"--tls-cert-file", p.file("server.crt"), "--tls-key-file", p.file("server.key"),
-		"--tls-ca-cert-file", p.file("ca.crt")}, args...)...)
+		"--tls-cert-file", p.File("server.crt"), "--tls-key-file", p.File("server.key"),
+		"--tls-ca-cert-file", p.File("ca.crt")}, args...)...)
 	if r.Addr != "" || r.TLSAddr == "" {
 		t.Fatalf("port 0 and a tls-port: ready with addr %q and tls_addr %q, want TLS only", r.Addr, r.TLSAddr)
 	}
@@ -117,9 +31,9 @@ func startTLS(t *testing.T, p pki, args ...string) string {
 
 // tlsClient is go-redis on its defaults, over TLS with cert (none if
 // nil), which it sends whoever the server says it trusts.
-func tlsClient(t *testing.T, p pki, addr string, cert *tls.Certificate) *redis.Client {
+func tlsClient(t *testing.T, p testpki.PKI, addr string, cert *tls.Certificate) *redis.Client {
 	t.Helper()
-	cfg := &tls.Config{RootCAs: p.roots}
+	cfg := &tls.Config{RootCAs: p.Roots}
 	if cert != nil {
 		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return cert, nil }
 	}
@@ -132,10 +46,10 @@ func tlsClient(t *testing.T, p pki, addr string, cert *tls.Certificate) *redis.C
 // (pipelines of whole and split records, a reply of many records),
 // redis-cli --tls and redis-benchmark --tls get exact IDs.
 func TestTLS(t *testing.T) {
-	p := newPKI(t)
+	p := testpki.New(t)
 	addr := startTLS(t, p)
 	ctx := context.Background()
-	c := tlsClient(t, p, addr, &p.client)
+	c := tlsClient(t, p, addr, &p.Client)
 	var ids []int64
 	for range 20 {
 		pipe := c.Pipeline()
@@ -161,7 +75,7 @@ func TestTLS(t *testing.T) {
 	checkIncreasing(t, append(ids, many...))
 
 	cli := need(t, "redis-cli", "apt install redis-tools")
-	tlsArgs := append(cliConn(t, addr), "--tls", "--cacert", p.file("ca.crt"), "--cert", p.file("client.crt"), "--key", p.file("client.key"))
+	tlsArgs := append(cliConn(t, addr), "--tls", "--cacert", p.File("ca.crt"), "--cert", p.File("client.crt"), "--key", p.File("client.key"))
 	out, code := runClientTool(t, "", cli, append(tlsArgs, "GETID")...)
 	if id, err := strconv.ParseInt(strings.TrimSpace(out), 10, 64); code != 0 || err != nil || id <= many[len(many)-1] {
 		t.Fatalf("redis-cli --tls GETID: exit %d, %q; want an ID above %d", code, out, many[len(many)-1])
@@ -186,7 +100,7 @@ func checkIncreasing(t *testing.T, ids []int64) {
 // TestTLSRefusesPlainText: a plain-text command on the TLS port gets no
 // reply, only the close.
 func TestTLSRefusesPlainText(t *testing.T) {
-	addr := startTLS(t, newPKI(t))
+	addr := startTLS(t, testpki.New(t))
 	nc, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -204,7 +118,7 @@ func TestTLSRefusesPlainText(t *testing.T) {
 // TestTLSAuthClients: tls-auth-clients yes needs a certificate from
 // tls-ca-cert-file, optional checks one only if sent, no asks for none.
 func TestTLSAuthClients(t *testing.T) {
-	p := newPKI(t)
+	p := testpki.New(t)
 	for _, tt := range []struct {
 		mode                  string
 		none, ours, strangers bool
@@ -218,7 +132,7 @@ func TestTLSAuthClients(t *testing.T) {
 			who  string
 			cert *tls.Certificate
 			want bool
-		}{{"no certificate", nil, tt.none}, {"our CA's", &p.client, tt.ours}, {"another CA's", &p.stranger, tt.strangers}} {
+		}{{"no certificate", nil, tt.none}, {"our CA's", &p.Client, tt.ours}, {"another CA's", &p.Stranger, tt.strangers}} {
 			err := tlsClient(t, p, addr, c.cert).Ping(context.Background()).Err()
 			if (err == nil) != c.want {
 				t.Errorf("tls-auth-clients %s, a client with %s certificate: PING: %v; want served %v", tt.mode, c.who, err, c.want)
@@ -231,10 +145,10 @@ func TestTLSAuthClients(t *testing.T) {
 // its side of the handshake, which the server may read with the
 // handshake's last message, are answered.
 func TestTLSRequestsBehindTheHandshake(t *testing.T) {
-	p := newPKI(t)
+	p := testpki.New(t)
 	addr := startTLS(t, p)
 	for i := range 100 {
-		tc, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: p.roots, Certificates: []tls.Certificate{p.client}})
+		tc, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: p.Roots, Certificates: []tls.Certificate{p.Client}})
 		if err != nil {
 			t.Fatal(err)
 		}

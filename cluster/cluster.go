@@ -94,30 +94,19 @@ type Member struct {
 	done   chan struct{}
 }
 
-// Start connects to etcd and keeps claiming a server-id for target until
-// Close. It does not wait: target stands by until an id is held.
-func Start(cfg Config, target Target) (*Member, error) {
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   cfg.Endpoints,
-		DialTimeout: cfg.DialTimeout,
-		TLS:         cfg.TLS,
-		Username:    cfg.Username,
-		Password:    cfg.Password,
-		Logger:      zap.NewNop(),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("etcd-endpoints: %w", err)
-	}
+// Start keeps claiming a server-id for target until Close. It does not
+// wait: target stands by until an id is held, etcd unreachable or not.
+func Start(cfg Config, target Target) *Member {
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Member{
-		cfg: cfg, target: target, cli: cli, log: cfg.Log,
+		cfg: cfg, target: target, log: cfg.Log,
 		k:     newKeys(cfg.Prefix, cfg.Layout, cfg.Epoch),
 		state: "connecting", held: -1,
 		cancel: cancel, done: make(chan struct{}),
 	}
 	target.Standby(errors.New("CLUSTERDOWN no server-id held yet: connecting to etcd"))
 	go m.run(ctx)
-	return m, nil
+	return m
 }
 
 // Close gives the id up: the final reservation is stored and the lease
@@ -125,7 +114,31 @@ func Start(cfg Config, target Target) (*Member, error) {
 func (m *Member) Close() {
 	m.cancel()
 	<-m.done
-	m.cli.Close()
+	if m.cli != nil {
+		m.cli.Close()
+	}
+}
+
+// connect makes the etcd client, which with etcd-username fetches a token
+// from etcd at once.
+func (m *Member) connect() error {
+	if m.cli != nil {
+		return nil
+	}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   m.cfg.Endpoints,
+		DialTimeout: m.cfg.DialTimeout,
+		TLS:         m.cfg.TLS,
+		Username:    m.cfg.Username,
+		Password:    m.cfg.Password,
+		Logger:      zap.NewNop(),
+	})
+	if err != nil {
+		m.log.Warn().Err(err).Strs("etcd_endpoints", m.cfg.Endpoints).Msg("cluster: cannot connect to etcd; standing by")
+		return fmt.Errorf("cannot connect to etcd (%s): %w", strings.Join(m.cfg.Endpoints, ","), err)
+	}
+	m.cli = cli
+	return nil
 }
 
 // run claims, holds until the claim is lost, and claims again.
@@ -134,7 +147,10 @@ func (m *Member) run(ctx context.Context) {
 	prefer := m.cfg.Pinned
 	var backoff time.Duration
 	for ctx.Err() == nil {
-		id, err := m.session(ctx, prefer)
+		id, err := int64(-1), m.connect()
+		if err == nil {
+			id, err = m.session(ctx, prefer)
+		}
 		if id >= 0 {
 			prefer = id // its old id, if still free
 		}
