@@ -224,8 +224,9 @@ func (s *idSet) load(addr func() string, n int, stop <-chan struct{}, wg *sync.W
 // TestClusterClaimsStandbyTakeover: two servers claim the two ids, a third
 // stands by (not ready, ID commands refused with the reason). A holder
 // paused past its lease loses its id to the standby, which serves within
-// the TTL plus 2 s of the expiry; the paused one, resumed, issues nothing
-// that repeats and stands by.
+// the TTL plus 2 s of the expiry, above every ID of the paused one though
+// its clock is 30 s behind; the paused one, resumed, issues nothing that
+// repeats and stands by.
 func TestClusterClaimsStandbyTakeover(t *testing.T) {
 	e := startEtcd(t)
 	a, b := member(t, e, "--metrics-addr", "127.0.0.1:0"), member(t, e)
@@ -248,6 +249,11 @@ func TestClusterClaimsStandbyTakeover(t *testing.T) {
 		t.Fatalf("standby /readyz: %d %q", code, body)
 	}
 
+	// The standby's clock is 30 s behind: taking over, it must still start
+	// above everything the paused holder issued (at the T it stored).
+	if err := rc.Do(ctx, "DEBUG", "CLOCK-OFFSET", "-30000").Err(); err != nil {
+		t.Fatal(err)
+	}
 	set := newIDSet()
 	before := mgetid(t, a.addr, 5000)
 	set.add(before)
@@ -261,7 +267,11 @@ func TestClusterClaimsStandbyTakeover(t *testing.T) {
 	if code, _ := get(t, "http://"+c.metricsAddr(t)+"/readyz"); code != 200 {
 		t.Fatalf("the new holder's /readyz: %d", code)
 	}
-	set.add(mgetid(t, c.addr, 5000))
+	taken := mgetid(t, c.addr, 5000)
+	if slicesMin(taken) <= slicesMax(before) {
+		t.Fatalf("the new holder, its clock 30 s behind, issued %d, not above %d its predecessor issued", slicesMin(taken), slicesMax(before))
+	}
+	set.add(taken)
 	a.cmd.Process.Signal(syscall.SIGCONT)
 	// Resumed, a still believes for a moment it holds the id: whatever it
 	// answers must not repeat anything c issued.
@@ -288,16 +298,19 @@ func TestClusterClaimsStandbyTakeover(t *testing.T) {
 	}
 }
 
-// TestClusterKillRestart: a holder killed with -9 and started again
-// stands by while its dead lease holds the id, then claims it once the
-// lease expires and issues above everything it issued before.
+// TestClusterKillRestart: a holder killed with -9 and started again, its
+// clock a minute back, stands by while its dead lease holds the id, then
+// claims it once the lease expires and issues above everything it issued
+// before.
 func TestClusterKillRestart(t *testing.T) {
 	e := startEtcd(t)
 	a := member(t, e, "--server-id", "1") // pinned: the restart wants this id back
 	waitHolding(t, a, 10*time.Second)
 	before := mgetid(t, a.addr, 20000)
 	a.kill9()
-	restarted := member(t, e, "--server-id", "1")
+	// Its clock set back a minute while it was down: it must still start
+	// above everything it issued, at the T stored in etcd.
+	restarted := member(t, e, "--server-id", "1", "--debug-clock-offset-ms", "-60000")
 	if id := waitHolding(t, restarted, 3*leaseTTL+2*time.Second); id != 1 {
 		t.Fatalf("restarted server holds %d, want 1", id)
 	}

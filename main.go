@@ -159,6 +159,7 @@ func runCluster(cfg *conf.Config, tc *tls.Config, log zerolog.Logger) int {
 	srv := newServer(cfg, log, respserver.Options{
 		Layout:      layout(cfg),
 		Epoch:       time.UnixMilli(cfg.Epoch),
+		ClockOffset: cfg.DebugClockOffset,
 		Persistence: func() []stats.Field { return member.Persistence() },
 		Cluster:     func() []stats.Field { return member.Info() },
 		Shutdown:    stop.request,

@@ -46,6 +46,9 @@ type Options struct {
 	Generator *idgen.Generator
 	Layout    idgen.Layout
 	Epoch     time.Time
+	// ClockOffset shifts the clock of every generator SetGenerator sets
+	// (see DEBUG CLOCK-OFFSET); with Generator set, its own is kept.
+	ClockOffset time.Duration
 	Logger    zerolog.Logger
 	Version   string // idserver's own version, shown in INFO
 
@@ -156,6 +159,7 @@ func New(opts Options) *Server {
 		s.offset.Store(g.ClockOffset().Milliseconds())
 		s.src.Store(&source{gen: g})
 	} else {
+		s.offset.Store(opts.ClockOffset.Milliseconds())
 		s.src.Store(&source{why: errors.New("ERR no generator yet")})
 	}
 	for _, kv := range opts.Config {
