@@ -2,11 +2,7 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"math/rand/v2"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,10 +12,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/idserver/idserver/idgen"
+	"github.com/idserver/idserver/internal/testetcd"
 	"github.com/idserver/idserver/internal/testpki"
 )
 
@@ -30,92 +25,10 @@ import (
 
 const leaseTTL = 2 * time.Second
 
-// etcdServer is one etcd, started, stopped and restarted by a test on the
-// same data directory and ports.
-type etcdServer struct {
-	t        *testing.T
-	dir      string
-	endpoint string // host:port
-	peer     string
-	cmd      *exec.Cmd
-	pki      *testpki.PKI // clients need a certificate from it; nil: plain
-}
-
-func startEtcd(t *testing.T) *etcdServer { return startEtcdWith(t, nil) }
-
-// startEtcdWith starts etcd serving clients over TLS with p's server
-// certificate, asking them for one of p's CA, or plain if p is nil.
-func startEtcdWith(t *testing.T, p *testpki.PKI) *etcdServer {
-	t.Helper()
-	if _, err := exec.LookPath("etcd"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("etcd is missing: apt install etcd-server (scripts/test.sh does)")
-		}
-		t.Skip("etcd is missing (apt install etcd-server; scripts/test.sh does)")
-	}
-	e := &etcdServer{t: t, dir: filepath.Join(t.TempDir(), "etcd"),
-		endpoint: "127.0.0.1:" + freePort(t), peer: "http://127.0.0.1:" + freePort(t), pki: p}
-	e.start()
-	t.Cleanup(e.stop)
-	return e
-}
-
-// start runs etcd and waits until it answers.
-func (e *etcdServer) start() {
-	e.t.Helper()
-	url := "http://" + e.endpoint
-	var tlsArgs []string
-	if e.pki != nil {
-		url = "https://" + e.endpoint
-		tlsArgs = []string{"--cert-file", e.pki.File("server.crt"), "--key-file", e.pki.File("server.key"),
-			"--client-cert-auth", "--trusted-ca-file", e.pki.File("ca.crt")}
-	}
-	e.cmd = exec.Command("etcd", append([]string{"--data-dir", e.dir, "--name", "default",
-		"--listen-client-urls", url, "--advertise-client-urls", url,
-		"--listen-peer-urls", e.peer, "--initial-advertise-peer-urls", e.peer,
-		"--initial-cluster", "default=" + e.peer}, tlsArgs...)...)
-	if err := e.cmd.Start(); err != nil {
-		e.t.Fatal(err)
-	}
-	cli := e.client()
-	defer cli.Close()
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_, err := cli.Get(ctx, "health")
-		cancel()
-		if err == nil || strings.Contains(err.Error(), "user name is empty") { // up, with authentication on
-			return
-		}
-	}
-	e.t.Fatal("etcd not answering after 20s")
-}
-
-// stop kills etcd (a crash, as far as the servers can tell).
-func (e *etcdServer) stop() {
-	if e.cmd != nil {
-		e.cmd.Process.Kill()
-		e.cmd.Wait()
-		e.cmd = nil
-	}
-}
-
-func (e *etcdServer) client() *clientv3.Client {
-	e.t.Helper()
-	cfg := clientv3.Config{Endpoints: []string{e.endpoint}, DialTimeout: time.Second, Logger: zap.NewNop()}
-	if e.pki != nil {
-		cfg.TLS = &tls.Config{RootCAs: e.pki.Roots, Certificates: []tls.Certificate{e.pki.Client}}
-	}
-	cli, err := clientv3.New(cfg)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return cli
-}
-
 // member starts a server in cluster mode against e.
-func member(t *testing.T, e *etcdServer, args ...string) *process {
+func member(t *testing.T, e *testetcd.Server, args ...string) *process {
 	t.Helper()
-	return start(t, nil, append([]string{"--etcd-endpoints", e.endpoint, "--etcd-lease-ttl", "2",
+	return start(t, nil, append([]string{"--etcd-endpoints", e.Endpoint, "--etcd-lease-ttl", "2",
 		"--id-range", "1", "--shard-range", "10", "--enable-debug-command", "yes"}, args...)...)
 }
 
@@ -228,7 +141,7 @@ func (s *idSet) load(addr func() string, n int, stop <-chan struct{}, wg *sync.W
 // its clock is 30 s behind; the paused one, resumed, issues nothing that
 // repeats and stands by.
 func TestClusterClaimsStandbyTakeover(t *testing.T) {
-	e := startEtcd(t)
+	e := testetcd.Start(t)
 	a, b := member(t, e, "--metrics-addr", "127.0.0.1:0"), member(t, e)
 	ida, idb := waitHolding(t, a, 10*time.Second), waitHolding(t, b, 10*time.Second)
 	if ida == idb {
@@ -303,7 +216,7 @@ func TestClusterClaimsStandbyTakeover(t *testing.T) {
 // claims it once the lease expires and issues above everything it issued
 // before.
 func TestClusterKillRestart(t *testing.T) {
-	e := startEtcd(t)
+	e := testetcd.Start(t)
 	a := member(t, e, "--server-id", "1") // pinned: the restart wants this id back
 	waitHolding(t, a, 10*time.Second)
 	before := mgetid(t, a.addr, 20000)
@@ -340,7 +253,7 @@ func slicesMin(ids []int64) int64 {
 // their stored reservation, then refuse, and serve again once etcd is
 // back; no ID repeats.
 func TestClusterEtcdDown(t *testing.T) {
-	e := startEtcd(t)
+	e := testetcd.Start(t)
 	servers := []*process{member(t, e), member(t, e)}
 	for _, p := range servers {
 		waitHolding(t, p, 10*time.Second)
@@ -353,14 +266,14 @@ func TestClusterEtcdDown(t *testing.T) {
 		go set.load(func() string { return servers[i%2].addr }, 50, stop, &wg)
 	}
 	time.Sleep(500 * time.Millisecond)
-	e.stop()
+	e.Kill()
 	down := set.count()
 	time.Sleep(3*leaseTTL + 2*time.Second) // past the reservation (3 s) and the lease
 	set.mu.Lock()
 	refused := set.fails["CLUSTERDOWN"] + set.fails["BUSY"]
 	set.mu.Unlock()
 	duringOutage := set.count() - down
-	e.start()
+	e.Resume()
 	for _, p := range servers {
 		waitHolding(t, p, 3*leaseTTL+5*time.Second)
 	}
@@ -381,7 +294,7 @@ func TestClusterEtcdDown(t *testing.T) {
 // killed and started again, etcd killed and restarted, a server's clock
 // shifted back or forward. Every ID collected is unique.
 func TestClusterFaultLoop(t *testing.T) {
-	e := startEtcd(t)
+	e := testetcd.Start(t)
 	var mu sync.Mutex
 	servers := []*process{member(t, e), member(t, e), member(t, e)}
 	addr := func() string {
@@ -414,9 +327,9 @@ func TestClusterFaultLoop(t *testing.T) {
 			servers[i] = q
 			mu.Unlock()
 		case "etcd":
-			e.stop()
+			e.Kill()
 			time.Sleep(time.Duration(500+rand.IntN(3000)) * time.Millisecond)
-			e.start()
+			e.Resume()
 		case "clock":
 			c := redis.NewClient(&redis.Options{Addr: p.addr, MaxRetries: -1})
 			c.Do(context.Background(), "DEBUG", "CLOCK-OFFSET", strconv.Itoa(rand.IntN(11_000)-10_000))
@@ -440,11 +353,11 @@ func TestClusterFaultLoop(t *testing.T) {
 // operator, say) stops issuing at once, with the reason, and claims
 // again, its old id first.
 func TestClusterClaimKeyDeleted(t *testing.T) {
-	e := startEtcd(t)
+	e := testetcd.Start(t)
 	a := member(t, e)
 	id := waitHolding(t, a, 10*time.Second)
 	before := mgetid(t, a.addr, 1000)
-	cli := e.client()
+	cli := e.Client()
 	defer cli.Close()
 	if _, err := cli.Delete(context.Background(), "/idserver/l1-10-10/e1420041600000/claim/"+strconv.FormatInt(id, 10)); err != nil {
 		t.Fatal(err)
@@ -471,10 +384,10 @@ func TestClusterClaimKeyDeleted(t *testing.T) {
 // etcd-prefix claims nothing and says why: IDs of two layouts can
 // collide.
 func TestClusterOtherLayout(t *testing.T) {
-	e := startEtcd(t)
+	e := testetcd.Start(t)
 	a := member(t, e)
 	waitHolding(t, a, 10*time.Second)
-	b := start(t, nil, "--etcd-endpoints", e.endpoint, "--id-range", "2", "--shard-range", "9")
+	b := start(t, nil, "--etcd-endpoints", e.Endpoint, "--id-range", "2", "--shard-range", "9")
 	deadline := time.Now().Add(5 * time.Second)
 	for !b.logged("etcd-prefix is used by servers of another layout or epoch") && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
@@ -489,8 +402,8 @@ func TestClusterOtherLayout(t *testing.T) {
 // TestClusterStartsBeforeEtcd: a server started while etcd is down stands
 // by and says so, and holds an id once etcd is up.
 func TestClusterStartsBeforeEtcd(t *testing.T) {
-	e := startEtcd(t)
-	e.stop()
+	e := testetcd.Start(t)
+	e.Kill()
 	p := member(t, e)
 	c := redis.NewClient(&redis.Options{Addr: p.addr, MaxRetries: -1})
 	defer c.Close()
@@ -505,7 +418,7 @@ func TestClusterStartsBeforeEtcd(t *testing.T) {
 	if err == nil || !strings.HasPrefix(err.Error(), "CLUSTERDOWN no server-id held: etcd unreachable") {
 		t.Fatalf("GETID with etcd down: %v", err)
 	}
-	e.start()
+	e.Resume()
 	waitHolding(t, p, 3*leaseTTL+5*time.Second)
 	checkAbove(t, mgetid(t, p.addr, 1000), 0)
 }
@@ -515,8 +428,8 @@ func TestClusterStartsBeforeEtcd(t *testing.T) {
 // password it holds nothing and says why.
 func TestClusterEtcdTLSAndAuth(t *testing.T) {
 	p := testpki.New(t)
-	e := startEtcdWith(t, &p)
-	cli := e.client()
+	e := testetcd.StartTLS(t, &p)
+	cli := e.Client()
 	defer cli.Close()
 	ctx := context.Background()
 	for _, step := range []func() error{

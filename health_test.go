@@ -16,6 +16,8 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idserver/idserver/internal/testetcd"
+
 	"github.com/idserver/idserver/idgen"
 )
 
@@ -108,7 +110,7 @@ func TestEveryInfoFieldIsAMetric(t *testing.T) {
 // TestEveryClusterInfoFieldIsAMetric is TestEveryInfoFieldIsAMetric in
 // cluster mode, INFO cluster included.
 func TestEveryClusterInfoFieldIsAMetric(t *testing.T) {
-	p := member(t, startEtcd(t), "--metrics-addr", "127.0.0.1:0")
+	p := member(t, testetcd.Start(t), "--metrics-addr", "127.0.0.1:0")
 	waitHolding(t, p, 10*time.Second)
 	checkInfoMetrics(t, p)
 }

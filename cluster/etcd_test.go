@@ -1,0 +1,88 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/idserver/idserver/idgen"
+	"github.com/idserver/idserver/internal/testetcd"
+	"github.com/idserver/idserver/reservation"
+)
+
+// TestFence: the reservation of an id is stored only while its claim
+// carries the saver's lease. Once the lease is revoked and the id claimed
+// by another lease, the old holder's save is refused (and signalled), the
+// stored T stays the new holder's, and the new claim read the last T the
+// old holder stored.
+func TestFence(t *testing.T) {
+	e := testetcd.Start(t)
+	cli := e.Client()
+	defer cli.Close()
+	ctx := context.Background()
+	k := newKeys("/test/", idgen.Layout{IDBits: 1, ShardBits: 10, RandomBits: 10}, idgen.DefaultEpoch)
+	grant := func() clientv3.LeaseID {
+		l, err := cli.Grant(ctx, 60)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l.ID
+	}
+	old := grant()
+	c, _, err := claim(ctx, cli, k, old, "old", []int64{0, 1})
+	if err != nil || c.id != 0 || c.reserved != 0 {
+		t.Fatalf("first claim: %+v, %v; want id 0, nothing reserved", c, err)
+	}
+	var stored []int64
+	s := &store{cli: cli, k: k, id: 0, lease: old, timeout: time.Second, fenced: make(chan struct{}, 1),
+		last: func(t int64) { stored = append(stored, t) }}
+	if err := s.Save(reservation.State{Reserved: 5000}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := claim(ctx, cli, k, grant(), "rival", []int64{0}); !errors.Is(err, errAllHeld) {
+		t.Fatalf("claiming a held id: %v, want errAllHeld", err)
+	}
+
+	if _, err := cli.Revoke(ctx, old); err != nil { // the old holder's lease expires
+		t.Fatal(err)
+	}
+	next, _, err := claim(ctx, cli, k, grant(), "new", []int64{0})
+	if err != nil || next.id != 0 || next.reserved != 5000 {
+		t.Fatalf("claim after the lease went: %+v, %v; want id 0 with T 5000", next, err)
+	}
+	if err := s.Save(reservation.State{Reserved: 9000}); !errors.Is(err, errFenced) {
+		t.Fatalf("the old holder's save after the new claim: %v, want errFenced", err)
+	}
+	select {
+	case <-s.fenced:
+	default:
+		t.Fatal("a refused save was not signalled")
+	}
+	resp, err := cli.Get(ctx, k.reserved(0))
+	if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "5000" || len(stored) != 1 {
+		t.Fatalf("T in etcd after the refused save: %v, %v (stored %v); want 5000", resp.Kvs, err, stored)
+	}
+}
+
+// TestLayoutKey: the first server under a prefix records its layout;
+// another layout or epoch under it is refused.
+func TestLayoutKey(t *testing.T) {
+	e := testetcd.Start(t)
+	cli := e.Client()
+	defer cli.Close()
+	ctx := context.Background()
+	a := newKeys("/test/", idgen.Layout{IDBits: 1, ShardBits: 10, RandomBits: 10}, idgen.DefaultEpoch)
+	if err := checkLayout(ctx, cli, a); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkLayout(ctx, cli, a); err != nil {
+		t.Fatalf("the same layout again: %v", err)
+	}
+	b := newKeys("/test/", idgen.Layout{IDBits: 1, ShardBits: 10, RandomBits: 10}, idgen.DefaultEpoch.Add(time.Hour))
+	if err := checkLayout(ctx, cli, b); !errors.Is(err, errLayout) {
+		t.Fatalf("another epoch under the prefix: %v, want errLayout", err)
+	}
+}

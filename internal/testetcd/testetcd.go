@@ -1,0 +1,118 @@
+// Package testetcd runs a real etcd (Debian's etcd-server: etcd on the
+// PATH) on 127.0.0.1 for tests, stopped and restarted on the same data
+// directory and ports. Without etcd a test is skipped, except under
+// CI=true, where it fails: scripts/test.sh installs it.
+package testetcd
+
+import (
+	"context"
+	"crypto/tls"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/idserver/idserver/internal/testpki"
+)
+
+// Server is one etcd, started, stopped and restarted by a test on the
+// same data directory and ports.
+type Server struct {
+	t        *testing.T
+	dir      string
+	Endpoint string // host:port
+	peer     string
+	cmd      *exec.Cmd
+	pki      *testpki.PKI // clients need a certificate from it; nil: plain
+}
+
+// Start starts etcd for t, plain, until t ends.
+func Start(t *testing.T) *Server { return StartTLS(t, nil) }
+
+// StartTLS starts etcd for t serving clients over TLS with p's server
+// certificate, asking them for one of p's CA, or plain if p is nil.
+func StartTLS(t *testing.T, p *testpki.PKI) *Server {
+	t.Helper()
+	if _, err := exec.LookPath("etcd"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("etcd is missing: apt install etcd-server (scripts/test.sh does)")
+		}
+		t.Skip("etcd is missing (apt install etcd-server; scripts/test.sh does)")
+	}
+	e := &Server{t: t, dir: filepath.Join(t.TempDir(), "etcd"),
+		Endpoint: "127.0.0.1:" + freePort(t), peer: "http://127.0.0.1:" + freePort(t), pki: p}
+	e.Resume()
+	t.Cleanup(e.Kill)
+	return e
+}
+
+// Resume runs etcd again (or the first time) and waits until it answers.
+func (e *Server) Resume() {
+	e.t.Helper()
+	url := "http://" + e.Endpoint
+	var tlsArgs []string
+	if e.pki != nil {
+		url = "https://" + e.Endpoint
+		tlsArgs = []string{"--cert-file", e.pki.File("server.crt"), "--key-file", e.pki.File("server.key"),
+			"--client-cert-auth", "--trusted-ca-file", e.pki.File("ca.crt")}
+	}
+	e.cmd = exec.Command("etcd", append([]string{"--data-dir", e.dir, "--name", "default",
+		"--listen-client-urls", url, "--advertise-client-urls", url,
+		"--listen-peer-urls", e.peer, "--initial-advertise-peer-urls", e.peer,
+		"--initial-cluster", "default=" + e.peer}, tlsArgs...)...)
+	if err := e.cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	cli := e.Client()
+	defer cli.Close()
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := cli.Get(ctx, "health")
+		cancel()
+		if err == nil || strings.Contains(err.Error(), "user name is empty") { // up, with authentication on
+			return
+		}
+	}
+	e.t.Fatal("etcd not answering after 20s")
+}
+
+// Kill kills etcd: a crash, as far as its clients can tell.
+func (e *Server) Kill() {
+	if e.cmd != nil {
+		e.cmd.Process.Kill()
+		e.cmd.Wait()
+		e.cmd = nil
+	}
+}
+
+// Client is a client of e, with a client certificate if e asks for one.
+func (e *Server) Client() *clientv3.Client {
+	e.t.Helper()
+	cfg := clientv3.Config{Endpoints: []string{e.Endpoint}, DialTimeout: time.Second, Logger: zap.NewNop()}
+	if e.pki != nil {
+		cfg.TLS = &tls.Config{RootCAs: e.pki.Roots, Certificates: []tls.Certificate{e.pki.Client}}
+	}
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return cli
+}
+
+// freePort returns a TCP port of 127.0.0.1 that was free a moment ago.
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+}
