@@ -49,8 +49,8 @@ type Options struct {
 	// ClockOffset shifts the clock of every generator SetGenerator sets
 	// (see DEBUG CLOCK-OFFSET); with Generator set, its own is kept.
 	ClockOffset time.Duration
-	Logger    zerolog.Logger
-	Version   string // idserver's own version, shown in INFO
+	Logger      zerolog.Logger
+	Version     string // idserver's own version, shown in INFO
 
 	MGetIDMax   int        // largest MGETID count; zero means 10000
 	GetIDReply  GetIDReply // how GETID replies; zero means GetIDAuto
