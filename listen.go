@@ -70,9 +70,9 @@ func tlsConfig(cfg *conf.Config) (*tls.Config, error) {
 	if cfg.TLSPort == 0 {
 		return nil, nil
 	}
-	cert, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
+	cert, err := keyPair("tls", cfg.TLSCertFile, cfg.TLSKeyFile)
 	if err != nil {
-		return nil, fmt.Errorf("tls-cert-file %s, tls-key-file %s: %w", cfg.TLSCertFile, cfg.TLSKeyFile, err)
+		return nil, err
 	}
 	tc := &tls.Config{
 		Certificates: []tls.Certificate{cert},
@@ -80,16 +80,34 @@ func tlsConfig(cfg *conf.Config) (*tls.Config, error) {
 		ClientAuth:   clientAuth[cfg.TLSAuthClients],
 	}
 	if cfg.TLSCACertFile != "" {
-		pem, err := os.ReadFile(cfg.TLSCACertFile)
-		if err != nil {
-			return nil, fmt.Errorf("tls-ca-cert-file: %w", err)
-		}
-		tc.ClientCAs = x509.NewCertPool()
-		if !tc.ClientCAs.AppendCertsFromPEM(pem) {
-			return nil, errors.New("tls-ca-cert-file " + cfg.TLSCACertFile + ": no PEM certificate in it")
+		if tc.ClientCAs, err = certPool("tls-ca-cert-file", cfg.TLSCACertFile); err != nil {
+			return nil, err
 		}
 	}
 	return tc, nil
+}
+
+// keyPair reads the certificate and key of the keys <prefix>-cert-file
+// and <prefix>-key-file.
+func keyPair(prefix, certFile, keyFile string) (tls.Certificate, error) {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return cert, fmt.Errorf("%s-cert-file %s, %s-key-file %s: %w", prefix, certFile, prefix, keyFile, err)
+	}
+	return cert, nil
+}
+
+// certPool reads the CA certificates of the key named key from file.
+func certPool(key, file string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", key, err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, errors.New(key + " " + file + ": no PEM certificate in it")
+	}
+	return pool, nil
 }
 
 // etcdTLSConfig is the TLS configuration for etcd: nil (plain) unless
@@ -98,18 +116,15 @@ func etcdTLSConfig(cfg *conf.Config) (*tls.Config, error) {
 	if cfg.EtcdCACertFile == "" {
 		return nil, nil
 	}
-	pem, err := os.ReadFile(cfg.EtcdCACertFile)
+	roots, err := certPool("etcd-ca-cert-file", cfg.EtcdCACertFile)
 	if err != nil {
-		return nil, fmt.Errorf("etcd-ca-cert-file: %w", err)
+		return nil, err
 	}
-	tc := &tls.Config{RootCAs: x509.NewCertPool(), MinVersion: tls.VersionTLS12}
-	if !tc.RootCAs.AppendCertsFromPEM(pem) {
-		return nil, errors.New("etcd-ca-cert-file " + cfg.EtcdCACertFile + ": no PEM certificate in it")
-	}
+	tc := &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
 	if cfg.EtcdCertFile != "" {
-		cert, err := tls.LoadX509KeyPair(cfg.EtcdCertFile, cfg.EtcdKeyFile)
+		cert, err := keyPair("etcd", cfg.EtcdCertFile, cfg.EtcdKeyFile)
 		if err != nil {
-			return nil, fmt.Errorf("etcd-cert-file %s, etcd-key-file %s: %w", cfg.EtcdCertFile, cfg.EtcdKeyFile, err)
+			return nil, err
 		}
 		tc.Certificates = []tls.Certificate{cert}
 	}

@@ -130,7 +130,7 @@ func runSingle(cfg *conf.Config, tc *tls.Config, log zerolog.Logger) int {
 	stop := make(stopper, 1)
 	srv := newServer(cfg, log, respserver.Options{
 		Generator:   gen,
-		Persistence: func() []stats.Field { return persistenceInfo(store, gen, keeper) },
+		Persistence: func() []stats.Field { return reservation.Info(store.Path(), cfg.Epoch, gen, keeper.Stats()) },
 		Shutdown:    stop.request,
 	})
 	if !serve(cfg, log, srv, lns, stop, store.Path()) || !persist() {
@@ -357,19 +357,6 @@ func serveUntilStopped(srv *respserver.Server, lns *listeners, stopRequested sto
 		<-served
 	}
 	return true
-}
-
-// persistenceInfo is INFO's persistence section: the reservation.
-func persistenceInfo(store *reservation.FileStore, gen *idgen.Generator, keeper *reservation.Keeper) []stats.Field {
-	g, k := gen.Stats(), keeper.Stats()
-	return []stats.Field{
-		stats.T("state_file", store.Path()),
-		stats.G("reserved_until_ms", gen.Epoch().UnixMilli()+g.Ceiling, "The reservation on disk: no ID's time reaches it."),
-		stats.G("reserved_ahead_ms", g.Ceiling-gen.Now(), "How far the reservation on disk is ahead of the clock."),
-		stats.C("reservation_saves", k.Saves, "Reservations written to the state file."),
-		stats.C("reservation_save_failures", k.Failures, "Reservation writes that failed."),
-		stats.G("last_save_usec", k.LastSave.Microseconds(), "How long the last reservation write took."),
-	}
 }
 
 // serveMetrics serves h (metrics, health and profiles) on ln and returns a

@@ -318,7 +318,9 @@ func (m *Member) hold(ctx context.Context, c claimed, lease clientv3.LeaseID, ka
 		m.log.Warn().Int64("server_id", c.id).Str("reason", why).Msg("cluster: lost the server-id; IDs stop at the reservation stored, claiming again")
 		m.losses.Add(1)
 	}
-	m.target.Standby(fmt.Errorf("CLUSTERDOWN lost server-id %d: %s; claiming again", c.id, why))
+	// Stop at once: the final write below may wait for an unreachable etcd.
+	lost := fmt.Errorf("CLUSTERDOWN lost server-id %d: %s; claiming again", c.id, why)
+	m.target.Standby(lost)
 	if err := keeper.Close(); err != nil {
 		m.log.Debug().Err(err).Msg("cluster: final reservation not stored; the last one stands")
 	}
@@ -328,7 +330,7 @@ func (m *Member) hold(ctx context.Context, c claimed, lease clientv3.LeaseID, ka
 	m.mu.Lock()
 	m.keeper, m.gen = nil, nil
 	m.mu.Unlock()
-	return fmt.Errorf("CLUSTERDOWN lost server-id %d: %s; claiming again", c.id, why)
+	return lost
 }
 
 // watchClaim returns when the claim on id is lost, and why: the lease

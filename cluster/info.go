@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idserver/idserver/reservation"
 	"github.com/idserver/idserver/stats"
 )
 
@@ -41,25 +42,16 @@ func (m *Member) Info() []stats.Field {
 }
 
 // Persistence is INFO's persistence section in cluster mode: the
-// reservation of the id held, kept in etcd.
+// reservation of the id held, kept in etcd, and the writes of every id
+// held so far.
 func (m *Member) Persistence() []stats.Field {
 	m.mu.Lock()
 	keeper, gen := m.keeper, m.gen
 	m.mu.Unlock()
-	saves, failures := m.saves.Load(), m.failures.Load()
-	var ceiling, ahead, last int64
+	k := reservation.Stats{Saves: m.saves.Load(), Failures: m.failures.Load()}
 	if keeper != nil {
 		ks := keeper.Stats()
-		saves, failures, last = saves+ks.Saves, failures+ks.Failures, ks.LastSave.Microseconds()
-		ceiling = gen.Stats().Ceiling
-		ahead = ceiling - gen.Now()
+		k.Saves, k.Failures, k.LastSave = k.Saves+ks.Saves, k.Failures+ks.Failures, ks.LastSave
 	}
-	return []stats.Field{
-		stats.T("state_file", "etcd:"+m.k.scope+"reserved/"),
-		stats.G("reserved_until_ms", m.cfg.Epoch.UnixMilli()+ceiling, "The reservation stored: no ID's time reaches it (0 epoch-relative while none is held)."),
-		stats.G("reserved_ahead_ms", ahead, "How far the reservation stored is ahead of the clock."),
-		stats.C("reservation_saves", saves, "Reservations stored."),
-		stats.C("reservation_save_failures", failures, "Reservation writes that failed."),
-		stats.G("last_save_usec", last, "How long the last reservation write took."),
-	}
+	return reservation.Info("etcd:"+m.k.scope+"reserved/", m.cfg.Epoch.UnixMilli(), gen, k)
 }
