@@ -7,14 +7,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -24,24 +22,13 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idserver/idserver/conf"
+	"github.com/idserver/idserver/internal/testbin"
 )
 
 // binary is the idserver built once for these tests.
 var binary string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "idserver-test")
-	if err != nil {
-		panic(err)
-	}
-	binary = filepath.Join(dir, "idserver")
-	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
-		panic("go build: " + err.Error() + "\n" + string(out))
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testbin.Run(m, ".", "", &binary) }
 
 // process is a running idserver and its log lines.
 type process struct {
@@ -73,7 +60,7 @@ func startCmd(t *testing.T, env []string, name string, args ...string) *process 
 		args = append(args, "--dir", t.TempDir())
 	}
 	if !slices.Contains(args, "--port") {
-		args = append(args, "--port", freePort(t))
+		args = append(args, "--port", testbin.FreePort(t))
 	}
 	cmd := exec.Command(name, args...)
 	cmd.Env = append(os.Environ(), env...)
@@ -111,18 +98,6 @@ func startCmd(t *testing.T, env []string, name string, args ...string) *process 
 		t.Fatal("idserver not ready after 20s")
 	}
 	return p
-}
-
-// freePort returns a TCP port of 127.0.0.1 that was free a moment ago:
-// port 0 means no plain TCP to idserver, as to Redis.
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 }
 
 // metricsAddr is the metrics-addr the process logged it serves.

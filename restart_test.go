@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idserver/idserver/idgen"
+	"github.com/idserver/idserver/internal/testbin"
 	"github.com/idserver/idserver/reservation"
 )
 
@@ -180,7 +181,7 @@ func runToExit(t *testing.T, args ...string) (string, int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if !slices.Contains(args, "--port") {
-		args = append(args, "--port", freePort(t))
+		args = append(args, "--port", testbin.FreePort(t))
 	}
 	cmd := exec.CommandContext(ctx, binary, args...)
 	out, err := cmd.CombinedOutput()

@@ -12,14 +12,13 @@ package clients
 import (
 	"bufio"
 	"encoding/json"
-	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idserver/idserver/internal/testbin"
 )
 
 // binary is the idserver built once for these tests.
@@ -30,40 +29,13 @@ var binary string
 // again.
 const builtBinary = "CLIENTS_TEST_IDSERVER"
 
-func TestMain(m *testing.M) {
-	if binary = os.Getenv(builtBinary); binary != "" {
-		os.Exit(m.Run())
-	}
-	dir, err := os.MkdirTemp("", "idserver-clients")
-	if err != nil {
-		panic(err)
-	}
-	binary = filepath.Join(dir, "idserver")
-	if out, err := exec.Command("go", "build", "-o", binary, "..").CombinedOutput(); err != nil {
-		panic("go build: " + err.Error() + "\n" + string(out))
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
-
-// freePort returns a TCP port of 127.0.0.1 that was free a moment ago:
-// port 0 means no plain TCP to idserver, as to Redis.
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
-}
+func TestMain(m *testing.M) { testbin.Run(m, "..", builtBinary, &binary) }
 
 // startServer runs idserver with args on a free port of 127.0.0.1 until
 // the test ends, and returns its address.
 func startServer(t *testing.T, args ...string) string {
 	t.Helper()
-	return runServer(t, append(args, "--port", freePort(t))...).Addr
+	return runServer(t, append(args, "--port", testbin.FreePort(t))...).Addr
 }
 
 // ready is what the "idserver ready" line says of the addresses.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idserver/idserver/internal/testbin"
 	"github.com/idserver/idserver/internal/testpki"
 )
 
@@ -95,7 +96,7 @@ func TestProtectedMode(t *testing.T) {
 	p := testpki.New(t)
 	tlsArgs := []string{"--tls-cert-file", p.File("server.crt"), "--tls-key-file", p.File("server.key"), "--tls-ca-cert-file", p.File("ca.crt")}
 	tlsCfg := &tls.Config{RootCAs: p.Roots, Certificates: []tls.Certificate{p.Client}}
-	port, tlsPort := freePort(t), freePort(t)
+	port, tlsPort := testbin.FreePort(t), testbin.FreePort(t)
 	runServer(t, append([]string{"--bind", "0.0.0.0", "--port", port, "--tls-port", tlsPort}, tlsArgs...)...)
 
 	for _, cfg := range []*tls.Config{nil, tlsCfg} {
@@ -120,7 +121,7 @@ func TestProtectedMode(t *testing.T) {
 		t.Fatalf("INFO stats after 3 refusals: %q, %v", info, err)
 	}
 
-	port = freePort(t)
+	port = testbin.FreePort(t)
 	runServer(t, "--bind", "0.0.0.0", "--port", port, "--requirepass", "s3cret")
 	remote := redis.NewClient(&redis.Options{Addr: net.JoinHostPort(remoteIP, port), Password: "s3cret"})
 	defer remote.Close()
@@ -128,7 +129,7 @@ func TestProtectedMode(t *testing.T) {
 		t.Fatalf("remote client with requirepass set: %v", err)
 	}
 
-	port = freePort(t)
+	port = testbin.FreePort(t)
 	runServer(t, "--bind", "0.0.0.0", "--port", port, "--protected-mode", "no")
 	if line, err := ping(t, remoteIP, port, nil); line != "+PONG\r\n" {
 		t.Fatalf("remote client with protected-mode no: %q, %v", line, err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idserver/idserver/internal/testbin"
 	"github.com/idserver/idserver/internal/testpki"
 )
 
@@ -20,7 +21,7 @@ import (
 // returns the TLS address.
 func startTLS(t *testing.T, p testpki.PKI, args ...string) string {
 	t.Helper()
-	r := runServer(t, append([]string{"--port", "0", "--tls-port", freePort(t),
+	r := runServer(t, append([]string{"--port", "0", "--tls-port", testbin.FreePort(t),
 		"--tls-cert-file", p.File("server.crt"), "--tls-key-file", p.File("server.key"),
 		"--tls-ca-cert-file", p.File("ca.crt")}, args...)...)
 	if r.Addr != "" || r.TLSAddr == "" {

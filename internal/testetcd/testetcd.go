@@ -7,11 +7,9 @@ package testetcd
 import (
 	"context"
 	"crypto/tls"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +17,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/idserver/idserver/internal/testbin"
 	"github.com/idserver/idserver/internal/testpki"
 )
 
@@ -47,7 +46,7 @@ func StartTLS(t *testing.T, p *testpki.PKI) *Server {
 		t.Skip("etcd is missing (apt install etcd-server; scripts/test.sh does)")
 	}
 	e := &Server{t: t, dir: filepath.Join(t.TempDir(), "etcd"),
-		Endpoint: "127.0.0.1:" + freePort(t), peer: "http://127.0.0.1:" + freePort(t), pki: p}
+		Endpoint: "127.0.0.1:" + testbin.FreePort(t), peer: "http://127.0.0.1:" + testbin.FreePort(t), pki: p}
 	e.Resume()
 	t.Cleanup(e.Kill)
 	return e
@@ -104,15 +103,4 @@ func (e *Server) Client() *clientv3.Client {
 		e.t.Fatal(err)
 	}
 	return cli
-}
-
-// freePort returns a TCP port of 127.0.0.1 that was free a moment ago.
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 }
