@@ -52,15 +52,26 @@ func clusterInfo(p *process, field string) string {
 // waitHolding waits until p holds a server-id and returns it.
 func waitHolding(t *testing.T, p *process, within time.Duration) int64 {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for time.Now().Before(deadline) {
-		if id, err := strconv.ParseInt(clusterInfo(p, "held_server_id"), 10, 64); err == nil && id >= 0 {
-			return id
-		}
-		time.Sleep(20 * time.Millisecond)
+	var id int64 = -1
+	if !waitUntil(within, func() bool {
+		held, err := strconv.ParseInt(clusterInfo(p, "held_server_id"), 10, 64)
+		id = held
+		return err == nil && held >= 0
+	}) {
+		t.Fatalf("%s holds no server-id after %v:\n%s", p.addr, within, strings.Join(p.lines(), "\n"))
 	}
-	t.Fatalf("%s holds no server-id after %v:\n%s", p.addr, within, strings.Join(p.lines(), "\n"))
-	return -1
+	return id
+}
+
+// waitUntil polls done every 20 ms until it is true or within has passed,
+// and reports whether it became true.
+func waitUntil(within time.Duration, done func() bool) bool {
+	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if done() {
+			return true
+		}
+	}
+	return done()
 }
 
 // idSet collects IDs from many clients and finds repeats. It keeps a
@@ -148,10 +159,7 @@ func TestClusterClaimsStandbyTakeover(t *testing.T) {
 		t.Fatalf("both servers hold server-id %d", ida)
 	}
 	c := member(t, e, "--metrics-addr", "127.0.0.1:0")
-	deadline := time.Now().Add(10 * time.Second)
-	for clusterInfo(c, "cluster_state") != "standby" && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitUntil(10*time.Second, func() bool { return clusterInfo(c, "cluster_state") == "standby" })
 	rc := redis.NewClient(&redis.Options{Addr: c.addr, MaxRetries: -1})
 	defer rc.Close()
 	ctx := context.Background()
@@ -181,8 +189,8 @@ func TestClusterClaimsStandbyTakeover(t *testing.T) {
 		t.Fatalf("the new holder's /readyz: %d", code)
 	}
 	taken := mgetid(t, c.addr, 5000)
-	if slicesMin(taken) <= slicesMax(before) {
-		t.Fatalf("the new holder, its clock 30 s behind, issued %d, not above %d its predecessor issued", slicesMin(taken), slicesMax(before))
+	if slices.Min(taken) <= slices.Max(before) {
+		t.Fatalf("the new holder, its clock 30 s behind, issued %d, not above %d its predecessor issued", slices.Min(taken), slices.Max(before))
 	}
 	set.add(taken)
 	a.cmd.Process.Signal(syscall.SIGCONT)
@@ -202,10 +210,7 @@ func TestClusterClaimsStandbyTakeover(t *testing.T) {
 		t.Fatalf("only %d IDs", n)
 	}
 	// It notices within a check of its lease (250 ms) or a keep-alive.
-	deadline = time.Now().Add(2 * leaseTTL)
-	for clusterInfo(a, "cluster_state") != "standby" && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitUntil(2*leaseTTL, func() bool { return clusterInfo(a, "cluster_state") == "standby" })
 	if st := clusterInfo(a, "cluster_state"); st != "standby" {
 		t.Fatalf("the paused server, resumed: cluster_state %q after %v, want standby", st, 2*leaseTTL)
 	}
@@ -228,25 +233,9 @@ func TestClusterKillRestart(t *testing.T) {
 		t.Fatalf("restarted server holds %d, want 1", id)
 	}
 	after := mgetid(t, restarted.addr, 20000)
-	if slicesMax(before) >= slicesMin(after) {
-		t.Fatalf("after the restart IDs start at %d, not above %d issued before", slicesMin(after), slicesMax(before))
+	if slices.Max(before) >= slices.Min(after) {
+		t.Fatalf("after the restart IDs start at %d, not above %d issued before", slices.Min(after), slices.Max(before))
 	}
-}
-
-func slicesMax(ids []int64) int64 {
-	m := ids[0]
-	for _, id := range ids {
-		m = max(m, id)
-	}
-	return m
-}
-
-func slicesMin(ids []int64) int64 {
-	m := ids[0]
-	for _, id := range ids {
-		m = min(m, id)
-	}
-	return m
 }
 
 // TestClusterEtcdDown: with etcd gone under load the servers serve below
@@ -362,18 +351,15 @@ func TestClusterClaimKeyDeleted(t *testing.T) {
 	if _, err := cli.Delete(context.Background(), "/idserver/l1-10-10/e1420041600000/claim/"+strconv.FormatInt(id, 10)); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for clusterInfo(a, "lease_losses") != "1" && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitUntil(5*time.Second, func() bool { return clusterInfo(a, "lease_losses") == "1" })
 	if losses := clusterInfo(a, "lease_losses"); losses != "1" {
 		t.Fatalf("lease_losses %q 5 s after the claim key was deleted, want 1", losses)
 	}
 	if again := waitHolding(t, a, 3*leaseTTL); again != id {
 		t.Fatalf("after its claim key was deleted the server holds %d, want its old %d back", again, id)
 	}
-	if after := mgetid(t, a.addr, 1000); slicesMin(after) <= slicesMax(before) {
-		t.Fatalf("after claiming again IDs start at %d, not above %d", slicesMin(after), slicesMax(before))
+	if after := mgetid(t, a.addr, 1000); slices.Min(after) <= slices.Max(before) {
+		t.Fatalf("after claiming again IDs start at %d, not above %d", slices.Min(after), slices.Max(before))
 	}
 	if !a.logged("its claim key was deleted or taken") {
 		t.Fatalf("no log line naming the reason:\n%s", strings.Join(a.lines(), "\n"))
@@ -388,10 +374,7 @@ func TestClusterOtherLayout(t *testing.T) {
 	a := member(t, e)
 	waitHolding(t, a, 10*time.Second)
 	b := start(t, nil, "--etcd-endpoints", e.Endpoint, "--id-range", "2", "--shard-range", "9")
-	deadline := time.Now().Add(5 * time.Second)
-	for !b.logged("etcd-prefix is used by servers of another layout or epoch") && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitUntil(5*time.Second, func() bool { return b.logged("etcd-prefix is used by servers of another layout or epoch") })
 	c := redis.NewClient(&redis.Options{Addr: b.addr, MaxRetries: -1})
 	defer c.Close()
 	if err := c.Do(context.Background(), "GETID").Err(); err == nil || !strings.Contains(err.Error(), "another layout or epoch") {
@@ -407,14 +390,11 @@ func TestClusterStartsBeforeEtcd(t *testing.T) {
 	p := member(t, e)
 	c := redis.NewClient(&redis.Options{Addr: p.addr, MaxRetries: -1})
 	defer c.Close()
-	deadline := time.Now().Add(10 * time.Second)
 	var err error
-	for time.Now().Before(deadline) {
-		if err = c.Do(context.Background(), "GETID").Err(); err != nil && strings.Contains(err.Error(), "etcd unreachable") {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitUntil(10*time.Second, func() bool {
+		err = c.Do(context.Background(), "GETID").Err()
+		return err != nil && strings.Contains(err.Error(), "etcd unreachable")
+	})
 	if err == nil || !strings.HasPrefix(err.Error(), "CLUSTERDOWN no server-id held: etcd unreachable") {
 		t.Fatalf("GETID with etcd down: %v", err)
 	}
@@ -449,14 +429,11 @@ func TestClusterEtcdTLSAndAuth(t *testing.T) {
 	bad := member(t, e, append(tlsArgs, "--etcd-username", "root", "--etcd-password", "wrong", "--etcd-dial-timeout", "1")...)
 	c := redis.NewClient(&redis.Options{Addr: bad.addr, MaxRetries: -1})
 	defer c.Close()
-	deadline := time.Now().Add(10 * time.Second)
 	var err error
-	for time.Now().Before(deadline) {
-		if err = c.Do(ctx, "GETID").Err(); err != nil && strings.Contains(err.Error(), "authentication failed") {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitUntil(10*time.Second, func() bool {
+		err = c.Do(ctx, "GETID").Err()
+		return err != nil && strings.Contains(err.Error(), "authentication failed")
+	})
 	if err == nil || !strings.Contains(err.Error(), "authentication failed") {
 		t.Fatalf("GETID with a wrong etcd password: %v", err)
 	}

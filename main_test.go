@@ -6,8 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -210,12 +208,7 @@ func TestBinaryMetrics(t *testing.T) {
 	if err := c.Do(context.Background(), "MGETID", 7).Err(); err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.Get("http://" + metricsAddr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
+	_, body := get(t, "http://"+metricsAddr+"/metrics")
 	for _, want := range []string{
 		"idserver_ids_issued_total 7\n",
 		`idserver_info{id_range="2",random_range="10",shard_range="9",version="` + version + `"} 1`,
@@ -225,7 +218,7 @@ func TestBinaryMetrics(t *testing.T) {
 		"idserver_clients_over_soft_limit 0\n",
 		"go_goroutines ",
 	} {
-		if !strings.Contains(string(body), want) {
+		if !strings.Contains(body, want) {
 			t.Fatalf("/metrics lacks %q:\n%.2000s", want, body)
 		}
 	}
