@@ -35,7 +35,7 @@ func member(t *testing.T, e *testetcd.Server, args ...string) *process {
 // clusterInfo is the INFO cluster field of p named field, "" if p does
 // not answer.
 func clusterInfo(p *process, field string) string {
-	c := redis.NewClient(&redis.Options{Addr: p.addr, MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: time.Second})
+	c := redis.NewClient(&redis.Options{Addr: p.Addr, MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: time.Second})
 	defer c.Close()
 	info, err := c.Info(context.Background(), "cluster").Result()
 	if err != nil {
@@ -58,7 +58,7 @@ func waitHolding(t *testing.T, p *process, within time.Duration) int64 {
 		id = held
 		return err == nil && held >= 0
 	}) {
-		t.Fatalf("%s holds no server-id after %v:\n%s", p.addr, within, strings.Join(p.lines(), "\n"))
+		t.Fatalf("%s holds no server-id after %v:\n%s", p.Addr, within, strings.Join(p.Lines(), "\n"))
 	}
 	return id
 }
@@ -160,13 +160,13 @@ func TestClusterClaimsStandbyTakeover(t *testing.T) {
 	}
 	c := member(t, e, "--metrics-addr", "127.0.0.1:0")
 	waitUntil(10*time.Second, func() bool { return clusterInfo(c, "cluster_state") == "standby" })
-	rc := redis.NewClient(&redis.Options{Addr: c.addr, MaxRetries: -1})
+	rc := redis.NewClient(&redis.Options{Addr: c.Addr, MaxRetries: -1})
 	defer rc.Close()
 	ctx := context.Background()
 	if err := rc.Do(ctx, "GETID").Err(); err == nil || !strings.HasPrefix(err.Error(), "CLUSTERDOWN no server-id held: all 2 server-ids") {
 		t.Fatalf("GETID on the standby: %v", err)
 	}
-	if code, body := get(t, "http://"+c.metricsAddr(t)+"/readyz"); code != 503 || !strings.Contains(body, "no server-id held") {
+	if code, body := get(t, "http://"+c.MetricsAddr(t)+"/readyz"); code != 503 || !strings.Contains(body, "no server-id held") {
 		t.Fatalf("standby /readyz: %d %q", code, body)
 	}
 
@@ -176,27 +176,27 @@ func TestClusterClaimsStandbyTakeover(t *testing.T) {
 		t.Fatal(err)
 	}
 	set := newIDSet()
-	before := mgetid(t, a.addr, 5000)
+	before := mgetid(t, a.Addr, 5000)
 	set.add(before)
-	a.cmd.Process.Signal(syscall.SIGSTOP)
+	a.Cmd.Process.Signal(syscall.SIGSTOP)
 	paused := time.Now()
 	id := waitHolding(t, c, 3*leaseTTL+2*time.Second)
 	if took := time.Since(paused); id != ida || took > 2*leaseTTL+2*time.Second {
 		t.Fatalf("the standby took server-id %d %v after the holder of %d paused; want it within the TTL and 2 s of the expiry", id, took, ida)
 	}
 	t.Logf("the standby serves server-id %d %v after its holder paused (lease TTL %v)", id, time.Since(paused).Round(time.Millisecond), leaseTTL)
-	if code, _ := get(t, "http://"+c.metricsAddr(t)+"/readyz"); code != 200 {
+	if code, _ := get(t, "http://"+c.MetricsAddr(t)+"/readyz"); code != 200 {
 		t.Fatalf("the new holder's /readyz: %d", code)
 	}
-	taken := mgetid(t, c.addr, 5000)
+	taken := mgetid(t, c.Addr, 5000)
 	if slices.Min(taken) <= slices.Max(before) {
 		t.Fatalf("the new holder, its clock 30 s behind, issued %d, not above %d its predecessor issued", slices.Min(taken), slices.Max(before))
 	}
 	set.add(taken)
-	a.cmd.Process.Signal(syscall.SIGCONT)
+	a.Cmd.Process.Signal(syscall.SIGCONT)
 	// Resumed, a still believes for a moment it holds the id: whatever it
 	// answers must not repeat anything c issued.
-	ra := redis.NewClient(&redis.Options{Addr: a.addr, MaxRetries: -1})
+	ra := redis.NewClient(&redis.Options{Addr: a.Addr, MaxRetries: -1})
 	defer ra.Close()
 	for range 200 {
 		if ids, err := ra.Do(ctx, "MGETID", 10).Int64Slice(); err == nil {
@@ -205,7 +205,7 @@ func TestClusterClaimsStandbyTakeover(t *testing.T) {
 			set.fail(err)
 		}
 	}
-	set.add(mgetid(t, c.addr, 5000))
+	set.add(mgetid(t, c.Addr, 5000))
 	if n := set.check(t); n < 15000 {
 		t.Fatalf("only %d IDs", n)
 	}
@@ -224,15 +224,15 @@ func TestClusterKillRestart(t *testing.T) {
 	e := testetcd.Start(t)
 	a := member(t, e, "--server-id", "1") // pinned: the restart wants this id back
 	waitHolding(t, a, 10*time.Second)
-	before := mgetid(t, a.addr, 20000)
-	a.kill9()
+	before := mgetid(t, a.Addr, 20000)
+	a.Kill9()
 	// Its clock set back a minute while it was down: it must still start
 	// above everything it issued, at the T stored in etcd.
 	restarted := member(t, e, "--server-id", "1", "--debug-clock-offset-ms", "-60000")
 	if id := waitHolding(t, restarted, 3*leaseTTL+2*time.Second); id != 1 {
 		t.Fatalf("restarted server holds %d, want 1", id)
 	}
-	after := mgetid(t, restarted.addr, 20000)
+	after := mgetid(t, restarted.Addr, 20000)
 	if slices.Max(before) >= slices.Min(after) {
 		t.Fatalf("after the restart IDs start at %d, not above %d issued before", slices.Min(after), slices.Max(before))
 	}
@@ -252,7 +252,7 @@ func TestClusterEtcdDown(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range 4 {
 		wg.Add(1)
-		go set.load(func() string { return servers[i%2].addr }, 50, stop, &wg)
+		go set.load(func() string { return servers[i%2].Addr }, 50, stop, &wg)
 	}
 	time.Sleep(500 * time.Millisecond)
 	e.Kill()
@@ -289,7 +289,7 @@ func TestClusterFaultLoop(t *testing.T) {
 	addr := func() string {
 		mu.Lock()
 		defer mu.Unlock()
-		return servers[rand.IntN(len(servers))].addr
+		return servers[rand.IntN(len(servers))].Addr
 	}
 	set := newIDSet()
 	stop := make(chan struct{})
@@ -306,11 +306,11 @@ func TestClusterFaultLoop(t *testing.T) {
 		mu.Unlock()
 		switch kind := []string{"pause", "kill", "etcd", "clock"}[round%4]; kind {
 		case "pause":
-			p.cmd.Process.Signal(syscall.SIGSTOP)
+			p.Cmd.Process.Signal(syscall.SIGSTOP)
 			time.Sleep(leaseTTL + time.Duration(rand.IntN(2000))*time.Millisecond)
-			p.cmd.Process.Signal(syscall.SIGCONT)
+			p.Cmd.Process.Signal(syscall.SIGCONT)
 		case "kill":
-			p.kill9()
+			p.Kill9()
 			q := member(t, e)
 			mu.Lock()
 			servers[i] = q
@@ -320,7 +320,7 @@ func TestClusterFaultLoop(t *testing.T) {
 			time.Sleep(time.Duration(500+rand.IntN(3000)) * time.Millisecond)
 			e.Resume()
 		case "clock":
-			c := redis.NewClient(&redis.Options{Addr: p.addr, MaxRetries: -1})
+			c := redis.NewClient(&redis.Options{Addr: p.Addr, MaxRetries: -1})
 			c.Do(context.Background(), "DEBUG", "CLOCK-OFFSET", strconv.Itoa(rand.IntN(11_000)-10_000))
 			c.Close()
 		}
@@ -345,7 +345,7 @@ func TestClusterClaimKeyDeleted(t *testing.T) {
 	e := testetcd.Start(t)
 	a := member(t, e)
 	id := waitHolding(t, a, 10*time.Second)
-	before := mgetid(t, a.addr, 1000)
+	before := mgetid(t, a.Addr, 1000)
 	cli := e.Client()
 	defer cli.Close()
 	if _, err := cli.Delete(context.Background(), "/idserver/l1-10-10/e1420041600000/claim/"+strconv.FormatInt(id, 10)); err != nil {
@@ -358,11 +358,11 @@ func TestClusterClaimKeyDeleted(t *testing.T) {
 	if again := waitHolding(t, a, 3*leaseTTL); again != id {
 		t.Fatalf("after its claim key was deleted the server holds %d, want its old %d back", again, id)
 	}
-	if after := mgetid(t, a.addr, 1000); slices.Min(after) <= slices.Max(before) {
+	if after := mgetid(t, a.Addr, 1000); slices.Min(after) <= slices.Max(before) {
 		t.Fatalf("after claiming again IDs start at %d, not above %d", slices.Min(after), slices.Max(before))
 	}
-	if !a.logged("its claim key was deleted or taken") {
-		t.Fatalf("no log line naming the reason:\n%s", strings.Join(a.lines(), "\n"))
+	if !a.Logged("its claim key was deleted or taken") {
+		t.Fatalf("no log line naming the reason:\n%s", strings.Join(a.Lines(), "\n"))
 	}
 }
 
@@ -374,8 +374,8 @@ func TestClusterOtherLayout(t *testing.T) {
 	a := member(t, e)
 	waitHolding(t, a, 10*time.Second)
 	b := start(t, nil, "--etcd-endpoints", e.Endpoint, "--id-range", "2", "--shard-range", "9")
-	waitUntil(5*time.Second, func() bool { return b.logged("etcd-prefix is used by servers of another layout or epoch") })
-	c := redis.NewClient(&redis.Options{Addr: b.addr, MaxRetries: -1})
+	waitUntil(5*time.Second, func() bool { return b.Logged("etcd-prefix is used by servers of another layout or epoch") })
+	c := redis.NewClient(&redis.Options{Addr: b.Addr, MaxRetries: -1})
 	defer c.Close()
 	if err := c.Do(context.Background(), "GETID").Err(); err == nil || !strings.Contains(err.Error(), "another layout or epoch") {
 		t.Fatalf("GETID on a server of another layout: %v", err)
@@ -388,7 +388,7 @@ func TestClusterStartsBeforeEtcd(t *testing.T) {
 	e := testetcd.Start(t)
 	e.Kill()
 	p := member(t, e)
-	c := redis.NewClient(&redis.Options{Addr: p.addr, MaxRetries: -1})
+	c := redis.NewClient(&redis.Options{Addr: p.Addr, MaxRetries: -1})
 	defer c.Close()
 	var err error
 	waitUntil(10*time.Second, func() bool {
@@ -400,7 +400,7 @@ func TestClusterStartsBeforeEtcd(t *testing.T) {
 	}
 	e.Resume()
 	waitHolding(t, p, 3*leaseTTL+5*time.Second)
-	checkAbove(t, mgetid(t, p.addr, 1000), 0)
+	checkAbove(t, mgetid(t, p.Addr, 1000), 0)
 }
 
 // TestClusterEtcdTLSAndAuth: a server reaches etcd over TLS with a client
@@ -424,10 +424,10 @@ func TestClusterEtcdTLSAndAuth(t *testing.T) {
 	tlsArgs := []string{"--etcd-ca-cert-file", p.File("ca.crt"), "--etcd-cert-file", p.File("client.crt"), "--etcd-key-file", p.File("client.key")}
 	good := member(t, e, append(tlsArgs, "--etcd-username", "root", "--etcd-password", "s3cret")...)
 	waitHolding(t, good, 10*time.Second)
-	checkAbove(t, mgetid(t, good.addr, 1000), 0)
+	checkAbove(t, mgetid(t, good.Addr, 1000), 0)
 
 	bad := member(t, e, append(tlsArgs, "--etcd-username", "root", "--etcd-password", "wrong", "--etcd-dial-timeout", "1")...)
-	c := redis.NewClient(&redis.Options{Addr: bad.addr, MaxRetries: -1})
+	c := redis.NewClient(&redis.Options{Addr: bad.Addr, MaxRetries: -1})
 	defer c.Close()
 	var err error
 	waitUntil(10*time.Second, func() bool {

@@ -67,14 +67,14 @@ func infoField(t *testing.T, c net.Conn, r *bufio.Reader, field string) string {
 // warning at start; the clients past it get Redis's error, counted.
 func TestMaxClientsFitsOpenFiles(t *testing.T) {
 	p := startLimited(t, 64)
-	if !p.logged("serving at most 32 clients") {
-		t.Fatalf("no warning about maxclients at start:\n%s", strings.Join(p.lines(), "\n"))
+	if !p.Logged("serving at most 32 clients") {
+		t.Fatalf("no warning about maxclients at start:\n%s", strings.Join(p.Lines(), "\n"))
 	}
 	var served []net.Conn
 	var first *bufio.Reader
 	refused := 0
 	for range 40 {
-		c, r, line := pingConn(t, p.addr, 5*time.Second)
+		c, r, line := pingConn(t, p.Addr, 5*time.Second)
 		switch line {
 		case pong:
 			served = append(served, c)
@@ -125,8 +125,8 @@ func setNofile(t *testing.T, pid, n int) {
 // back. Clients already connected are served throughout.
 func TestOutOfFileDescriptors(t *testing.T) {
 	p := start(t, nil)
-	pid := p.cmd.Process.Pid
-	c0, r0, line := pingConn(t, p.addr, 5*time.Second)
+	pid := p.Cmd.Process.Pid
+	c0, r0, line := pingConn(t, p.Addr, 5*time.Second)
 	if line != pong {
 		t.Fatalf("first client: %q", line)
 	}
@@ -134,7 +134,7 @@ func TestOutOfFileDescriptors(t *testing.T) {
 	setNofile(t, pid, openFDs(t, pid)+2) // room for two more clients
 	served, refused := 0, 0
 	for range 30 {
-		_, _, line := pingConn(t, p.addr, 5*time.Second)
+		_, _, line := pingConn(t, p.Addr, 5*time.Second)
 		switch line {
 		case pong:
 			served++
@@ -156,7 +156,7 @@ func TestOutOfFileDescriptors(t *testing.T) {
 
 	// No descriptor left, not even in reserve: a new connection waits.
 	setNofile(t, pid, 3)
-	waiting, wr, line := pingConn(t, p.addr, 300*time.Millisecond)
+	waiting, wr, line := pingConn(t, p.Addr, 300*time.Millisecond)
 	if line != "" {
 		t.Fatalf("connection with no descriptor left: %q, want it to wait", line)
 	}
@@ -172,13 +172,13 @@ func TestOutOfFileDescriptors(t *testing.T) {
 	}
 
 	warnings := 0
-	for _, l := range p.lines() {
+	for _, l := range p.Lines() {
 		if strings.Contains(l, `"level":"warn"`) && (strings.Contains(l, "out of file descriptors") || strings.Contains(l, "accept failed")) {
 			warnings++
 		}
 	}
 	if limit := int(time.Since(began)/time.Second) + 2; warnings < 2 || warnings > limit {
 		t.Fatalf("%d warnings in %v, want at least one per kind and at most one a second each:\n%s",
-			warnings, time.Since(began), strings.Join(p.lines(), "\n"))
+			warnings, time.Since(began), strings.Join(p.Lines(), "\n"))
 	}
 }

@@ -60,7 +60,7 @@ func TestHealthAndReadiness(t *testing.T) {
 	writeState(t, dir, reserved)
 	const maxLead = 20
 	p := start(t, nil, "--dir", dir, "--metrics-addr", "127.0.0.1:0", "--max-lead-ms", "20")
-	base := "http://" + p.metricsAddr(t)
+	base := "http://" + p.MetricsAddr(t)
 	expect := func(path string, code int, body string) {
 		t.Helper()
 		if got, b := get(t, base+path); got != code || !strings.Contains(b, body) {
@@ -69,19 +69,19 @@ func TestHealthAndReadiness(t *testing.T) {
 	}
 	expect("/healthz", 200, "OK")
 	expect("/readyz", 200, "OK")
-	if code, out := runCheckReady(t, p.metricsAddr(t)); code != 0 || out != "OK\n" {
+	if code, out := runCheckReady(t, p.MetricsAddr(t)); code != 0 || out != "OK\n" {
 		t.Fatalf("--check-ready while ready: exit %d, %q", code, out)
 	}
 
-	checkAbove(t, mgetid(t, p.addr, (maxLead+1)<<9), 0) // the budget: max-lead-ms and the floor's own ms
-	c := redis.NewClient(&redis.Options{Addr: p.addr})
+	checkAbove(t, mgetid(t, p.Addr, (maxLead+1)<<9), 0) // the budget: max-lead-ms and the floor's own ms
+	c := redis.NewClient(&redis.Options{Addr: p.Addr})
 	defer c.Close()
 	if err := c.Do(context.Background(), "GETID").Err(); err == nil || !strings.HasPrefix(err.Error(), "BUSY ") {
 		t.Fatalf("GETID past the budget: %v, want -BUSY", err)
 	}
 	expect("/readyz", 503, "not ready: GETID would get -BUSY lead ")
 	expect("/healthz", 200, "OK")
-	if code, out := runCheckReady(t, p.metricsAddr(t)); code != 1 || !strings.Contains(out, "retry in ") {
+	if code, out := runCheckReady(t, p.MetricsAddr(t)); code != 1 || !strings.Contains(out, "retry in ") {
 		t.Fatalf("--check-ready while refusing: exit %d, %q", code, out)
 	}
 }
@@ -120,7 +120,7 @@ func TestEveryClusterInfoFieldIsAMetric(t *testing.T) {
 // idgen of p against its /metrics.
 func checkInfoMetrics(t *testing.T, p *process) {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: p.addr})
+	c := redis.NewClient(&redis.Options{Addr: p.Addr})
 	defer c.Close()
 	ctx := context.Background()
 	if err := c.Do(ctx, "MGETID", 100).Err(); err != nil {
@@ -128,7 +128,7 @@ func checkInfoMetrics(t *testing.T, p *process) {
 	}
 	sections := []string{"clients", "stats", "persistence", "cluster", "idgen"}
 	before, began := infoFields(t, c, sections...), time.Now()
-	code, body := get(t, "http://"+p.metricsAddr(t)+"/metrics")
+	code, body := get(t, "http://"+p.MetricsAddr(t)+"/metrics")
 	slack := float64(time.Since(began).Milliseconds() + 1)
 	after := infoFields(t, c, sections...)
 	parser := expfmt.NewTextParser(model.UTF8Validation)

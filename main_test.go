@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,8 +10,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -29,13 +25,7 @@ var binary string
 func TestMain(m *testing.M) { testbin.Run(m, ".", "", &binary) }
 
 // process is a running idserver and its log lines.
-type process struct {
-	cmd  *exec.Cmd
-	addr string
-	mu   sync.Mutex
-	log  []string
-	done chan struct{}
-}
+type process = testbin.Process
 
 // start runs the binary with args on a free port and waits for its
 // "idserver ready" line.
@@ -60,79 +50,14 @@ func startCmd(t *testing.T, env []string, name string, args ...string) *process 
 	if !slices.Contains(args, "--port") {
 		args = append(args, "--port", testbin.FreePort(t))
 	}
-	cmd := exec.Command(name, args...)
-	cmd.Env = append(os.Environ(), env...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &process{cmd: cmd, done: make(chan struct{})}
-	ready := make(chan string, 1)
-	go func() {
-		defer close(p.done)
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			p.mu.Lock()
-			p.log = append(p.log, sc.Text())
-			p.mu.Unlock()
-			var line struct{ Message, Addr string }
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Message == "idserver ready" {
-				ready <- line.Addr
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	select {
-	case p.addr = <-ready:
-	case <-p.done:
-		t.Fatalf("idserver exited before it was ready:\n%s", strings.Join(p.lines(), "\n"))
-	case <-time.After(20 * time.Second):
-		t.Fatal("idserver not ready after 20s")
-	}
-	return p
-}
-
-// metricsAddr is the metrics-addr the process logged it serves.
-func (p *process) metricsAddr(t *testing.T) string {
-	t.Helper()
-	for _, l := range p.lines() {
-		var line struct {
-			MetricsAddr string `json:"metrics_addr"`
-		}
-		if json.Unmarshal([]byte(l), &line) == nil && line.MetricsAddr != "" {
-			return line.MetricsAddr
-		}
-	}
-	t.Fatalf("no metrics_addr in the log:\n%s", strings.Join(p.lines(), "\n"))
-	return ""
-}
-
-func (p *process) lines() []string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return slices.Clone(p.log)
-}
-
-// stop sends SIGTERM and returns the exit code.
-func (p *process) stop(t *testing.T) int {
-	t.Helper()
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	<-p.done
-	p.cmd.Wait()
-	return p.cmd.ProcessState.ExitCode()
+	return testbin.Start(t, env, name, args...)
 }
 
 func TestBinaryServesAndStops(t *testing.T) {
 	conf := filepath.Join(t.TempDir(), "idserver.conf")
 	os.WriteFile(conf, []byte("# the C original's line\nid-generator server-id 5 id-range 3 shard-range 8 random-range 10\n"), 0o600)
 	p := start(t, []string{"IDSERVER_MGETID_MAX=50"}, conf)
-	c := redis.NewClient(&redis.Options{Addr: p.addr})
+	c := redis.NewClient(&redis.Options{Addr: p.Addr})
 	defer c.Close()
 	ctx := context.Background()
 	id, err := c.Do(ctx, "GETID").Int64()
@@ -145,10 +70,10 @@ func TestBinaryServesAndStops(t *testing.T) {
 	if err := c.Do(ctx, "MGETID", 51).Err(); err == nil || !strings.Contains(err.Error(), "1..50 (mgetid-max)") {
 		t.Fatalf("MGETID 51 with IDSERVER_MGETID_MAX=50: %v", err)
 	}
-	if code := p.stop(t); code != 0 {
+	if code := p.Stop(); code != 0 {
 		t.Fatalf("exit code %d after SIGTERM", code)
 	}
-	log := strings.Join(p.lines(), "\n")
+	log := strings.Join(p.Lines(), "\n")
 	if !strings.Contains(log, `"layout":"id-range 3 shard-range 8 random-range 10"`) || !strings.Contains(log, "shutting down") {
 		t.Fatalf("log lacks the start-up layout or the shutdown line:\n%s", log)
 	}
@@ -176,7 +101,7 @@ func TestBinaryRefusesBadConfig(t *testing.T) {
 // for a few seconds and checks the warning comes at most once a second.
 func TestWarningsRateLimited(t *testing.T) {
 	p := start(t, nil, "--mgetid-max", "10000")
-	c := redis.NewClient(&redis.Options{Addr: p.addr})
+	c := redis.NewClient(&redis.Options{Addr: p.Addr})
 	defer c.Close()
 	ctx := context.Background()
 	begin := time.Now()
@@ -188,9 +113,9 @@ func TestWarningsRateLimited(t *testing.T) {
 		}
 		requests++
 	}
-	p.stop(t)
+	p.Stop()
 	warnings := 0
-	for _, l := range p.lines() {
+	for _, l := range p.Lines() {
 		if strings.Contains(l, "issuing IDs ahead of the clock") {
 			warnings++
 		}
@@ -202,8 +127,8 @@ func TestWarningsRateLimited(t *testing.T) {
 
 func TestBinaryMetrics(t *testing.T) {
 	p := start(t, nil, "--metrics-addr", "127.0.0.1:0")
-	metricsAddr := p.metricsAddr(t)
-	c := redis.NewClient(&redis.Options{Addr: p.addr})
+	metricsAddr := p.MetricsAddr(t)
+	c := redis.NewClient(&redis.Options{Addr: p.Addr})
 	defer c.Close()
 	if err := c.Do(context.Background(), "MGETID", 7).Err(); err != nil {
 		t.Fatal(err)

@@ -36,14 +36,14 @@ func rssMB(t *testing.T, pid int) int {
 // itself is logged, and measured by scripts/hostile.sh.
 func TestClientsThatNeverRead(t *testing.T) {
 	p := start(t, nil)
-	pid := p.cmd.Process.Pid
+	pid := p.Cmd.Process.Pid
 	stop := time.Now().Add(6 * time.Second)
 	batch := []byte(strings.Repeat("MGETID 10000\r\n", 1000))
 	var wg sync.WaitGroup
 	for range 4 {
 		wg.Go(func() {
 			for time.Now().Before(stop) {
-				c, err := net.Dial("tcp", p.addr)
+				c, err := net.Dial("tcp", p.Addr)
 				if err != nil {
 					t.Error(err)
 					return
@@ -58,7 +58,7 @@ func TestClientsThatNeverRead(t *testing.T) {
 			}
 		})
 	}
-	probe, err := net.Dial("tcp", p.addr)
+	probe, err := net.Dial("tcp", p.Addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestClientsThatNeverRead(t *testing.T) {
 	}
 	wg.Wait()
 	closed := 0
-	for _, l := range p.lines() {
+	for _, l := range p.Lines() {
 		if strings.Contains(l, "closing a client at client-output-buffer-limit") {
 			closed++
 		}

@@ -72,13 +72,6 @@ func snapshot(t *testing.T, path string) fileSnapshot {
 
 func (a fileSnapshot) same(b fileSnapshot) bool { return a.ino == b.ino && bytes.Equal(a.data, b.data) }
 
-// kill9 kills p with SIGKILL and waits for it.
-func (p *process) kill9() {
-	p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
-	p.cmd.Wait()
-}
-
 // TestOneServerPerStateFile: a second server on the same dir and state
 // file refuses to start with one line naming the state file and the pid
 // of the live one, which goes on serving.
@@ -87,16 +80,16 @@ func TestOneServerPerStateFile(t *testing.T) {
 	a := start(t, nil, "--dir", dir)
 	out, code := runToExit(t, "--dir", dir)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	want := []string{filepath.Join(dir, "idserver.state"), "pid " + strconv.Itoa(a.cmd.Process.Pid), "in use"}
+	want := []string{filepath.Join(dir, "idserver.state"), "pid " + strconv.Itoa(a.Cmd.Process.Pid), "in use"}
 	for _, w := range want {
 		if code == 0 || len(lines) != 1 || !strings.Contains(lines[0], w) {
 			t.Fatalf("second server: exit %d, output %q; want exit != 0 and one line with %q", code, out, w)
 		}
 	}
-	checkAbove(t, mgetid(t, a.addr, 100), 0)
+	checkAbove(t, mgetid(t, a.Addr, 100), 0)
 	// Another state file in the same dir is another server's: it may run.
 	b := start(t, nil, "--dir", dir, "--state-file", "other.state", "--server-id", "1")
-	checkAbove(t, mgetid(t, b.addr, 100), 0)
+	checkAbove(t, mgetid(t, b.Addr, 100), 0)
 }
 
 // TestFailedStartWritesNothing: starts that fail for other reasons than
@@ -108,14 +101,14 @@ func TestFailedStartWritesNothing(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "idserver.state")
 	a := start(t, nil, "--dir", dir)
-	issued := mgetid(t, a.addr, 200_000) // borrows about 400ms ahead
-	_, port, _ := strings.Cut(a.addr, ":")
+	issued := mgetid(t, a.Addr, 200_000) // borrows about 400ms ahead
+	_, port, _ := strings.Cut(a.Addr, ":")
 	failures := [][]string{
 		{"--port", port},
 		{"--bind", "192.0.2.1"}, // TEST-NET-1: no interface here has it
 		{"--metrics-addr", "192.0.2.1:0"},
 	}
-	a.cmd.Process.Signal(syscall.SIGSTOP)
+	a.Cmd.Process.Signal(syscall.SIGSTOP)
 	before := snapshot(t, path)
 	for _, args := range failures {
 		if out, code := runToExit(t, append([]string{"--dir", dir}, args...)...); code == 0 {
@@ -125,15 +118,15 @@ func TestFailedStartWritesNothing(t *testing.T) {
 			t.Fatalf("start with %v beside a live server changed the state file", args)
 		}
 	}
-	a.kill9()
+	a.Kill9()
 	b := start(t, nil, "--dir", dir)
-	checkAbove(t, mgetid(t, b.addr, 1000), slices.Max(issued))
-	b.stop(t)
+	checkAbove(t, mgetid(t, b.Addr, 1000), slices.Max(issued))
+	b.Stop()
 
 	// Alone, with nothing else holding the lock.
 	before = snapshot(t, path)
 	blocker := start(t, nil, "--dir", t.TempDir())
-	_, port, _ = strings.Cut(blocker.addr, ":")
+	_, port, _ = strings.Cut(blocker.Addr, ":")
 	for _, args := range append(failures[1:], []string{"--port", port}) {
 		out, code := runToExit(t, append([]string{"--dir", dir}, args...)...)
 		if code == 0 || strings.Count(strings.TrimSpace(out), "\n") != 0 || !strings.Contains(out, "cannot") {
@@ -160,39 +153,34 @@ func TestStateFileDeleted(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		_, err := os.Stat(path)
-		if err == nil && a.logged("the state file vanished") {
+		if err == nil && a.Logged("the state file vanished") {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("10 s after the state file was deleted: %v; log:\n%s", err, strings.Join(a.lines(), "\n"))
+			t.Fatalf("10 s after the state file was deleted: %v; log:\n%s", err, strings.Join(a.Lines(), "\n"))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 
 	for _, remove := range [][]string{{path}, {path, path + ".lock"}} {
-		issued := mgetid(t, a.addr, 500_000) // borrows about 1 s ahead
+		issued := mgetid(t, a.Addr, 500_000) // borrows about 1 s ahead
 		// Stopped first, so that no renewal writes the files again before
 		// the kill: it dies before its next renewal.
-		a.cmd.Process.Signal(syscall.SIGSTOP)
+		a.Cmd.Process.Signal(syscall.SIGSTOP)
 		for _, f := range remove {
 			os.Remove(f)
 		}
-		a.kill9()
+		a.Kill9()
 		a = start(t, nil, "--dir", dir, "--reserve-ms", "200")
 		want := "resuming from the copy of the reservation in the lock file"
 		if len(remove) == 2 {
 			want = "no state file: a first start"
 		}
-		if !a.logged(want) {
-			t.Fatalf("after deleting %v: the log lacks %q:\n%s", remove, want, strings.Join(a.lines(), "\n"))
+		if !a.Logged(want) {
+			t.Fatalf("after deleting %v: the log lacks %q:\n%s", remove, want, strings.Join(a.Lines(), "\n"))
 		}
-		checkAbove(t, mgetid(t, a.addr, 1000), slices.Max(issued))
+		checkAbove(t, mgetid(t, a.Addr, 1000), slices.Max(issued))
 	}
-}
-
-// logged reports whether a log line contains s.
-func (p *process) logged(s string) bool {
-	return slices.ContainsFunc(p.lines(), func(l string) bool { return strings.Contains(l, s) })
 }
 
 // TestEpochAtTheClock: with the epoch at the current time, a layout with
@@ -202,12 +190,12 @@ func TestEpochAtTheClock(t *testing.T) {
 	p := start(t, nil, "--epoch", strconv.FormatInt(time.Now().UnixMilli(), 10),
 		"--id-range", "0", "--shard-range", "21", "--random-range", "0",
 		"--enable-debug-command", "yes", "--debug-clock-offset-ms", "-5000")
-	c := redis.NewClient(&redis.Options{Addr: p.addr})
+	c := redis.NewClient(&redis.Options{Addr: p.Addr})
 	defer c.Close()
 	if id, err := c.Do(context.Background(), "GETID").Int64(); err != nil || id <= 0 {
 		t.Fatalf("GETID = %d, %v; want a positive ID", id, err)
 	}
-	checkAbove(t, mgetid(t, p.addr, 1000), 0)
+	checkAbove(t, mgetid(t, p.Addr, 1000), 0)
 }
 
 // writeState writes a state file for the default identity with T = reserved.
@@ -249,7 +237,7 @@ func TestReservationFarAhead(t *testing.T) {
 	p := start(t, nil, "--dir", dir)
 	at := time.UnixMilli(idgen.DefaultEpoch.UnixMilli() + reserved).UTC().Format(time.RFC3339)
 	var warning string
-	for _, l := range p.lines() {
+	for _, l := range p.Lines() {
 		if strings.Contains(l, `"level":"warn"`) && strings.Contains(l, "ahead of the clock") {
 			warning = l
 		}
@@ -257,11 +245,11 @@ func TestReservationFarAhead(t *testing.T) {
 	budget := (5000 + 1) << 9 // max-lead-ms and the reservation's own millisecond, at 2^9 IDs per ms
 	for _, want := range []string{"until the clock reaches it at " + at, "at most " + strconv.Itoa(budget) + " IDs", "-BUSY"} {
 		if !strings.Contains(warning, want) {
-			t.Fatalf("start-up warning %q lacks %q; log:\n%s", warning, want, strings.Join(p.lines(), "\n"))
+			t.Fatalf("start-up warning %q lacks %q; log:\n%s", warning, want, strings.Join(p.Lines(), "\n"))
 		}
 	}
-	checkAbove(t, mgetid(t, p.addr, budget), 0)
-	c := redis.NewClient(&redis.Options{Addr: p.addr})
+	checkAbove(t, mgetid(t, p.Addr, budget), 0)
+	c := redis.NewClient(&redis.Options{Addr: p.Addr})
 	defer c.Close()
 	err := c.Do(context.Background(), "GETID").Err()
 	var retry int64

@@ -84,22 +84,22 @@ func TestKillRestartLoop(t *testing.T) {
 		got := make(chan []int64, 1)
 		busy := make(chan int, 1)
 		go func() {
-			ids, b := load(p.addr, 4, stop)
+			ids, b := load(p.Addr, 4, stop)
 			got <- ids
 			busy <- b
 		}()
 		time.Sleep(60 * time.Millisecond)
 		if run%3 == 2 {
 			// A step back within max-lead-ms while serving: absorbed.
-			c := redis.NewClient(&redis.Options{Addr: p.addr})
+			c := redis.NewClient(&redis.Options{Addr: p.Addr})
 			if err := c.Do(context.Background(), "DEBUG", "CLOCK-OFFSET", offset-2000).Err(); err != nil {
 				t.Fatalf("run %d: DEBUG CLOCK-OFFSET: %v", run, err)
 			}
 			c.Close()
 		}
 		time.Sleep(60 * time.Millisecond)
-		p.cmd.Process.Signal(syscall.SIGKILL)
-		p.cmd.Wait()
+		p.Cmd.Process.Signal(syscall.SIGKILL)
+		p.Cmd.Wait()
 		close(stop)
 		ids := <-got
 		if len(ids) == 0 {
@@ -200,12 +200,12 @@ func TestSigtermUnderLoad(t *testing.T) {
 	stop := make(chan struct{})
 	got := make(chan []int64, 1)
 	go func() {
-		ids, _ := load(p.addr, 8, stop)
+		ids, _ := load(p.Addr, 8, stop)
 		got <- ids
 	}()
 	time.Sleep(300 * time.Millisecond)
 	begin := time.Now()
-	if code := p.stop(t); code != 0 {
+	if code := p.Stop(); code != 0 {
 		t.Fatalf("exit code %d", code)
 	}
 	if d := time.Since(begin); d > 5*time.Second {
@@ -227,7 +227,7 @@ func TestSigtermUnderLoad(t *testing.T) {
 	if len(ids) == 0 {
 		t.Fatal("no IDs before SIGTERM")
 	}
-	log := strings.Join(p.lines(), "\n")
+	log := strings.Join(p.Lines(), "\n")
 	if !strings.Contains(log, "reservation written") {
 		t.Fatalf("log lacks the final reservation:\n%s", log)
 	}
@@ -237,7 +237,7 @@ func TestDebugAndShutdownCommands(t *testing.T) {
 	ctx := context.Background()
 	t.Run("refused by default", func(t *testing.T) {
 		p := start(t, nil)
-		c := redis.NewClient(&redis.Options{Addr: p.addr})
+		c := redis.NewClient(&redis.Options{Addr: p.Addr})
 		defer c.Close()
 		if err := c.Do(ctx, "DEBUG", "CLOCK-OFFSET", "-1000").Err(); err == nil || !strings.Contains(err.Error(), "DEBUG command not allowed") {
 			t.Fatalf("DEBUG by default: %v", err)
@@ -245,7 +245,7 @@ func TestDebugAndShutdownCommands(t *testing.T) {
 		if err := c.Do(ctx, "SHUTDOWN").Err(); err == nil || !strings.Contains(err.Error(), "SHUTDOWN is not allowed") {
 			t.Fatalf("SHUTDOWN by default: %v", err)
 		}
-		if code := p.stop(t); code != 0 {
+		if code := p.Stop(); code != 0 {
 			t.Fatalf("exit %d", code)
 		}
 	})
@@ -256,7 +256,7 @@ func TestDebugAndShutdownCommands(t *testing.T) {
 		// run a while (a first start would begin max-lead-ms ahead).
 		writeState(t, dir, time.Now().UnixMilli()-idgen.DefaultEpoch.UnixMilli()-60_000)
 		p := start(t, nil, "--dir", dir, "--enable-debug-command", "yes", "--max-wait-ms", "0")
-		c := redis.NewClient(&redis.Options{Addr: p.addr})
+		c := redis.NewClient(&redis.Options{Addr: p.Addr})
 		defer c.Close()
 		before, _ := c.Do(ctx, "GETID").Int64()
 		// Within max-lead-ms: absorbed, IDs go on increasing.
@@ -287,9 +287,7 @@ func TestDebugAndShutdownCommands(t *testing.T) {
 		if err := c.Do(ctx, "SHUTDOWN").Err(); err == nil {
 			t.Fatal("SHUTDOWN replied; Redis closes the connection instead")
 		}
-		<-p.done
-		p.cmd.Wait()
-		if code := p.cmd.ProcessState.ExitCode(); code != 0 {
+		if code := p.Wait(); code != 0 {
 			t.Fatalf("exit %d after SHUTDOWN", code)
 		}
 		if _, found, err := reservation.ReadFile(filepath.Join(dir, "idserver.state")); !found || err != nil {

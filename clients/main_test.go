@@ -10,13 +10,9 @@
 package clients
 
 import (
-	"bufio"
-	"encoding/json"
 	"os"
 	"os/exec"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/idserver/idserver/internal/testbin"
 )
@@ -38,54 +34,11 @@ func startServer(t *testing.T, args ...string) string {
 	return runServer(t, append(args, "--port", testbin.FreePort(t))...).Addr
 }
 
-// ready is what the "idserver ready" line says of the addresses.
-type ready struct {
-	Addr    string // plain TCP
-	TLSAddr string `json:"tls_addr"`
-}
-
-// runServer runs idserver with args until the test ends and returns its
-// addresses once it is ready.
-func runServer(t *testing.T, args ...string) ready {
+// runServer runs idserver with args, its state in a directory of t's,
+// until the test ends, and returns it once it is ready.
+func runServer(t *testing.T, args ...string) *testbin.Process {
 	t.Helper()
-	cmd := exec.Command(binary, append(args, "--dir", t.TempDir())...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	readyc := make(chan ready, 1)
-	var log []string
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			log = append(log, sc.Text())
-			var line struct {
-				Message string
-				ready
-			}
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Message == "idserver ready" {
-				readyc <- line.ready
-			}
-		}
-	}()
-	select {
-	case r := <-readyc:
-		return r
-	case <-done:
-		t.Fatalf("idserver exited before it was ready:\n%s", strings.Join(log, "\n"))
-	case <-time.After(20 * time.Second):
-		t.Fatal("idserver not ready after 20s")
-	}
-	return ready{}
+	return testbin.Start(t, nil, binary, append(args, "--dir", t.TempDir())...)
 }
 
 // need returns the path of a client program, or skips the test without
