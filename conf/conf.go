@@ -50,7 +50,7 @@ type Config struct {
 	GoMaxProcs int `key:"gomaxprocs" default:"1" usage:"CPU cores the server runs on (GOMAXPROCS), and its number of event loops; 0 = all"`
 
 	MGetIDMax               int           `key:"mgetid-max" default:"10000" usage:"largest MGETID count"`
-	GetIDReply              string        `key:"getid-reply" default:"auto" usage:"GETID's reply: auto (a bulk string to ioredis and node-redis, which announce themselves with CLIENT SETINFO, an integer to others), integer, or string"`
+	GetIDReply              string        `key:"getid-reply" default:"auto" usage:"GETID's reply: auto (a bulk string to JavaScript clients: those that announce ioredis, iovalkey, node-redis or GlideJS with CLIENT SETINFO, or begin with the lowercase info ready check of older ioredis and node-redis; an integer to others), integer, or string"`
 	MaxClients              int           `key:"maxclients" default:"10000" usage:"most clients connected at once"`
 	Timeout                 time.Duration `key:"timeout" default:"0" unit:"s" usage:"close a client idle this many seconds; 0 = never"`
 	ProtoMaxBulkLen         int           `key:"proto-max-bulk-len" default:"64kb" unit:"bytes" usage:"largest bulk string or inline command a client may send"`

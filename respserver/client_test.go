@@ -11,27 +11,43 @@ import (
 	"github.com/idserver/idserver/idgen"
 )
 
-// TestGetIDReply: under auto, GETID replies with an integer until the
-// connection announces ioredis or node-redis (with or without a tag),
-// then with a bulk string, in transactions too; CLIENT INFO shows which.
-// integer and string hold whatever the client announces.
+// TestGetIDReply: under getid-reply auto, GETID is a bulk string for
+// JavaScript clients, told apart by the LIB-NAME they announce or by the
+// bare lowercase "info" their older versions send first as a ready check
+// (behind AUTH, SELECT, CLIENT SETNAME at most); anything else gets an
+// integer. The other modes ignore what a client sends.
 func TestGetIDReply(t *testing.T) {
+	lib := func(name string) []string { return []string{"CLIENT", "SETINFO", "LIB-NAME", name} }
+	info := []string{"info"} // ioredis < 5.8, iovalkey 0.x, node-redis 3
 	tests := []struct {
-		mode    GetIDReply
-		libName string
-		want    string // "integer" or "string"
+		mode   GetIDReply
+		before [][]string // sent first, in order
+		want   string     // "integer" or "string"
 	}{
-		{GetIDAuto, "", "integer"},
-		{GetIDAuto, "go-redis(,go1.26.8)", "integer"},
-		{GetIDAuto, "redis-py", "integer"},
-		{GetIDAuto, "ioredis", "string"},
-		{GetIDAuto, "node-redis", "string"},
-		{GetIDAuto, "node-redis(my-app)", "string"},
-		{GetIDAuto, "ioredis(my-app_v1)", "string"},
-		{GetIDAuto, "ioredisX", "integer"},
-		{GetIDInteger, "ioredis", "integer"},
-		{GetIDString, "", "string"},
-		{GetIDString, "redis-py", "string"},
+		{GetIDAuto, nil, "integer"},
+		{GetIDAuto, [][]string{lib("go-redis(,go1.26.8)")}, "integer"},
+		{GetIDAuto, [][]string{lib("redis-py")}, "integer"},
+		{GetIDAuto, [][]string{lib("ioredis")}, "string"},
+		{GetIDAuto, [][]string{lib("node-redis")}, "string"},
+		{GetIDAuto, [][]string{lib("node-redis(my-app)")}, "string"},
+		{GetIDAuto, [][]string{lib("ioredis(my-app_v1)")}, "string"},
+		{GetIDAuto, [][]string{lib("iovalkey")}, "string"},
+		{GetIDAuto, [][]string{lib("GlideJS")}, "string"},
+		{GetIDAuto, [][]string{lib("GlidePy")}, "integer"},
+		{GetIDAuto, [][]string{lib("ioredisX")}, "integer"},
+		{GetIDAuto, [][]string{info}, "string"},
+		{GetIDAuto, [][]string{{"auth", "pw"}, {"client", "setname", "app"}, {"select", "0"}, info}, "string"},
+		{GetIDAuto, [][]string{{"HELLO", "3"}, lib("ioredis"), info}, "string"},
+		{GetIDAuto, [][]string{{"INFO"}}, "integer"},
+		{GetIDAuto, [][]string{{"info", "server"}}, "integer"},
+		{GetIDAuto, [][]string{{"PING"}, info}, "integer"},
+		{GetIDAuto, [][]string{{"GETID"}, info}, "integer"},
+		{GetIDAuto, [][]string{lib("go-redis"), info}, "integer"},
+		{GetIDAuto, [][]string{info, lib("go-redis")}, "integer"},
+		{GetIDInteger, [][]string{lib("ioredis")}, "integer"},
+		{GetIDInteger, [][]string{info}, "integer"},
+		{GetIDString, nil, "string"},
+		{GetIDString, [][]string{lib("redis-py")}, "string"},
 	}
 	servers := map[GetIDReply]string{}
 	for _, tt := range tests {
@@ -39,9 +55,9 @@ func TestGetIDReply(t *testing.T) {
 			_, servers[tt.mode] = startServer(t, idgen.Settings{}, Options{GetIDReply: tt.mode})
 		}
 		c := dialRaw(t, servers[tt.mode])
-		if tt.libName != "" {
-			if v := c.do("CLIENT", "SETINFO", "LIB-NAME", tt.libName); v != "OK" {
-				t.Fatalf("CLIENT SETINFO LIB-NAME %s: %v", tt.libName, v)
+		for _, args := range tt.before {
+			if v, ok := c.do(args...).(respError); ok && args[0] != "auth" {
+				t.Fatalf("%q: %v", args, v)
 			}
 		}
 		c.do("MULTI")
@@ -49,11 +65,11 @@ func TestGetIDReply(t *testing.T) {
 		inExec := c.do("EXEC").([]any)[0]
 		for _, v := range []any{c.do("GETID"), inExec} {
 			if got := replyKind(t, v); got != tt.want {
-				t.Errorf("mode %d, lib-name %q: GETID replied %#v, want %s", tt.mode, tt.libName, v, tt.want)
+				t.Errorf("mode %d, after %q: GETID replied %#v, want %s", tt.mode, tt.before, v, tt.want)
 			}
 		}
-		if info := c.do("CLIENT", "INFO").(string); !strings.Contains(info, " getid-reply="+tt.want+"\n") || !strings.Contains(info, " lib-name="+tt.libName+" ") {
-			t.Errorf("mode %d, lib-name %q: CLIENT INFO %q", tt.mode, tt.libName, info)
+		if info := fmt.Sprint(c.do("CLIENT", "INFO")); !strings.Contains(info, " getid-reply="+tt.want+"\n") {
+			t.Errorf("mode %d, after %q: CLIENT INFO %q", tt.mode, tt.before, info)
 		}
 	}
 }

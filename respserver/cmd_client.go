@@ -62,11 +62,11 @@ var clientCommand = &command{
 			summary: "Controls whether commands sent by the client affect the LRU/LFU of accessed keys (idserver has no keys).", since: "7.2.0", group: "connection", complexity: "O(1)",
 			args: []arg{oneOf("enabled", nil, "ON", "OFF")},
 		}},
-		{name: "client|setinfo", arity: 4, flags: []string{"noscript", "loading", "stale"}, run: cmdClientSetInfo, doc: doc{
-			summary: "Sets information specific to the client or connection; LIB-NAME ioredis or node-redis makes GETID reply with bulk strings (getid-reply auto).", since: "7.2.0", group: "connection", complexity: "O(1)",
+		{name: "client|setinfo", arity: 4, flags: []string{"noscript", "loading", "stale"}, run: cmdClientSetInfo, setup: true, doc: doc{
+			summary: "Sets information specific to the client or connection; LIB-NAME of a JavaScript client (ioredis, iovalkey, node-redis, GlideJS) makes GETID reply with bulk strings (getid-reply auto).", since: "7.2.0", group: "connection", complexity: "O(1)",
 			args: []arg{{name: "attr", typ: "oneof", args: []arg{{name: "libname", typ: "string", token: "LIB-NAME"}, {name: "libver", typ: "string", token: "LIB-VER"}}}},
 		}},
-		{name: "client|setname", arity: 3, flags: []string{"noscript", "loading", "stale"}, run: cmdClientSetName, doc: doc{
+		{name: "client|setname", arity: 3, flags: []string{"noscript", "loading", "stale"}, run: cmdClientSetName, setup: true, doc: doc{
 			summary: "Sets the connection name.", since: "2.6.9", group: "connection", complexity: "O(1)",
 			args: []arg{{name: "connection-name", typ: "string"}},
 		}},
@@ -322,7 +322,26 @@ func cmdClientSetInfo(s *Server, c *client, args [][]byte) error {
 // Numbers, which cannot hold IDs above 2^53 exactly.
 func javaScriptClient(libName string) bool {
 	base, _, _ := strings.Cut(libName, "(")
-	return base == "ioredis" || base == "node-redis"
+	switch base {
+	case "ioredis", "iovalkey", "node-redis", "GlideJS":
+		return true
+	}
+	return false
+}
+
+// greet looks at a connection's first command other than connection
+// setup (see command.setup). JavaScript clients that name no library
+// (ioredis before 5.8, iovalkey 0.x, node-redis 3) begin with their ready
+// check, the bare lowercase "info"; typed clients send INFO, if at all,
+// when their user asks, and their libraries write it in upper case (or
+// send CLIENT SETINFO first). Under getid-reply auto such a connection
+// gets GETID as a bulk string. A LIB-NAME the client sends still decides.
+func (s *Server) greet(c *client, args [][]byte) {
+	c.greeted = true
+	if s.opts.GetIDReply == GetIDAuto && c.libName == "" && len(args) == 1 && string(args[0]) == "info" {
+		c.stringIDs = true
+		c.publish()
+	}
 }
 
 func cmdClientSetName(s *Server, c *client, args [][]byte) error {

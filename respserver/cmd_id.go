@@ -45,10 +45,12 @@ var idCommands = []*command{
 type GetIDReply int
 
 const (
-	// GetIDAuto replies with bulk strings to the connections that
-	// announced a JavaScript client (CLIENT SETINFO LIB-NAME ioredis or
-	// node-redis), which turn integers into lossy Numbers, and with
-	// integers to the others.
+	// GetIDAuto replies with bulk strings to the connections of
+	// JavaScript clients, which turn integers into lossy Numbers, and
+	// with integers to the others. A JavaScript client is one that
+	// announces itself (CLIENT SETINFO LIB-NAME ioredis, iovalkey,
+	// node-redis or GlideJS) or begins with the bare lowercase "info"
+	// ready check of older ioredis, iovalkey and node-redis (see greet).
 	GetIDAuto GetIDReply = iota
 	// GetIDInteger always replies with integers.
 	GetIDInteger

@@ -31,6 +31,7 @@ type client struct {
 
 	libName, libVer  string // from CLIENT SETINFO
 	stringIDs        bool   // GETID replies with a bulk string (getid-reply)
+	greeted          bool   // ran a command other than connection setup
 	track            tracking
 	noEvict, noTouch bool
 	shown            atomic.Pointer[shown] // for CLIENT LIST on other connections

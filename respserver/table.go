@@ -21,6 +21,10 @@ type command struct {
 
 	noAuth  bool // runs before AUTH: the flag no_auth
 	control bool // runs at once inside MULTI instead of being queued
+	// setup marks what client libraries send on connect before their
+	// ready check (AUTH, HELLO, SELECT, CLIENT SETNAME and SETINFO):
+	// it does not count as the connection's first command (see greet).
+	setup   bool
 	bySub   map[string]*command
 	latency stats.Latency // of the calls that ran, until their reply
 }
@@ -139,6 +143,9 @@ func (s *Server) dispatch(c *client, args [][]byte) error {
 		return s.enqueue(c, cmd, args, err)
 	case err != nil:
 		return err
+	}
+	if !c.greeted && !cmd.setup {
+		s.greet(c, args)
 	}
 	err = cmd.run(s, c, args)
 	if err == errWait { // finish observes it, once it has its IDs
