@@ -1,6 +1,8 @@
 package respserver
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -64,6 +66,9 @@ var serverCommands = []*command{
 			{name: "count", typ: "integer", token: "COUNT", flags: optional},
 			{name: "type", typ: "string", token: "TYPE", flags: optional},
 		},
+	}},
+	{name: "role", arity: 1, flags: []string{"noscript", "loading", "stale", "fast"}, run: cmdRole, doc: doc{
+		summary: "Returns the replication role: a primary with no replicas.", since: "2.8.12", group: "server", complexity: "O(1)",
 	}},
 	{name: "time", arity: 1, flags: []string{"loading", "stale", "fast"}, run: cmdTime, doc: doc{
 		summary: "Returns the server time.", since: "2.6.0", group: "server", complexity: "O(1)",
@@ -202,6 +207,23 @@ func cmdShutdown(s *Server, c *client, args [][]byte) error {
 	s.log.Info().Str("client", c.addr).Msg("SHUTDOWN requested")
 	s.opts.Shutdown()
 	return nil
+}
+
+// cmdRole answers as a Redis primary with no replicas: "master", its
+// replication offset and an empty list of replicas.
+func cmdRole(s *Server, c *client, args [][]byte) error {
+	c.writeArray(3)
+	c.writeBulkString("master")
+	c.writeInt(0)
+	c.writeArray(0)
+	return nil
+}
+
+// replicationID is a new random replication ID, 40 hex digits as Redis's.
+func replicationID() string {
+	b := make([]byte, 20)
+	rand.Read(b) // never fails (crypto/rand)
+	return hex.EncodeToString(b)
 }
 
 func cmdTime(s *Server, c *client, args [][]byte) error {

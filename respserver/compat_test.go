@@ -5,6 +5,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,6 +75,8 @@ var likeRedis = []struct {
 		{"CLIENT", "LIST", "ID", "999999"}, {"CLIENT", "NO-EVICT", "ON"}, {"CLIENT", "NO-EVICT", "maybe"}, {"CLIENT", "NO-EVICT", "OFF"},
 		{"CLIENT", "SETNAME", "a b"}, {"CLIENT", "SETNAME", "ok"}, {"CLIENT", "GETNAME"}, {"CLIENT", "SETNAME", ""}, {"CLIENT", "GETNAME"},
 	}},
+	{"role", false, [][]string{{"ROLE"}, {"ROLE", "x"}}},
+	{"role resp3", true, [][]string{{"ROLE"}}},
 	{"empty keyspace resp3", true, [][]string{{"INFO", "keyspace"}, {"SCAN", "0"}, {"DBSIZE"}}},
 	{"empty keyspace", false, [][]string{
 		{"INFO", "keyspace"}, {"DBSIZE"}, {"SCAN", "0"}, {"SCAN", "0", "MATCH", "*", "COUNT", "10", "TYPE", "string"}, {"SCAN", "x"},
@@ -94,6 +99,49 @@ func TestRepliesLikeRedis(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestInfoReplicationLikeRedis: INFO replication has redis-server's
+// fields for a primary without replicas, in its order, with its values,
+// but for the replication ID (new at each start) and the backlog
+// (idserver has none). Valkey GLIDE will not connect without role:master.
+func TestInfoReplicationLikeRedis(t *testing.T) {
+	sock := startRedisSocket(t)
+	_, addr := startServer(t, idgen.Settings{}, Options{})
+	want, got := infoFields(t, sock, "replication"), infoFields(t, addr, "REPLICATION")
+	if len(got) != len(want) {
+		t.Fatalf("idserver's INFO replication %q, redis-server's %q", got, want)
+	}
+	for i, kv := range got {
+		switch {
+		case kv[0] != want[i][0]:
+			t.Errorf("field %d is %s, redis-server's %s", i, kv[0], want[i][0])
+		case kv[0] == "master_replid":
+			if !regexp.MustCompile(`^[0-9a-f]{40}$`).MatchString(kv[1]) {
+				t.Errorf("master_replid %q, want 40 hex digits", kv[1])
+			}
+		case kv[0] == "repl_backlog_size":
+			if kv[1] != "0" {
+				t.Errorf("repl_backlog_size %s, want 0", kv[1])
+			}
+		case kv[1] != want[i][1]:
+			t.Errorf("%s:%s, redis-server's %s", kv[0], kv[1], want[i][1])
+		}
+	}
+	if !slices.Contains(got, [2]string{"role", "master"}) {
+		t.Errorf("no role:master in %q", got)
+	}
+}
+
+// infoFields returns the name:value lines of INFO section from addr.
+func infoFields(t *testing.T, addr, section string) [][2]string {
+	var fields [][2]string
+	for _, line := range strings.Split(dialRaw(t, addr).do("INFO", section).(string), "\r\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok {
+			fields = append(fields, [2]string{k, v})
+		}
+	}
+	return fields
 }
 
 // session runs cmds on a new connection to addr and returns the replies.

@@ -27,6 +27,7 @@ var infoSections = []struct {
 	{"memory", "Memory", (*Server).infoMemory, false},
 	{"persistence", "Persistence", (*Server).infoPersistence, false},
 	{"stats", "Stats", (*Server).infoStats, false},
+	{"replication", "Replication", (*Server).infoReplication, false},
 	{"commandstats", "Commandstats", (*Server).infoCommandStats, true},
 	{"cluster", "Cluster", (*Server).infoCluster, false},
 	{"keyspace", "Keyspace", (*Server).infoKeyspace, false},
@@ -185,6 +186,26 @@ func (s *Server) infoStats() []stats.Field {
 		stats.C("total_error_replies", st.Errors, "Error replies sent."),
 		stats.C("client_output_buffer_limit_disconnections", st.LimitClosed, "Clients closed at client-output-buffer-limit."),
 		stats.C("tls_handshake_failures", st.TLSFailed, "TLS handshakes that failed (no or a bad client certificate, plain text on the TLS port, a timeout)."),
+	}
+}
+
+// infoReplication answers as a Redis primary with no replicas, which is
+// what idserver is: clients that check the role before they send (Valkey
+// GLIDE looks for role:master) connect. Its fields are constants, not
+// measurements, so they are text and not exported as metrics.
+func (s *Server) infoReplication() []stats.Field {
+	return []stats.Field{
+		stats.T("role", "master"),
+		stats.T("connected_slaves", "0"),
+		stats.T("master_failover_state", "no-failover"),
+		stats.T("master_replid", s.replID),
+		stats.T("master_replid2", strings.Repeat("0", 40)),
+		stats.T("master_repl_offset", "0"),
+		stats.T("second_repl_offset", "-1"),
+		stats.T("repl_backlog_active", "0"),
+		stats.T("repl_backlog_size", "0"),
+		stats.T("repl_backlog_first_byte_offset", "0"),
+		stats.T("repl_backlog_histlen", "0"),
 	}
 }
 

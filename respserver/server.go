@@ -93,7 +93,8 @@ type Server struct {
 	retired   idgen.Stats // counters of the generators SetGenerator replaced
 
 	started      time.Time
-	configKeyLen int // the longest key in Options.Config
+	replID       string // INFO replication's master_replid, new at each start as in Redis
+	configKeyLen int    // the longest key in Options.Config
 	port         atomic.Int64
 	loops        atomic.Int64 // event loops serving clients
 	nextID       atomic.Int64 // client ids, as CLIENT ID shows
@@ -148,6 +149,7 @@ func New(opts Options) *Server {
 		opts:       opts,
 		log:        opts.Logger,
 		started:    time.Now(),
+		replID:     replicationID(),
 		conns:      map[*client]struct{}{},
 		done:       make(chan struct{}),
 		drained:    make(chan struct{}),
