@@ -505,11 +505,10 @@ func (c *Config) validateEtcd() error {
 }
 
 // Pairs returns every key with its effective value as CONFIG GET shows
-// it, in a stable order, then "save" and "appendonly": redis-benchmark asks
-// for them, and they are true of idserver, which keeps no RDB or AOF.
+// it, in a stable order.
 func (c *Config) Pairs() [][2]string {
 	rv := reflect.ValueOf(c).Elem()
-	pairs := make([][2]string, 0, len(fields)+2)
+	pairs := make([][2]string, 0, len(fields))
 	for _, f := range fields {
 		fv := rv.Field(f.index)
 		var s string
@@ -527,5 +526,5 @@ func (c *Config) Pairs() [][2]string {
 		}
 		pairs = append(pairs, [2]string{f.key, s})
 	}
-	return append(pairs, [2]string{"save", ""}, [2]string{"appendonly", "no"})
+	return pairs
 }

@@ -89,7 +89,7 @@ func cmdConfigGet(s *Server, c *client, args [][]byte) error {
 		globs[i] = compileGlob(string(pat), s.configKeyLen)
 	}
 	var hits [][2]string
-	for _, kv := range s.opts.Config {
+	for _, kv := range s.config {
 		for _, g := range globs {
 			if g.match(kv[0]) {
 				hits = append(hits, kv)
@@ -103,6 +103,23 @@ func cmdConfigGet(s *Server, c *client, args [][]byte) error {
 		c.writeBulkString(kv[1])
 	}
 	return nil
+}
+
+// redisConfig is what CONFIG GET answers for Redis's own keys that client
+// libraries, GUIs and redis-benchmark read, each with the value that is
+// true of idserver.
+func redisConfig() [][2]string {
+	return [][2]string{
+		{"databases", "1"},   // SELECT takes only 0
+		{"save", ""},         // no RDB snapshots
+		{"appendonly", "no"}, // no AOF: the reservation is idserver's persistence
+		{"maxmemory", strconv.FormatInt(memoryLimit(), 10)}, // as INFO memory shows it
+		{"maxmemory-policy", "noeviction"},                  // nothing to evict
+		{"cluster-enabled", "no"},                           // not a Redis Cluster node, in cluster mode either
+		{"notify-keyspace-events", ""},                      // no keyspace notifications
+		{"daemonize", "no"},                                 // never forks
+		{"logfile", ""},                                     // logs go to standard error
+	}
 }
 
 func cmdConfigSet(s *Server, c *client, args [][]byte) error {

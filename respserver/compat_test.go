@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -131,6 +132,47 @@ func TestInfoReplicationLikeRedis(t *testing.T) {
 	if !slices.Contains(got, [2]string{"role", "master"}) {
 		t.Errorf("no role:master in %q", got)
 	}
+}
+
+// TestConfigGetRedisKeys: CONFIG GET answers the Redis keys that GUIs,
+// client libraries and redis-benchmark read, by Redis's own names (each
+// one redis-server 7 knows), one pattern or many, as Redis replies.
+func TestConfigGetRedisKeys(t *testing.T) {
+	sock := startRedisSocket(t)
+	_, addr := startServer(t, idgen.Settings{}, Options{Config: [][2]string{{"port", "6551"}}})
+	redisKeys := map[string]bool{}
+	all := dialRaw(t, sock).do("CONFIG", "GET", "*").([]any)
+	for i := 0; i < len(all); i += 2 {
+		redisKeys[all[i].(string)] = true
+	}
+	c := dialRaw(t, addr)
+	for _, kv := range redisConfig() {
+		if !redisKeys[kv[0]] {
+			t.Errorf("%s is not a key of redis-server 7", kv[0])
+		}
+		if got := c.do("CONFIG", "GET", kv[0]); !reflect.DeepEqual(got, []any{kv[0], kv[1]}) {
+			t.Errorf("CONFIG GET %s = %#v", kv[0], got)
+		}
+	}
+	want := []any{"databases", "1", "maxmemory", strconv.FormatInt(memoryLimit(), 10), "maxmemory-policy", "noeviction", "save", ""}
+	got := c.do("CONFIG", "GET", "maxmemory*", "databases", "save").([]any)
+	if pairs := sortedPairs(got); !reflect.DeepEqual(pairs, want) {
+		t.Errorf("CONFIG GET maxmemory* databases save = %#v, want %#v", pairs, want)
+	}
+}
+
+// sortedPairs sorts a flat key, value list by key.
+func sortedPairs(kvs []any) []any {
+	var pairs [][2]any
+	for i := 0; i+1 < len(kvs); i += 2 {
+		pairs = append(pairs, [2]any{kvs[i], kvs[i+1]})
+	}
+	slices.SortFunc(pairs, func(a, b [2]any) int { return strings.Compare(a[0].(string), b[0].(string)) })
+	var flat []any
+	for _, p := range pairs {
+		flat = append(flat, p[0], p[1])
+	}
+	return flat
 }
 
 // infoFields returns the name:value lines of INFO section from addr.

@@ -129,10 +129,7 @@ func (s *Server) infoMemory() []stats.Field {
 	metrics.Read(samples)
 	used := samples[0].Value.Uint64() - samples[1].Value.Uint64() - samples[2].Value.Uint64()
 	rss := residentBytes()
-	limit := debug.SetMemoryLimit(-1)
-	if limit == math.MaxInt64 {
-		limit = 0
-	}
+	limit := memoryLimit()
 	return []stats.Field{
 		stats.G("used_memory", int64(used), "Bytes the Go runtime holds for the program (heap in use, stacks, runtime)."),
 		stats.T("used_memory_human", humanBytes(used)),
@@ -143,6 +140,15 @@ func (s *Server) infoMemory() []stats.Field {
 		stats.T("maxmemory_policy", "noeviction"),
 		stats.T("mem_allocator", "go-"+runtime.Version()),
 	}
+}
+
+// memoryLimit is the Go runtime's soft memory limit (GOMEMLIMIT) in
+// bytes, 0 for none: what INFO and CONFIG GET show as maxmemory.
+func memoryLimit() int64 {
+	if limit := debug.SetMemoryLimit(-1); limit != math.MaxInt64 {
+		return limit
+	}
+	return 0
 }
 
 // residentBytes is the process's resident set size, from /proc; 0 where

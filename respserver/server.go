@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"net"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -65,7 +66,8 @@ type Options struct {
 	// hold in the server. Zero fields mean no limit.
 	Output OutputLimits
 
-	// Config lists the configuration for CONFIG GET; nil means none.
+	// Config lists the configuration for CONFIG GET, beside Redis's own
+	// keys that idserver answers (see redisConfig); nil means none.
 	Config [][2]string
 	// Persistence lists the fields of INFO persistence; nil means none.
 	Persistence func() []stats.Field
@@ -93,8 +95,9 @@ type Server struct {
 	retired   idgen.Stats // counters of the generators SetGenerator replaced
 
 	started      time.Time
-	replID       string // INFO replication's master_replid, new at each start as in Redis
-	configKeyLen int    // the longest key in Options.Config
+	replID       string      // INFO replication's master_replid, new at each start as in Redis
+	config       [][2]string // what CONFIG GET answers: Options.Config and Redis's keys (redisConfig)
+	configKeyLen int         // the longest key in config
 	port         atomic.Int64
 	loops        atomic.Int64 // event loops serving clients
 	nextID       atomic.Int64 // client ids, as CLIENT ID shows
@@ -164,7 +167,8 @@ func New(opts Options) *Server {
 		s.offset.Store(opts.ClockOffset.Milliseconds())
 		s.src.Store(&source{why: errors.New("ERR no generator yet")})
 	}
-	for _, kv := range opts.Config {
+	s.config = slices.Concat(opts.Config, redisConfig())
+	for _, kv := range s.config {
 		s.configKeyLen = max(s.configKeyLen, len(kv[0]))
 	}
 	s.fitMaxClients()
