@@ -245,29 +245,10 @@ func cliHelpEntry(out, name string) error {
 // then stops it. Each row comes from INFO: a missing field shows as
 // -9223372036854775808, so the numbers must parse and make sense.
 func TestRedisCLIStat(t *testing.T) {
-	need(t, "redis-cli", "apt-get install redis-tools")
-	need(t, "stdbuf", "apt-get install coreutils")
 	addr := startServer(t)
-	ctx, cancel := context.WithTimeout(t.Context(), cliTimeout)
-	defer cancel()
-	// Piped, redis-cli's output is block-buffered: stdbuf makes it lines.
-	cmd := exec.CommandContext(ctx, "stdbuf", append(append([]string{"-oL", "redis-cli"}, cliConn(t, addr)...), "--stat", "-i", "0.1")...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	}()
+	sc, stderr := redisCLIStream(t, addr, "--stat", "-i", "0.1")
 	var lines []string
 	var prev int64 = -1
-	sc := bufio.NewScanner(stdout)
 	for rows := 0; rows < 5; {
 		if !sc.Scan() {
 			t.Fatalf("--stat stopped after %d rows:\n%s\n%s", rows, strings.Join(lines, "\n"), stderr.String())
@@ -287,6 +268,49 @@ func TestRedisCLIStat(t *testing.T) {
 		prev = requests
 		rows++
 	}
+}
+
+// TestRedisCLIMonitor: redis-cli MONITOR shows what another redis-cli
+// sends, in Redis's format, until it is stopped.
+func TestRedisCLIMonitor(t *testing.T) {
+	addr := startServer(t)
+	sc, stderr := redisCLIStream(t, addr, "MONITOR")
+	if !sc.Scan() || sc.Text() != "OK" {
+		t.Fatalf("redis-cli MONITOR: %q, want OK\n%s", sc.Text(), stderr.String())
+	}
+	if out, code := redisCLI(t, addr, "", "GETID"); code != 0 {
+		t.Fatalf("redis-cli GETID: exit %d\n%s", code, out)
+	}
+	line := regexp.MustCompile(`^\d{10}\.\d{6} \[0 127\.0\.0\.1:\d+\] "GETID"$`)
+	if !sc.Scan() || !line.MatchString(sc.Text()) {
+		t.Fatalf("redis-cli MONITOR showed %q for a GETID, want a line like 1700000000.123456 [0 127.0.0.1:50000] \"GETID\"\n%s", sc.Text(), stderr.String())
+	}
+}
+
+// redisCLIStream starts redis-cli with args against addr, for a mode that
+// streams lines until stopped (--stat, MONITOR), and returns its output
+// line by line and its stderr; it is stopped when the test ends.
+func redisCLIStream(t *testing.T, addr string, args ...string) (*bufio.Scanner, *bytes.Buffer) {
+	t.Helper()
+	need(t, "redis-cli", "apt-get install redis-tools")
+	need(t, "stdbuf", "apt-get install coreutils")
+	ctx, cancel := context.WithTimeout(t.Context(), cliTimeout)
+	// Piped, redis-cli's output is block-buffered: stdbuf makes it lines.
+	cmd := exec.CommandContext(ctx, "stdbuf", append(append([]string{"-oL", "redis-cli"}, cliConn(t, addr)...), args...)...)
+	stderr := new(bytes.Buffer)
+	cmd.Stderr = stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		cmd.Wait()
+	})
+	return bufio.NewScanner(stdout), stderr
 }
 
 // memFigure is how redis-cli --stat prints used_memory: 896B, 1.23M.

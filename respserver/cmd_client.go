@@ -104,6 +104,9 @@ type shown struct {
 // on other connections.
 func (c *client) publish() {
 	flags := ""
+	if c.mon != nil {
+		flags += "O"
+	}
 	if c.tx != nil {
 		flags += "x"
 	}

@@ -66,10 +66,12 @@ func cmdQuit(s *Server, c *client, args [][]byte) error {
 	return nil
 }
 
-// cmdReset makes the connection as new, as Redis does: no transaction,
-// no tracking, RESP2, no name, not authenticated if a password is set.
+// cmdReset makes the connection as new, as Redis does: no MONITOR, no
+// transaction, no tracking, RESP2, no name, not authenticated if a password is set.
 // What the client library announced stays, and with it how GETID replies.
 func cmdReset(s *Server, c *client, args [][]byte) error {
+	s.unmonitor(c)
+	c.mon = nil
 	c.tx = nil
 	c.track = tracking{}
 	c.resp3, c.name = false, ""

@@ -158,6 +158,7 @@ func (s *Server) runTransaction(c *client, ids []int64, err error) error {
 			s.errors.Add(1)
 			c.writeError(replyText(err))
 		}
+		s.feed(c, q.cmd, q.args)
 	}
 	c.inExec, c.txIDs = false, nil
 	return nil

@@ -36,6 +36,7 @@ type client struct {
 	noEvict, noTouch bool
 	shown            atomic.Pointer[shown] // for CLIENT LIST on other connections
 
+	mon    *monitor     // since MONITOR
 	tx     *transaction // since MULTI
 	queued atomic.Int64 // commands in tx, for CLIENT LIST
 	inExec bool         // EXEC is running tx: its commands take txIDs
@@ -150,6 +151,9 @@ func (e *events) OnClose(gc gnet.Conn, err error) gnet.Action {
 
 func (e *events) OnTraffic(gc gnet.Conn) gnet.Action {
 	c := gc.Context().(*client)
+	if c.mon != nil && e.s.flushMonitor(c, gc) == gnet.Close {
+		return gnet.Close
+	}
 	data, _ := gc.Next(-1) // gnet's read buffer, valid until we return
 	if len(data) > 0 {
 		c.active.Store(e.s.tick.Load())
@@ -217,17 +221,21 @@ func (s *Server) serve(c *client, gc gnet.Conn, data []byte) gnet.Action {
 
 // send writes c.out, in one write.
 func (c *client) send(gc gnet.Conn) {
-	out := c.out
+	c.write(gc, c.out)
+	c.out = c.out[:0]
+	if cap(c.out) > keepBuf {
+		c.out = nil
+	}
+}
+
+// write writes out to c's socket, through TLS if c speaks it.
+func (c *client) write(gc gnet.Conn, out []byte) {
 	if c.tls != nil {
-		out = c.tls.seal(c.out)
+		out = c.tls.seal(out)
 		c.tls.shrink()
 	}
 	if len(out) > 0 {
 		gc.Write(out) // what the socket does not take at once, gnet copies
-	}
-	c.out = c.out[:0]
-	if cap(c.out) > keepBuf {
-		c.out = nil
 	}
 }
 

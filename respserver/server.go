@@ -115,6 +115,9 @@ type Server struct {
 	tlsFailed   atomic.Uint64 // TLS handshakes that failed
 	tlsLog      limiter
 	deniedLog   limiter
+	monMu       sync.Mutex
+	monitors    []*client    // clients that ran MONITOR
+	monitoring  atomic.Int32 // len(monitors), read by every command
 	heldMu      sync.Mutex
 	held        map[*client]gnet.Conn // clients whose commands wait for their replies to drain
 	heldSignal  chan struct{}         // a client was held
@@ -427,6 +430,7 @@ func (s *Server) forget(c *client) {
 	delete(s.conns, c)
 	s.mu.Unlock()
 	s.unhold(c)
+	s.unmonitor(c)
 	if ok {
 		s.clients.Add(-1)
 	}

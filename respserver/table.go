@@ -24,9 +24,12 @@ type command struct {
 	// setup marks what client libraries send on connect before their
 	// ready check (AUTH, HELLO, SELECT, CLIENT SETNAME and SETINFO):
 	// it does not count as the connection's first command (see greet).
-	setup   bool
-	bySub   map[string]*command
-	latency stats.Latency // of the calls that ran, until their reply
+	setup bool
+	// noMonitor keeps it out of MONITOR's stream: the flag admin, as
+	// in Redis.
+	noMonitor bool
+	bySub     map[string]*command
+	latency   stats.Latency // of the calls that ran, until their reply
 }
 
 // doc is what COMMAND DOCS tells about a command.
@@ -76,7 +79,7 @@ var table []*command
 var commands map[string]*command
 
 func init() {
-	table = slices.Concat(idCommands, connectionCommands, transactionCommands, serverCommands)
+	table = slices.Concat(idCommands, connectionCommands, transactionCommands, serverCommands, []*command{monitorCommand})
 	commands = map[string]*command{}
 	for _, cmd := range table {
 		index(cmd)
@@ -87,6 +90,7 @@ func init() {
 // index derives the fields the table does not spell out.
 func index(cmd *command) {
 	cmd.noAuth = slices.Contains(cmd.flags, "no_auth")
+	cmd.noMonitor = slices.Contains(cmd.flags, "admin")
 	if len(cmd.subs) == 0 {
 		return
 	}
@@ -142,12 +146,16 @@ func (s *Server) dispatch(c *client, args [][]byte) error {
 	case c.tx != nil && !(err == nil && cmd.control):
 		return s.enqueue(c, cmd, args, err)
 	case err != nil:
+		if cmd != nil {
+			s.feed(c, cmd, args) // Redis shows a command of the wrong arity too
+		}
 		return err
 	}
 	if !c.greeted && !cmd.setup {
 		s.greet(c, args)
 	}
 	err = cmd.run(s, c, args)
+	s.feed(c, cmd, args)
 	if err == errWait { // finish observes it, once it has its IDs
 		c.wait.cmd, c.wait.start = cmd, c.batch.start
 		return err
