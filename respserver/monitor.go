@@ -97,11 +97,12 @@ func (s *Server) feed(c *client, cmd *command, args [][]byte) {
 }
 
 func (s *Server) feedMonitors(c *client, cmd *command, args [][]byte) {
-	line := monitorLine(nil, time.Now(), c.addr, cmd, args)
+	limit := s.opts.Output.Hard
+	line := monitorLine(nil, time.Now(), c.addr, cmd, args, limit)
 	s.monMu.Lock()
 	defer s.monMu.Unlock()
 	for _, m := range s.monitors {
-		if m.mon.add(line, s.opts.Output.Hard) {
+		if m.mon.add(line, limit) {
 			m.mon.gc.Wake(nil) // its OnTraffic writes the lines out
 		}
 	}
@@ -160,11 +161,14 @@ func (s *Server) flushMonitor(c *client, gc gnet.Conn) gnet.Action {
 
 // monitorLine appends the line MONITOR shows for a command from addr at
 // now, as Redis writes it: a status reply of the time, the database and
-// the client, then each argument quoted.
-func monitorLine(b []byte, now time.Time, addr string, cmd *command, args [][]byte) []byte {
+// the client, then each argument quoted. Quoting may make an argument
+// four times longer, so it stops soon after limit (0: none): a line that
+// long closes every monitor anyway.
+func monitorLine(b []byte, now time.Time, addr string, cmd *command, args [][]byte, limit int) []byte {
 	b = append(b, '+')
 	b = strconv.AppendInt(b, now.Unix(), 10)
-	us := strconv.Itoa(now.Nanosecond()/1000 + 1000000) // 1 and six digits
+	var digits [8]byte
+	us := strconv.AppendInt(digits[:0], int64(now.Nanosecond()/1000+1000000), 10) // 1 and six digits
 	b = append(b, '.')
 	b = append(b, us[1:]...)
 	b = append(b, " [0 "...)
@@ -172,6 +176,9 @@ func monitorLine(b []byte, now time.Time, addr string, cmd *command, args [][]by
 	b = append(b, ']')
 	redacted := redactedFrom(cmd, args)
 	for i, a := range args {
+		if limit > 0 && len(b) > limit {
+			break
+		}
 		b = append(b, ' ')
 		if i >= redacted.from && i < redacted.to {
 			b = append(b, `"(redacted)"`...)

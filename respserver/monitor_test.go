@@ -191,6 +191,25 @@ func isReset(err error) bool {
 	return err != nil && (errors.Is(err, io.EOF) || strings.Contains(err.Error(), "connection reset"))
 }
 
+// TestMonitorLineBounded: the line of the largest command a client may
+// send, every byte quoted as \xHH (four times its size), is cut short
+// soon after the limit instead of being built whole.
+func TestMonitorLineBounded(t *testing.T) {
+	arg := []byte(strings.Repeat("\xff", 64<<10))
+	args := [][]byte{[]byte("ECHO")}
+	for range 1023 {
+		args = append(args, arg)
+	}
+	const limit = 1 << 20
+	line := monitorLine(nil, time.Now(), "127.0.0.1:50000", commands["echo"], args, limit)
+	if max := limit + 4*len(arg) + 100; len(line) > max {
+		t.Fatalf("a line of %d bytes, want at most %d", len(line), max)
+	}
+	if len(line) <= limit {
+		t.Fatalf("a line of %d bytes: cut below the limit, so it would be sent", len(line))
+	}
+}
+
 // BenchmarkMonitorLine is the cost of one MONITOR line, made only while
 // a monitor watches.
 func BenchmarkMonitorLine(b *testing.B) {
@@ -200,6 +219,6 @@ func BenchmarkMonitorLine(b *testing.B) {
 	now := time.Now()
 	b.ReportAllocs()
 	for b.Loop() {
-		buf = monitorLine(buf[:0], now, "127.0.0.1:50000", cmd, args)
+		buf = monitorLine(buf[:0], now, "127.0.0.1:50000", cmd, args, 0)
 	}
 }
