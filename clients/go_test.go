@@ -4,19 +4,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/idserver/idserver/idgen"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 )
 
 // idClient is what the checks need from a Go client library, so that one
-// set of checks covers go-redis on RESP2 and on RESP3 and rueidis. A reply
-// is what the library decodes it to: int64, string, []any, or an error
-// value for an error reply inside a pipeline or an array.
+// set of checks covers every Go client. A reply is what the library
+// decodes it to, brought to one shape: int64, string, []any, a map for a
+// RESP3 map, or an error value for an error reply inside a pipeline or an
+// array.
 type idClient interface {
 	// do sends one command the library's ordinary way; an error reply
 	// comes back as the error.
@@ -29,14 +32,20 @@ type idClient interface {
 	transaction(ctx context.Context, cmds ...[]string) ([]any, error)
 }
 
-// Each client on its defaults (rueidis with client-side caching on), as
-// an application would use it; only go-redis's protocol is varied.
+// Each client on its defaults (rueidis and valkey-go with client-side
+// caching on), as an application would use it; only go-redis v9's
+// protocol is varied. redigo, radix and go-redis v8 speak RESP2 only.
 func TestGoRedisRESP2(t *testing.T) { runChecks(t, openGoRedis(2)) }
 func TestGoRedisRESP3(t *testing.T) { runChecks(t, openGoRedis(0)) }
+func TestGoRedisV8(t *testing.T)    { runChecks(t, openGoRedisV8) }
 func TestRueidis(t *testing.T)      { runChecks(t, openRueidis) }
+func TestValkeyGo(t *testing.T)     { runChecks(t, openValkeyGo) }
+func TestRedigo(t *testing.T)       { runChecks(t, openRedigo) }
+func TestRadix(t *testing.T)        { runChecks(t, openRadix) }
 
 // runChecks runs every check in turn against one server through one
-// client; each check asserts the order of the IDs it got itself.
+// client; each check asserts the order of the IDs it got itself. The
+// last check uses a second server, one that gives GETID as a string.
 func runChecks(t *testing.T, open func(*testing.T, string) idClient) {
 	c := open(t, startServer(t))
 	t.Run("GetIDExact", func(t *testing.T) { checkGetIDExact(t, c) })
@@ -45,6 +54,10 @@ func runChecks(t *testing.T, open func(*testing.T, string) idClient) {
 	t.Run("Transaction", func(t *testing.T) { checkTransaction(t, c) })
 	t.Run("TransactionAbort", func(t *testing.T) { checkTransactionAbort(t, c) })
 	t.Run("ErrorReply", func(t *testing.T) { checkErrorReply(t, c) })
+	t.Run("DecodeID", func(t *testing.T) { checkDecodeID(t, c) })
+	t.Run("StringGetIDRefused", func(t *testing.T) {
+		checkStringGetIDRefused(t, open(t, startServer(t, "--getid-reply", "string")))
+	})
 }
 
 // testContext bounds a check, so a server that stops answering fails the
@@ -176,6 +189,66 @@ func checkErrorReply(t *testing.T, c idClient) {
 	}
 }
 
+// checkDecodeID wants DECODEID of a fresh ID to give the fields idgen
+// finds in it under the default layout and epoch, each number an integer
+// reply, and the ID's time within a minute of now.
+func checkDecodeID(t *testing.T, c idClient) {
+	ctx := testContext(t)
+	r, err := c.do(ctx, "GETID")
+	if err != nil {
+		t.Fatal("GETID:", err)
+	}
+	id, err := intID(r)
+	if err != nil {
+		t.Fatal("GETID:", err)
+	}
+	r, err = c.do(ctx, "DECODEID", strconv.FormatInt(id, 10))
+	if err != nil {
+		t.Fatal("DECODEID:", err)
+	}
+	got, err := fields(r)
+	if err != nil {
+		t.Fatal("DECODEID:", err)
+	}
+	p, err := idgen.Decode(id, idgen.DefaultLayout, idgen.DefaultEpoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{
+		"unix-ms":   p.Time.UnixMilli(),
+		"time":      p.Time.UTC().Format("2006-01-02T15:04:05.000Z"),
+		"server-id": p.ServerID,
+		"shard":     p.Shard,
+		"random":    p.Random,
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("DECODEID %d = %#v\nwant %#v", id, got, want)
+	}
+	if lag := time.Since(p.Time); lag.Abs() > time.Minute {
+		t.Errorf("ID %d is of %v, %v from now", id, p.Time, lag)
+	}
+}
+
+// checkStringGetIDRefused is given a client of a server that replies to
+// GETID with a bulk string (getid-reply string), and wants intID to
+// refuse that reply: proof that the client and its adapter keep an
+// integer reply apart from a string of digits, so the other checks' pass
+// means GETID did come as an integer.
+func checkStringGetIDRefused(t *testing.T, c idClient) {
+	r, err := c.do(testContext(t), "GETID")
+	if err != nil {
+		t.Fatal("GETID:", err)
+	}
+	if s, ok := r.(string); !ok {
+		t.Errorf("GETID as a bulk string = %#v (%T), want a string", r, r)
+	} else if _, err := strconv.ParseInt(s, 10, 64); err != nil {
+		t.Errorf("GETID as a bulk string = %q, want a decimal ID", s)
+	}
+	if _, err := intID(r); err == nil {
+		t.Errorf("intID took the bulk string %#v", r)
+	}
+}
+
 // intID checks a GETID reply: an integer reply (not a string the client
 // would have to parse), above 0.
 func intID(r any) (int64, error) {
@@ -211,6 +284,40 @@ func bulkIDs(r any, n int) ([]int64, error) {
 	return ids, nil
 }
 
+// fields reads a reply that is a map in RESP3 and a flat array of name,
+// value pairs in RESP2 (as Redis gives HGETALL) into a map by name.
+// Libraries decode a RESP3 map to map[string]any or map[any]any.
+func fields(r any) (map[string]any, error) {
+	var pairs []any
+	switch r := r.(type) {
+	case map[string]any:
+		return r, nil
+	case map[any]any:
+		for k, v := range r {
+			pairs = append(pairs, k, v)
+		}
+	case []any:
+		pairs = r
+	default:
+		return nil, fmt.Errorf("reply %#v (%T), want a map or an array of pairs", r, r)
+	}
+	if len(pairs)%2 != 0 {
+		return nil, fmt.Errorf("reply %#v has an odd number of elements", r)
+	}
+	m := make(map[string]any, len(pairs)/2)
+	for i := 0; i < len(pairs); i += 2 {
+		name, ok := pairs[i].(string)
+		if !ok {
+			return nil, fmt.Errorf("field name %#v (%T), want a string", pairs[i], pairs[i])
+		}
+		if _, dup := m[name]; dup {
+			return nil, fmt.Errorf("field %q twice in %#v", name, r)
+		}
+		m[name] = pairs[i+1]
+	}
+	return m, nil
+}
+
 // wantIncreasing fails t unless ids are strictly increasing, and so
 // distinct.
 func wantIncreasing(t *testing.T, ids []int64) {
@@ -222,26 +329,45 @@ func wantIncreasing(t *testing.T, ids []int64) {
 	}
 }
 
-// goRedis is go-redis v9; protocol 0 leaves its default (RESP3).
-type goRedis struct{ c *redis.Client }
+// goRedis is go-redis, v9 or v8: the same API under two module paths, so
+// one adapter serves both. Its type parameters are the version's
+// *Client, Pipeliner, []Cmder and *Cmd.
+type goRedis[C goRedisClient[P, K, R], P goRedisQueue[R], K any, R goRedisCmd] struct{ c C }
 
+// goRedisClient is the part of a go-redis *Client the adapter uses.
+type goRedisClient[P, K, R any] interface {
+	Do(ctx context.Context, args ...any) R
+	Pipelined(ctx context.Context, fn func(P) error) (K, error)
+	TxPipelined(ctx context.Context, fn func(P) error) (K, error)
+}
+
+// goRedisQueue is a go-redis Pipeliner: its Do queues a command.
+type goRedisQueue[R any] interface {
+	Do(ctx context.Context, args ...any) R
+}
+
+// goRedisCmd is a go-redis *Cmd.
+type goRedisCmd interface{ Result() (any, error) }
+
+// openGoRedis opens go-redis v9; protocol 0 leaves its default (RESP3).
 func openGoRedis(protocol int) func(*testing.T, string) idClient {
 	return func(t *testing.T, addr string) idClient {
 		c := redis.NewClient(&redis.Options{Addr: addr, Protocol: protocol})
 		t.Cleanup(func() { c.Close() })
-		return goRedis{c}
+		return goRedis[*redis.Client, redis.Pipeliner, []redis.Cmder, *redis.Cmd]{c}
 	}
 }
 
-func (g goRedis) do(ctx context.Context, args ...string) (any, error) {
+// do uses Do, go-redis's way to send a command it has no method for.
+func (g goRedis[C, P, K, R]) do(ctx context.Context, args ...string) (any, error) {
 	return g.c.Do(ctx, anys(args)...).Result()
 }
 
 // pipeline uses Pipelined. It returns the first command's error reply as
 // its own; that is dropped here, since each reply carries its own.
-func (g goRedis) pipeline(ctx context.Context, cmds ...[]string) ([]any, error) {
+func (g goRedis[C, P, K, R]) pipeline(ctx context.Context, cmds ...[]string) ([]any, error) {
 	replies, err := g.exec(ctx, g.c.Pipelined, cmds)
-	var redisErr redis.Error
+	var redisErr interface{ RedisError() } // redis.Error of either version
 	if errors.As(err, &redisErr) {
 		err = nil
 	}
@@ -251,15 +377,15 @@ func (g goRedis) pipeline(ctx context.Context, cmds ...[]string) ([]any, error) 
 // transaction uses TxPipelined, which wraps cmds in MULTI and EXEC. When
 // EXEC fails, go-redis gives its error to every command queued fine and
 // returns the first command's error, kept here as the transaction's.
-func (g goRedis) transaction(ctx context.Context, cmds ...[]string) ([]any, error) {
+func (g goRedis[C, P, K, R]) transaction(ctx context.Context, cmds ...[]string) ([]any, error) {
 	return g.exec(ctx, g.c.TxPipelined, cmds)
 }
 
 // exec runs cmds through Pipelined or TxPipelined and returns each reply,
 // an error reply as an error value, with the error run returned.
-func (g goRedis) exec(ctx context.Context, run func(context.Context, func(redis.Pipeliner) error) ([]redis.Cmder, error), cmds [][]string) ([]any, error) {
-	sent := make([]*redis.Cmd, len(cmds))
-	_, err := run(ctx, func(p redis.Pipeliner) error {
+func (g goRedis[C, P, K, R]) exec(ctx context.Context, run func(context.Context, func(P) error) (K, error), cmds [][]string) ([]any, error) {
+	sent := make([]R, len(cmds))
+	_, err := run(ctx, func(p P) error {
 		for i, args := range cmds {
 			sent[i] = p.Do(ctx, anys(args)...)
 		}
@@ -276,6 +402,7 @@ func (g goRedis) exec(ctx context.Context, run func(context.Context, func(redis.
 	return replies, err
 }
 
+// anys is args as the []any go-redis and redigo take.
 func anys(args []string) []any {
 	a := make([]any, len(args))
 	for i, s := range args {
@@ -284,76 +411,104 @@ func anys(args []string) []any {
 	return a
 }
 
-// rueidisClient is rueidis on its defaults: client-side caching is on, so
-// connecting sends CLIENT TRACKING ON OPTIN.
-type rueidisClient struct{ c rueidis.Client }
+// rueidisFamily is rueidis or valkey-go, its fork: one API under two
+// module paths, with the result type and one of its methods renamed, so
+// one adapter serves both given the library's own pieces. C is the
+// library's built command, R its result.
+type rueidisFamily[C, R any] struct {
+	build    func(args ...string) C
+	doOne    func(context.Context, C) R
+	doMulti  func(context.Context, ...C) []R
+	dedicate func() (doMulti func(context.Context, ...C) []R, done func())
+	// connErr is the result's error that is not an error reply.
+	connErr func(R) error
+	// toAny is the reply, or an error reply or connErr as the error.
+	toAny func(R) (any, error)
+}
 
+// openRueidis opens rueidis on its defaults: client-side caching is on,
+// so connecting sends CLIENT TRACKING ON OPTIN.
 func openRueidis(t *testing.T, addr string) idClient {
 	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}})
 	if err != nil {
 		t.Fatal("rueidis connect:", err)
 	}
 	t.Cleanup(c.Close)
-	return rueidisClient{c}
-}
-
-func (r rueidisClient) do(ctx context.Context, args ...string) (any, error) {
-	return r.c.Do(ctx, r.c.B().Arbitrary(args...).Build()).ToAny()
-}
-
-func (r rueidisClient) pipeline(ctx context.Context, cmds ...[]string) ([]any, error) {
-	return doMulti(ctx, r.c, r.build(cmds))
-}
-
-// transaction sends MULTI ... EXEC on a dedicated connection, as rueidis
-// asks, so no other caller's command lands inside it.
-func (r rueidisClient) transaction(ctx context.Context, cmds ...[]string) (replies []any, err error) {
-	multi := append(rueidis.Commands{r.c.B().Multi().Build()}, r.build(cmds)...)
-	multi = append(multi, r.c.B().Exec().Build())
-	err = r.c.Dedicated(func(d rueidis.DedicatedClient) error {
-		all, err := doMulti(ctx, d, multi)
-		if err != nil {
-			return err
-		}
-		// Only EXEC's reply matters: it holds the results, or the error
-		// for the whole transaction.
-		switch exec := all[len(all)-1].(type) {
-		case error:
-			return exec
-		case []any:
-			replies = exec
-			return nil
-		default:
-			return fmt.Errorf("EXEC replied %#v", exec)
-		}
-	})
-	return replies, err
-}
-
-func (r rueidisClient) build(cmds [][]string) rueidis.Commands {
-	built := make(rueidis.Commands, len(cmds))
-	for i, args := range cmds {
-		built[i] = r.c.B().Arbitrary(args...).Build()
+	return rueidisFamily[rueidis.Completed, rueidis.RedisResult]{
+		build:   func(args ...string) rueidis.Completed { return c.B().Arbitrary(args...).Build() },
+		doOne:   c.Do,
+		doMulti: c.DoMulti,
+		dedicate: func() (func(context.Context, ...rueidis.Completed) []rueidis.RedisResult, func()) {
+			d, done := c.Dedicate()
+			return d.DoMulti, done
+		},
+		connErr: rueidis.RedisResult.NonRedisError,
+		toAny:   rueidis.RedisResult.ToAny,
 	}
-	return built
 }
 
-// doMulti pipelines cmds on a rueidis client or dedicated connection and
-// returns each reply, an error reply as an error value.
-func doMulti(ctx context.Context, c interface {
-	DoMulti(context.Context, ...rueidis.Completed) []rueidis.RedisResult
-}, cmds rueidis.Commands) ([]any, error) {
-	results := c.DoMulti(ctx, cmds...)
+// do builds the command as Arbitrary, rueidis's way to send one it has
+// no builder for.
+func (r rueidisFamily[C, R]) do(ctx context.Context, args ...string) (any, error) {
+	return r.toAny(r.doOne(ctx, r.build(args...)))
+}
+
+// pipeline uses DoMulti, which writes cmds together on the shared
+// connection.
+func (r rueidisFamily[C, R]) pipeline(ctx context.Context, cmds ...[]string) ([]any, error) {
+	return r.pipelineOn(ctx, r.doMulti, cmds)
+}
+
+// transaction pipelines MULTI, cmds and EXEC on a dedicated connection,
+// as rueidis asks, so no other caller's command lands inside it.
+func (r rueidisFamily[C, R]) transaction(ctx context.Context, cmds ...[]string) ([]any, error) {
+	doMulti, done := r.dedicate()
+	defer done()
+	replies, err := r.pipelineOn(ctx, doMulti, inMulti(cmds))
+	if err != nil {
+		return nil, err
+	}
+	return execReply(replies)
+}
+
+// pipelineOn pipelines cmds through doMulti, the client's or a dedicated
+// connection's, and returns each reply, an error reply as an error value.
+func (r rueidisFamily[C, R]) pipelineOn(ctx context.Context, doMulti func(context.Context, ...C) []R, cmds [][]string) ([]any, error) {
+	built := make([]C, len(cmds))
+	for i, args := range cmds {
+		built[i] = r.build(args...)
+	}
+	results := doMulti(ctx, built...)
 	replies := make([]any, len(results))
 	for i, res := range results {
-		if err := res.NonRedisError(); err != nil {
+		if err := r.connErr(res); err != nil {
 			return nil, err
 		}
-		v, err := res.ToAny()
+		v, err := r.toAny(res)
 		if err != nil {
 			v = err
 		}
 		replies[i] = v
 	}
 	return replies, nil
+}
+
+// inMulti wraps cmds in MULTI and EXEC, for the libraries whose
+// transaction is a pipeline the caller writes.
+func inMulti(cmds [][]string) [][]string {
+	return append(append([][]string{{"MULTI"}}, cmds...), []string{"EXEC"})
+}
+
+// execReply picks EXEC's reply out of the replies to inMulti's commands:
+// only it matters, as it holds the results, or the error for the whole
+// transaction (the queued commands' own errors come before it).
+func execReply(replies []any) ([]any, error) {
+	switch exec := replies[len(replies)-1].(type) {
+	case error:
+		return nil, exec
+	case []any:
+		return exec, nil
+	default:
+		return nil, fmt.Errorf("EXEC replied %#v", exec)
+	}
 }
