@@ -1,75 +1,93 @@
 'use strict';
-// Checks idserver through node-redis (npm package redis) on its defaults:
-// RESP3, and integer replies turned into JavaScript Numbers, which lose
-// the low bits of an ID above 2^53. node-redis announces itself with
-// CLIENT SETINFO LIB-NAME node-redis, and idserver answers such a client
-// with IDs as strings; every ID here must arrive as one.
+// Checks idserver through node-redis (npm package redis) on its defaults
+// (the checks are in checks.js). Every version turns integer replies into
+// JavaScript Numbers, which lose the low bits of an ID above 2^53, and
+// idserver must answer each with IDs as strings: node-redis 4.6 and later
+// announce themselves with CLIENT SETINFO LIB-NAME node-redis; node-redis
+// 3 names nobody, and begins with its ready check, a bare lowercase info.
 //
-// Usage: node node-redis.js host:port (../node_test.go runs it). Prints
-// one line per check and exits 1 if any failed.
-const { createClient } = require('redis');
-const { getid, mgetid, N, ECHO, id, increasing, list, same, rejects, show, run } = require('./checks');
+// Usage: node node-redis.js [alias] host:port, alias one of the npm
+// aliases below (../node_test.go runs it). Prints one line per check and
+// exits 1 if any failed.
+const { run, version, show } = require('./checks');
 
-const checks = [
-  // Commands issued in the same tick are written together: node-redis
-  // pipelines them by itself.
-  [`GETID x${N} pipelined`, async (c) => {
-    const got = await Promise.all(Array.from({ length: N }, () => c.sendCommand(getid())));
-    increasing(got.map((reply, i) => id(reply, `GETID #${i}`)), 'GETIDs');
-  }],
+// The versions package.json pins, by the npm alias each is installed as.
+const aliases = ['redis', 'redis4', 'redis3'];
 
-  ['MGETID 10', async (c) => {
-    const got = list(await c.sendCommand(mgetid(10)), 10, 'MGETID 10');
-    increasing(got.map((reply, i) => id(reply, `MGETID 10 element #${i}`)), 'MGETID 10');
-  }],
+// ok checks the replies of a pipeline: node-redis puts an error reply in
+// place of its reply.
+function ok(replies, what) {
+  replies.forEach((reply, i) => {
+    if (reply instanceof Error) throw new Error(`${what}: reply #${i} is an ${show(reply)}`);
+  });
+  return replies;
+}
 
-  // execAsPipeline sends the queued commands without MULTI and EXEC.
-  ['pipeline GETID, MGETID 3, PING, ECHO', async (c) => {
-    const [one, three, pong, echo] = await c.multi()
-      .sendCommand(getid()).sendCommand(mgetid(3)).ping().echo(ECHO).execAsPipeline();
-    const ids = [id(one, 'GETID'), ...list(three, 3, 'MGETID 3').map((reply, i) => id(reply, `MGETID 3 element #${i}`))];
-    increasing(ids, 'IDs of the pipeline');
-    same(pong, 'PONG', 'PING');
-    same(echo, ECHO, 'ECHO');
-  }],
+// promised is the adapter of node-redis 4 and later: promises, a client
+// that connect() connects, and multi() for transactions and pipelines.
+function promised(alias) {
+  const { createClient } = require(alias);
+  const queue = (m, cmds) => {
+    for (const args of cmds) m.addCommand(args);
+    return m;
+  };
+  return {
+    open: (addr, lost) => {
+      const c = createClient({ url: `redis://${addr}` });
+      // Without a listener, node-redis's error event would end the process.
+      c.on('error', lost);
+      return c;
+    },
+    connect: (c) => c.connect(),
+    // node-redis 4 has no destroy; its disconnect does the same.
+    close: (c) => (c.destroy ? c.destroy() : c.disconnect().catch(() => {})),
+    call: (c, args) => c.sendCommand(args),
+    // execAsPipeline sends the queued commands without MULTI and EXEC.
+    pipeline: async (c, cmds) => ok(await queue(c.multi(), cmds).execAsPipeline(), 'pipeline'),
+    multi: (c, cmds) => queue(c.multi(), cmds).exec(),
+    // node-redis 4's exec() rejects with EXEC's EXECABORT; 5 and later
+    // reject with the refusal, the first failed reply of the chain, and
+    // drop EXECABORT (as against redis-server 7).
+    refused: version(alias).startsWith('4.') ? 'EXECABORT' : "unknown command 'NOSUCHCMD'",
+  };
+}
 
-  ['MULTI, GETID, GETID, MGETID 2, EXEC', async (c) => {
-    const [a, b, two] = list(await c.multi()
-      .sendCommand(getid()).sendCommand(getid()).sendCommand(mgetid(2)).exec(), 3, 'EXEC');
-    const ids = [id(a, 'EXEC reply #0'), id(b, 'EXEC reply #1'),
-      ...list(two, 2, 'EXEC reply #2 (MGETID 2)').map((reply, i) => id(reply, `MGETID 2 element #${i}`))];
-    increasing(ids, 'IDs of the transaction');
-  }],
-
-  // Redis discards a transaction with a command it refused to queue.
-  // node-redis's exec() rejects with that refusal, the first failed reply
-  // of the chain, and drops EXEC's EXECABORT (as against redis-server 7);
-  // the same commands sent one by one show EXECABORT itself.
-  ['MULTI with an unknown command', async (c) => {
-    await rejects(c.multi().sendCommand(getid()).sendCommand(['NOSUCHCMD']).exec(),
-      "unknown command 'NOSUCHCMD'", 'multi() GETID, NOSUCHCMD exec()');
-    const [multi, queued, refused, exec] = await Promise.all(
-      [['MULTI'], getid(), ['NOSUCHCMD'], ['EXEC']].map((args) => c.sendCommand(args).catch((err) => err)));
-    same(multi, 'OK', 'MULTI, sent alone');
-    same(queued, 'QUEUED', 'GETID after MULTI');
-    if (!(refused instanceof Error)) throw new Error(`NOSUCHCMD after MULTI: ${show(refused)}, want an error`);
-    if (!(exec instanceof Error) || !exec.message.includes('EXECABORT')) {
-      throw new Error(`EXEC after NOSUCHCMD: ${show(exec)}, want an EXECABORT error`);
+// callbacks is the adapter of node-redis 3: callbacks, a client that
+// connects by itself (queueing commands until its ready check is
+// answered), send_command for one command, and batch() and multi() for
+// pipelines and transactions, which only take the commands node-redis
+// knows: addCommand teaches it idserver's.
+function callbacks(alias) {
+  const redis = require(alias);
+  const queue = (m, cmds) => {
+    for (const [name, ...args] of cmds) {
+      redis.addCommand(name.toLowerCase());
+      m[name.toLowerCase()](args);
     }
-    id(await c.sendCommand(getid()), 'GETID after the discarded transactions');
-  }],
-
-  ['error reply, then GETID', async (c) => {
-    await rejects(c.sendCommand(mgetid(0)), 'out of range', 'MGETID 0');
-    id(await c.sendCommand(getid()), 'GETID after the error');
-  }],
-];
+    return new Promise((resolve, reject) => m.exec((err, replies) => (err ? reject(err) : resolve(replies))));
+  };
+  return {
+    open: (addr, lost) => {
+      const colon = addr.lastIndexOf(':');
+      const c = redis.createClient({ host: addr.slice(0, colon), port: Number(addr.slice(colon + 1)) });
+      c.on('error', lost);
+      return c;
+    },
+    close: (c) => c.end(true),
+    call: (c, [name, ...args]) => new Promise((resolve, reject) =>
+      c.send_command(name, args, (err, reply) => (err ? reject(err) : resolve(reply)))),
+    pipeline: async (c, cmds) => ok(await queue(c.batch(), cmds), 'pipeline'),
+    // exec's error is EXEC's EXECABORT.
+    multi: (c, cmds) => queue(c.multi(), cmds),
+    refused: 'EXECABORT',
+  };
+}
 
 run({
-  lib: `node-redis ${require('redis/package.json').version}`,
-  usage: 'node node-redis.js host:port',
-  checks,
-  open: (addr) => createClient({ url: `redis://${addr}` }),
-  connect: (c) => c.connect(),
-  close: (c) => c.destroy(),
+  usage: 'node node-redis.js [alias] host:port',
+  aliases,
+  adapter: (alias) => ({
+    lib: `node-redis ${version(alias)} (npm ${alias})`,
+    ...(version(alias).startsWith('3.') ? callbacks(alias) : promised(alias)),
+  }),
 });
