@@ -1,10 +1,13 @@
 // Package clients tests idserver with the client libraries and tools
 // people use, each on its defaults: go-redis (RESP2 and RESP3), rueidis,
-// redis-py, ioredis, node-redis, redis-cli and redis-benchmark. Every
+// redis-py, ioredis, node-redis, hiredis (C), redis-rb (Ruby), phpredis
+// and Predis (PHP), Perl's Redis, redis-cli and redis-benchmark. Every
 // test starts the real binary on 127.0.0.1 and stops it.
 //
 // The Python and Node tests need /usr/bin/python3 with Debian's
-// python3-redis, and node with `npm ci` run in clients/node;
+// python3-redis, and node with `npm ci` run in clients/node; the others
+// (scripts_test.go) need Debian's libhiredis-dev and gcc, ruby-redis,
+// php-cli with php-redis and php-predis, and libredis-perl;
 // scripts/test.sh installs all of it. Without them a test is skipped,
 // except under CI=true, where a missing client fails the suite.
 package clients

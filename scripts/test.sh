@@ -4,12 +4,14 @@
 # here), then once under the race detector, then each fuzz target briefly.
 # The end-to-end tests drive the server with the real redis-cli and
 # redis-benchmark, replies and the glob matcher are checked against
-# redis-server's, the client matrix (clients/) runs redis-py and the Node
-# clients, the cluster tests run etcd, and -race needs cgo and a C
-# compiler, so Debian's redis-tools, redis-server, python3-redis, nodejs,
-# etcd-server, iproute2 and gcc are installed first when missing, and the
-# Node clients from clients/node/package-lock.json. Every server a test
-# starts listens on 127.0.0.1 and is stopped by the test itself.
+# redis-server's, the client matrix (clients/) runs redis-py, the Node
+# clients, hiredis, redis-rb, phpredis, Predis and Perl's Redis, the
+# cluster tests run etcd, and -race needs cgo and a C compiler, so Debian's
+# redis-tools, redis-server, python3-redis, nodejs, libhiredis-dev,
+# ruby-redis, php-cli, php-redis, php-predis, libredis-perl, etcd-server,
+# iproute2 and gcc are installed first when missing, and the Node clients
+# from clients/node/package-lock.json. Every server a test starts listens
+# on 127.0.0.1 and is stopped by the test itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,6 +24,13 @@ command -v ip >/dev/null || need+=(iproute2) # protected-mode tests: a second lo
 command -v etcd >/dev/null || need+=(etcd-server) # cluster mode tests: a real etcd
 /usr/bin/python3 -c 'import redis' 2>/dev/null || need+=(python3-redis)
 command -v node >/dev/null && command -v npm >/dev/null || need+=(nodejs npm)
+# The clients of other languages (clients/c, ruby, php, perl), Debian's own.
+echo '#include <hiredis/hiredis.h>' | gcc -E -x c - >/dev/null 2>&1 || need+=(libhiredis-dev) # hiredis: TestHiredis compiles against it
+ruby -e 'require "redis"' 2>/dev/null || need+=(ruby-redis) # redis-rb (brings ruby)
+command -v php >/dev/null || need+=(php-cli) # the php command: php-redis and php-predis do not ask for it
+php -r 'exit(extension_loaded("redis") ? 0 : 1);' 2>/dev/null || need+=(php-redis) # phpredis, the extension
+php -r 'require "Predis/autoload.php";' >/dev/null 2>&1 || need+=(php-predis) # Predis (php-nrk-predis is its transitional name)
+perl -MRedis -e 1 2>/dev/null || need+=(libredis-perl) # Perl's Redis.pm
 if [ ${#need[@]} -gt 0 ]; then
 	echo "installing ${need[*]}"
 	sudo=""
