@@ -1,8 +1,11 @@
 // Package clients tests idserver with the client libraries and tools
-// people use, each on its defaults: go-redis (RESP2 and RESP3), rueidis,
-// redis-py, ioredis, node-redis, hiredis (C), redis-rb (Ruby), phpredis
-// and Predis (PHP), Perl's Redis, redis-cli and redis-benchmark. Every
-// test starts the real binary on 127.0.0.1 and stops it.
+// people use, each on its defaults: go-redis v9 (RESP2 and RESP3) and v8,
+// rueidis, valkey-go, redigo, radix v4, redis-py, the JavaScript clients
+// in the versions people pin (ioredis 4, 5.3, 5.7 and 6, iovalkey 0.4,
+// node-redis 3, 4 and 6, Valkey GLIDE), hiredis (C), redis-rb (Ruby),
+// phpredis and Predis (PHP), Perl's Redis, redis-cli and redis-benchmark.
+// Typed clients must get GETID as an integer, JavaScript ones as a
+// string. Every test starts the real binary on 127.0.0.1 and stops it.
 //
 // The Python and Node tests need /usr/bin/python3 with Debian's
 // python3-redis, and node with `npm ci` run in clients/node; the others

@@ -4,8 +4,8 @@
 # here), then once under the race detector, then each fuzz target briefly.
 # The end-to-end tests drive the server with the real redis-cli and
 # redis-benchmark, replies and the glob matcher are checked against
-# redis-server's, the client matrix (clients/) runs redis-py, the Node
-# clients, hiredis, redis-rb, phpredis, Predis and Perl's Redis, the
+# redis-server's, the client matrix (clients/) runs the Go clients,
+# redis-py, the Node clients (the versions people pin), hiredis, redis-rb, phpredis, Predis and Perl's Redis, the
 # cluster tests run etcd, and -race needs cgo and a C compiler, so Debian's
 # redis-tools, redis-server, python3-redis, nodejs, libhiredis-dev,
 # ruby-redis, php-cli, php-redis, php-predis, libredis-perl, etcd-server,
