@@ -13,7 +13,7 @@ import (
 // (clients/node/package.json) of the version to check; every version runs
 // the same checks, clients/node/checks.js, on its defaults. Each turns
 // integer replies into JavaScript Numbers, so every GETID must arrive as a
-// string (getid-reply auto): from ioredis 5.8+, node-redis 4.6+ and GLIDE
+// string (getid-reply auto): from ioredis 5.8+, node-redis 4.6.11+ and GLIDE
 // because they send CLIENT SETINFO LIB-NAME, from the others because they
 // begin with the bare lowercase info ready check.
 
