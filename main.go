@@ -313,6 +313,7 @@ func newServer(cfg *conf.Config, log zerolog.Logger, opts respserver.Options) *r
 	opts.ProtectedMode = cfg.ProtectedMode == "yes"
 	opts.IdleTimeout = cfg.Timeout
 	opts.Limits = resplimit.Limits{MaxBulkLen: cfg.ProtoMaxBulkLen, MaxMultibulkLen: cfg.ProtoMaxMultibulkLen}
+	opts.QueryBufferLimit = cfg.ClientQueryBufferLimit
 	opts.Output = respserver.OutputLimits{
 		Soft:    int(cfg.ClientOutputBufferLimit.Soft),
 		Hard:    int(cfg.ClientOutputBufferLimit.Hard),

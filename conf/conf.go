@@ -55,6 +55,7 @@ type Config struct {
 	Timeout                 time.Duration `key:"timeout" default:"0" unit:"s" usage:"close a client idle this many seconds; 0 = never"`
 	ProtoMaxBulkLen         int           `key:"proto-max-bulk-len" default:"64kb" unit:"bytes" usage:"largest bulk string or inline command a client may send"`
 	ProtoMaxMultibulkLen    int           `key:"proto-max-multibulk-len" default:"1024" usage:"most arguments in one command"`
+	ClientQueryBufferLimit  int           `key:"client-query-buffer-limit" default:"1mb" unit:"bytes" usage:"most bytes a client's input may hold in the server: an unfinished command, and commands waiting behind one that waits; past it, the client is closed"`
 	ClientOutputBufferLimit OutputLimit   `key:"client-output-buffer-limit" default:"normal 16mb 8mb 60" usage:"normal <hard> <soft> <soft-seconds>: past soft, a client's commands wait until its replies drain; past hard (replies plus waiting requests), or soft for soft-seconds, it is closed; 0 = no limit"`
 	RequirePass             string        `key:"requirepass" default:"" usage:"password clients must AUTH with; empty = none"`
 
@@ -410,6 +411,12 @@ func (c *Config) validate() error {
 		func() error { return inRange("timeout", int64(c.Timeout/time.Second), 0, 31_536_000) },
 		func() error { return inRange("proto-max-bulk-len", int64(c.ProtoMaxBulkLen), 1024, 512<<20) },
 		func() error { return inRange("proto-max-multibulk-len", int64(c.ProtoMaxMultibulkLen), 16, 1<<20) },
+		func() error {
+			if c.ClientQueryBufferLimit < c.ProtoMaxBulkLen {
+				return fmt.Errorf("client-query-buffer-limit %d is below proto-max-bulk-len %d: a bulk that long could never arrive", c.ClientQueryBufferLimit, c.ProtoMaxBulkLen)
+			}
+			return inRange("client-query-buffer-limit", int64(c.ClientQueryBufferLimit), 1024, 1<<30)
+		},
 		func() error {
 			if strings.TrimSpace(c.Dir) == "" {
 				return errors.New("dir must not be empty")

@@ -29,7 +29,7 @@ func defaults() Config {
 		ServerID: 0, IDRange: 2, ShardRange: 9, RandomRange: 10, Epoch: 1420041600000,
 		MaxLead: 5 * time.Second, MaxWait: 100 * time.Millisecond,
 		MGetIDMax: 10000, GetIDReply: "auto", MaxClients: 10000, Timeout: 0, GoMaxProcs: 1,
-		ProtoMaxBulkLen: 64 << 10, ProtoMaxMultibulkLen: 1024,
+		ProtoMaxBulkLen: 64 << 10, ProtoMaxMultibulkLen: 1024, ClientQueryBufferLimit: 1 << 20,
 		Dir: ".", StateFile: "idserver.state", ReserveAhead: 3 * time.Second, EnableDebugCommand: "no",
 		ClientOutputBufferLimit: OutputLimit{Hard: 16 << 20, Soft: 8 << 20, SoftSeconds: time.Minute},
 		LogLevel:                "notice",
@@ -79,10 +79,13 @@ func TestSizes(t *testing.T) {
 		if in == "1gb" {
 			continue // above the allowed maximum; parsed below
 		}
-		c, err := Load([]string{"--proto-max-bulk-len", in})
+		c, err := Load([]string{"--proto-max-bulk-len", in, "--client-query-buffer-limit", "512mb"})
 		if err != nil || c.ProtoMaxBulkLen != want {
 			t.Errorf("proto-max-bulk-len %s: %v, %v; want %d", in, c, err, want)
 		}
+	}
+	if _, err := Load([]string{"--proto-max-bulk-len", "2mb"}); err == nil || !strings.Contains(err.Error(), "client-query-buffer-limit 1048576 is below proto-max-bulk-len 2097152") {
+		t.Errorf("proto-max-bulk-len above client-query-buffer-limit: %v", err)
 	}
 	if n, err := parseNumber("1gb", true); n != 1<<30 || err != nil {
 		t.Errorf("1gb = %d, %v", n, err)

@@ -213,6 +213,9 @@ func (s *Server) serve(c *client, gc gnet.Conn, data []byte) gnet.Action {
 		go s.finish(c, gc)
 		return gnet.None
 	}
+	if len(c.in) > s.opts.QueryBufferLimit { // an unfinished command, or what waits behind a held client
+		return s.closeAtQueryLimit(c, len(c.in))
+	}
 	if c.quit {
 		return gnet.Close // gnet writes what is still buffered first
 	}

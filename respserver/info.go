@@ -190,6 +190,7 @@ func (s *Server) infoStats() []stats.Field {
 		stats.C("total_commands_processed", st.Commands, "Commands processed."),
 		stats.C("rejected_connections", st.Rejected, "Connections refused: at maxclients, out of file descriptors, by protected mode, or too many TLS handshakes under way."),
 		stats.C("total_error_replies", st.Errors, "Error replies sent."),
+		stats.C("client_query_buffer_limit_disconnections", st.QueryClosed, "Clients closed at client-query-buffer-limit."),
 		stats.C("client_output_buffer_limit_disconnections", st.LimitClosed, "Clients closed at client-output-buffer-limit."),
 		stats.C("tls_handshake_failures", st.TLSFailed, "TLS handshakes that failed (no or a bad client certificate, plain text on the TLS port, a timeout)."),
 	}

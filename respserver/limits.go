@@ -107,6 +107,8 @@ func (s *Server) wakeHeld() {
 func (s *Server) queue(c *client, gc gnet.Conn, data []byte) gnet.Action {
 	lim := s.opts.Output
 	switch {
+	case len(c.in)+len(data) > s.opts.QueryBufferLimit:
+		return s.closeAtQueryLimit(c, len(c.in)+len(data))
 	case lim.Hard > 0 && len(c.in)+len(data)+gc.OutboundBuffered() > lim.Hard:
 		return s.closeAtLimit(c, gc, "its unsent replies and waiting requests passed the hard limit")
 	case c.held && lim.SoftFor > 0 && time.Since(c.heldAt) > lim.SoftFor:
@@ -124,6 +126,19 @@ func (s *Server) closeAtLimit(c *client, gc gnet.Conn, why string) gnet.Action {
 	if ok, skipped := s.limitLog.allow(); ok {
 		s.log.Warn().Str("client", c.addr).Int("unsent_bytes", gc.OutboundBuffered()).Int("waiting_request_bytes", len(c.in)).
 			Uint64("also_closed", skipped).Msg("closing a client at client-output-buffer-limit: " + why)
+	}
+	return gnet.Close
+}
+
+// closeAtQueryLimit closes c, whose input held in the server (held bytes)
+// passed client-query-buffer-limit, as Redis closes a client at its max
+// query buffer length: without a reply.
+func (s *Server) closeAtQueryLimit(c *client, held int) gnet.Action {
+	c.quit = true
+	s.queryClosed.Add(1)
+	if ok, skipped := s.queryLog.allow(); ok {
+		s.log.Warn().Str("client", c.addr).Int("input_bytes", held).Int("limit", s.opts.QueryBufferLimit).
+			Uint64("also_closed", skipped).Msg("closing a client that reached client-query-buffer-limit")
 	}
 	return gnet.Close
 }

@@ -1,6 +1,7 @@
 package respserver
 
 import (
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -85,4 +86,49 @@ func TestSoftSeconds(t *testing.T) {
 	awaitInfo(t, other, "clients_over_soft_limit:1\r\n")
 	awaitInfo(t, other, "client_output_buffer_limit_disconnections:1\r\n")
 	awaitInfo(t, other, "connected_clients:1\r\n")
+}
+
+// TestQueryBufferLimit: a client whose unfinished command would have the
+// server hold more than client-query-buffer-limit is closed there, counted,
+// while a command of nearly that size arriving in pieces is served, and
+// another client is answered throughout.
+func TestQueryBufferLimit(t *testing.T) {
+	const limit = 1 << 20
+	_, addr := startServer(t, idgen.Settings{}, Options{QueryBufferLimit: limit})
+	other := dialRaw(t, addr)
+
+	whole := dialRaw(t, addr)
+	arg := strings.Repeat("a", 60<<10)
+	args := []string{"COMMAND", "DOCS"}
+	for range 15 { // 900 KiB in all
+		args = append(args, arg)
+	}
+	cmd := encode(args...)
+	for i := 0; i < len(cmd); i += 8 << 10 {
+		whole.send(cmd[i:min(i+8<<10, len(cmd))])
+	}
+	if v, ok := whole.reply().([]any); !ok {
+		t.Fatalf("COMMAND DOCS of 900 KiB: %.80v", v)
+	}
+
+	// A legal command, declared as 1024 bulks of 64 KiB, never finished.
+	unfinished := dialRaw(t, addr)
+	unfinished.send("*1024\r\n$5\r\nSETEX\r\n")
+	bulk := "$65536\r\n" + strings.Repeat("x", 64<<10) + "\r\n"
+	sent := 0
+	for ; sent < 64<<20; sent += len(bulk) {
+		if _, err := unfinished.conn.Write([]byte(bulk)); err != nil {
+			break // closed: the kernel answered with a reset
+		}
+		if v := other.do("PING"); v != "PONG" {
+			t.Fatalf("other client after %d bytes: %v", sent, v)
+		}
+	}
+	if sent >= 64<<20 {
+		t.Fatal("an unfinished command of 64 MiB was held whole")
+	}
+	awaitInfo(t, other, "client_query_buffer_limit_disconnections:1\r\n")
+	if _, err := io.Copy(io.Discard, unfinished.r); err != nil && !isReset(err) {
+		t.Fatalf("the unfinished command's client: %v, want it closed", err)
+	}
 }

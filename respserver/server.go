@@ -65,6 +65,10 @@ type Options struct {
 	// Output bounds what a client that does not read its replies may
 	// hold in the server. Zero fields mean no limit.
 	Output OutputLimits
+	// QueryBufferLimit bounds the input a client may have the server
+	// hold: an unfinished command, and the commands waiting behind one
+	// that waits (client-query-buffer-limit). Zero means 1 MiB.
+	QueryBufferLimit int
 
 	// Config lists the configuration for CONFIG GET, beside Redis's own
 	// keys that idserver answers (see redisConfig); nil means none.
@@ -110,6 +114,8 @@ type Server struct {
 	commands    atomic.Uint64
 	errors      atomic.Uint64
 	limitClosed atomic.Uint64 // clients closed at their output limits
+	queryClosed atomic.Uint64 // clients closed at client-query-buffer-limit
+	queryLog    limiter
 	limitLog    limiter
 	handshakes  atomic.Int64  // TLS handshakes under way
 	tlsFailed   atomic.Uint64 // TLS handshakes that failed
@@ -150,6 +156,9 @@ func New(opts Options) *Server {
 	}
 	if opts.Limits.MaxMultibulkLen == 0 {
 		opts.Limits.MaxMultibulkLen = 1024
+	}
+	if opts.QueryBufferLimit == 0 {
+		opts.QueryBufferLimit = 1 << 20
 	}
 	s := &Server{
 		opts:       opts,
@@ -547,6 +556,7 @@ type Stats struct {
 	Commands    uint64 // commands processed
 	Errors      uint64 // error replies
 	LimitClosed uint64 // clients closed at their output limits
+	QueryClosed uint64 // clients closed at client-query-buffer-limit
 	TLSFailed   uint64 // TLS handshakes that failed
 }
 
@@ -564,6 +574,7 @@ func (s *Server) Stats() Stats {
 		Commands:    s.commands.Load(),
 		Errors:      s.errors.Load(),
 		LimitClosed: s.limitClosed.Load(),
+		QueryClosed: s.queryClosed.Load(),
 		TLSFailed:   s.tlsFailed.Load(),
 	}
 }
