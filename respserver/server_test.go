@@ -337,10 +337,13 @@ func TestMaxClients(t *testing.T) {
 // TestLeadBoundReply checks the -BUSY reply for an MGETID that would run
 // too far ahead of the clock, and that it is counted.
 func TestLeadBoundReply(t *testing.T) {
-	_, addr := startServer(t, idgen.Settings{MaxLead: 10 * time.Millisecond, MaxWait: -1}, Options{})
+	// The clock stands still, so that a busy machine cannot let it catch
+	// up between the two requests.
+	clk := idgentest.NewClock(time.Now())
+	_, addr := startServer(t, idgen.Settings{MaxLead: 10 * time.Millisecond, MaxWait: -1, Clock: clk}, Options{})
 	c := dialRaw(t, addr)
 	// 512 IDs per ms: 5000 IDs borrow about 9ms ahead, the next 5000
-	// would need about 19ms. Sent together, they run microseconds apart.
+	// would need about 19ms.
 	c.send(encode("MGETID", "5000") + encode("MGETID", "5000"))
 	checkIDs(t, c.reply(), 5000, 0)
 	got := c.reply()
