@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/idserver/idserver/idgen"
 	"github.com/idserver/idserver/internal/testetcd"
@@ -25,6 +28,17 @@ import (
 
 const leaseTTL = 2 * time.Second
 
+// memberLayout is the layout member gives its servers.
+var memberLayout = idgen.Layout{IDBits: 1, ShardBits: 10, RandomBits: 10}
+
+// busyArgs make a member issue only 4 IDs per ms (shard-range 2), so that
+// a few clients keep its IDs up to max-lead-ms ahead of its clock, as a
+// heavy load does; busyLayout is its layout.
+var (
+	busyArgs   = []string{"--shard-range", "2", "--random-range", "18", "--mgetid-max", "100"}
+	busyLayout = idgen.Layout{IDBits: 1, ShardBits: 2, RandomBits: 18}
+)
+
 // member starts a server in cluster mode against e.
 func member(t *testing.T, e *testetcd.Server, args ...string) *process {
 	t.Helper()
@@ -34,10 +48,13 @@ func member(t *testing.T, e *testetcd.Server, args ...string) *process {
 
 // clusterInfo is the INFO cluster field of p named field, "" if p does
 // not answer.
-func clusterInfo(p *process, field string) string {
+func clusterInfo(p *process, field string) string { return processInfo(p, "cluster", field) }
+
+// processInfo is the field of INFO section of p, "" if p does not answer.
+func processInfo(p *process, section, field string) string {
 	c := redis.NewClient(&redis.Options{Addr: p.Addr, MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: time.Second})
 	defer c.Close()
-	info, err := c.Info(context.Background(), "cluster").Result()
+	info, err := c.Info(context.Background(), section).Result()
 	if err != nil {
 		return ""
 	}
@@ -74,15 +91,20 @@ func waitUntil(within time.Duration, done func() bool) bool {
 	return done()
 }
 
-// idSet collects IDs from many clients and finds repeats. It keeps a
-// plain slice, sorted when checked: millions of IDs fit in tens of MB.
+// idSet collects IDs from many clients and finds repeats: of IDs, and of
+// units (an ID without its random field: time, server-id and shard slot),
+// which one holder never issues twice, so a unit seen twice means two
+// holders overlapped even where the random fields happened to differ. It
+// keeps a plain slice, sorted when checked: millions of IDs fit in tens
+// of MB.
 type idSet struct {
-	mu    sync.Mutex
-	ids   []int64
-	fails map[string]int // error replies by their first word
+	layout idgen.Layout
+	mu     sync.Mutex
+	ids    []int64
+	fails  map[string]int // error replies by their first word
 }
 
-func newIDSet() *idSet { return &idSet{fails: map[string]int{}} }
+func newIDSet(l idgen.Layout) *idSet { return &idSet{layout: l, fails: map[string]int{}} }
 
 func (s *idSet) add(ids []int64) {
 	s.mu.Lock()
@@ -111,11 +133,23 @@ func (s *idSet) check(t *testing.T) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	slices.Sort(s.ids)
-	for i := 1; i < len(s.ids); i++ {
-		if s.ids[i] == s.ids[i-1] {
-			p, _ := idgen.Decode(s.ids[i], idgen.Layout{IDBits: 1, ShardBits: 10, RandomBits: 10}, idgen.DefaultEpoch)
-			t.Fatalf("ID %d repeated (server-id %d, time %v)", s.ids[i], p.ServerID, p.Time)
+	units := make([]int64, len(s.ids))
+	for i, id := range s.ids {
+		units[i] = id >> s.layout.RandomBits
+		if i > 0 && id == s.ids[i-1] {
+			p, _ := idgen.Decode(id, s.layout, idgen.DefaultEpoch)
+			t.Fatalf("ID %d repeated (server-id %d, time %v)", id, p.ServerID, p.Time)
 		}
+	}
+	slices.Sort(units)
+	reused := 0
+	for i := 1; i < len(units); i++ {
+		if units[i] == units[i-1] {
+			reused++
+		}
+	}
+	if reused > 0 {
+		t.Fatalf("%d of %d units (time, server-id, shard slot) issued twice: two holders overlapped", reused, len(units))
 	}
 	return len(s.ids)
 }
@@ -175,7 +209,7 @@ func TestClusterClaimsStandbyTakeover(t *testing.T) {
 	if err := rc.Do(ctx, "DEBUG", "CLOCK-OFFSET", "-30000").Err(); err != nil {
 		t.Fatal(err)
 	}
-	set := newIDSet()
+	set := newIDSet(memberLayout)
 	before := mgetid(t, a.Addr, 5000)
 	set.add(before)
 	a.Cmd.Process.Signal(syscall.SIGSTOP)
@@ -247,7 +281,7 @@ func TestClusterEtcdDown(t *testing.T) {
 	for _, p := range servers {
 		waitHolding(t, p, 10*time.Second)
 	}
-	set := newIDSet()
+	set := newIDSet(memberLayout)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := range 4 {
@@ -291,7 +325,7 @@ func TestClusterFaultLoop(t *testing.T) {
 		defer mu.Unlock()
 		return servers[rand.IntN(len(servers))].Addr
 	}
-	set := newIDSet()
+	set := newIDSet(memberLayout)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for range 4 {
@@ -436,5 +470,124 @@ func TestClusterEtcdTLSAndAuth(t *testing.T) {
 	})
 	if err == nil || !strings.Contains(err.Error(), "authentication failed") {
 		t.Fatalf("GETID with a wrong etcd password: %v", err)
+	}
+}
+
+// TestClusterPrefixDeletedUnderLoad: an operator deletes every key under
+// the prefix while two holders issue IDs seconds ahead of their clocks.
+// Both lose their ids and claim again with no reservation left in etcd,
+// and start above everything they issued (the last T each stored), saying
+// loudly that etcd lost data; no ID and no unit repeats.
+func TestClusterPrefixDeletedUnderLoad(t *testing.T) {
+	e := testetcd.Start(t)
+	servers := []*process{member(t, e, busyArgs...), member(t, e, busyArgs...)}
+	for _, p := range servers {
+		waitHolding(t, p, 10*time.Second)
+	}
+	set := newIDSet(busyLayout)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Add(1)
+		go set.load(func() string { return servers[i%2].Addr }, 100, stop, &wg)
+	}
+	defer func() { close(stop); wg.Wait() }()
+	ahead := func() bool {
+		lead, err := strconv.Atoi(processInfo(servers[0], "idgen", "lead_ms"))
+		return err == nil && lead >= 2000
+	}
+	if !waitUntil(20*time.Second, ahead) {
+		t.Fatal("IDs never ran 2 s ahead of the clock under load")
+	}
+	cli := e.Client()
+	defer cli.Close()
+	if _, err := cli.Delete(context.Background(), "/idserver/", clientv3.WithPrefix()); err != nil {
+		t.Fatal(err)
+	}
+	deleted := set.count()
+	for _, p := range servers {
+		if !waitUntil(10*time.Second, func() bool { return clusterInfo(p, "claims") == "2" && clusterInfo(p, "cluster_state") == "holding" }) {
+			t.Fatalf("%s did not claim again after the prefix was deleted:\n%s", p.Addr, strings.Join(p.Lines(), "\n"))
+		}
+	}
+	if !waitUntil(20*time.Second, func() bool { return set.count() > deleted+20000 }) {
+		t.Fatalf("only %d IDs after the claims again (%d before)", set.count()-deleted, deleted)
+	}
+	close(stop)
+	wg.Wait()
+	stop = make(chan struct{}) // for the deferred close
+	n := set.check(t)
+	t.Logf("%d IDs, %d after the prefix was deleted, none and no unit repeated; errors %v", n, n-deleted, set.fails)
+	for _, p := range servers {
+		if !p.Logged("etcd lost data") {
+			t.Errorf("%s claimed again without saying etcd lost data:\n%s", p.Addr, strings.Join(p.Lines(), "\n"))
+		}
+	}
+}
+
+// TestClusterLocalCopy: a holder killed with -9, its keys then deleted
+// from etcd, and started again on the same dir with its clock a minute
+// back, starts above everything it issued: at the copy of its reservation
+// in dir, which every save writes before etcd.
+func TestClusterLocalCopy(t *testing.T) {
+	e := testetcd.Start(t)
+	dir := t.TempDir()
+	a := member(t, e, "--server-id", "1", "--dir", dir)
+	waitHolding(t, a, 10*time.Second)
+	before := mgetid(t, a.Addr, 20000)
+	a.Kill9()
+	cli := e.Client()
+	defer cli.Close()
+	if _, err := cli.Delete(context.Background(), "/idserver/", clientv3.WithPrefix()); err != nil {
+		t.Fatal(err)
+	}
+	restarted := member(t, e, "--server-id", "1", "--dir", dir, "--debug-clock-offset-ms", "-60000")
+	waitHolding(t, restarted, 10*time.Second)
+	if after := mgetid(t, restarted.Addr, 20000); slices.Min(after) <= slices.Max(before) {
+		t.Fatalf("after the restart IDs start at %d, not above %d issued before", slices.Min(after), slices.Max(before))
+	}
+	if !restarted.Logged("etcd lost data") {
+		t.Errorf("the restarted server did not say etcd lost data:\n%s", strings.Join(restarted.Lines(), "\n"))
+	}
+}
+
+// TestClusterEtcdWentBack: a holder killed with -9 and started again on
+// the same dir after etcd was replaced by one that knows nothing (as a
+// restore from an old snapshot leaves it: another cluster, a lower
+// revision) claims nothing and says why, naming the file to remove; once
+// an operator removes it, it claims and starts above everything it issued
+// (its local copy), though etcd has no reservation and its clock is a
+// minute back.
+func TestClusterEtcdWentBack(t *testing.T) {
+	e := testetcd.Start(t)
+	cli := e.Client()
+	defer cli.Close()
+	for i := range 100 { // other users of etcd move its revision on
+		if _, err := cli.Put(context.Background(), "/other/"+strconv.Itoa(i), "x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	a := member(t, e, "--server-id", "1", "--dir", dir)
+	waitHolding(t, a, 10*time.Second)
+	before := mgetid(t, a.Addr, 20000)
+	a.Kill9()
+	e.Replace()
+	restarted := member(t, e, "--server-id", "1", "--dir", dir, "--debug-clock-offset-ms", "-60000")
+	history := filepath.Join(dir, "idserver.state.etcd")
+	if !waitUntil(10*time.Second, func() bool { return restarted.Logged("etcd went back in time") }) {
+		t.Fatalf("no line saying etcd went back:\n%s", strings.Join(restarted.Lines(), "\n"))
+	}
+	rc := redis.NewClient(&redis.Options{Addr: restarted.Addr, MaxRetries: -1})
+	defer rc.Close()
+	if err := rc.Do(context.Background(), "GETID").Err(); err == nil || !strings.Contains(err.Error(), "etcd went back in time") || !strings.Contains(err.Error(), "remove "+history) {
+		t.Fatalf("GETID while etcd is behind: %v", err)
+	}
+	if err := os.Remove(history); err != nil {
+		t.Fatal(err)
+	}
+	waitHolding(t, restarted, 10*time.Second)
+	if after := mgetid(t, restarted.Addr, 20000); slices.Min(after) <= slices.Max(before) {
+		t.Fatalf("after the operator confirmed, IDs start at %d, not above %d issued before", slices.Min(after), slices.Max(before))
 	}
 }

@@ -183,6 +183,7 @@ func runCluster(cfg *conf.Config, tc *tls.Config, log zerolog.Logger) int {
 		MaxWait:      maxWait(cfg),
 		ReserveAhead: cfg.ReserveAhead,
 		Addr:         addrOf(lns),
+		StatePath:    filepath.Join(cfg.Dir, cfg.StateFile),
 		Log:          log,
 	}, srv)
 	ok := serve(cfg, log, srv, lns, stop, "etcd "+cfg.EtcdEndpoints)

@@ -15,6 +15,14 @@
 // at max(now, T_last): all its IDs are at or above T_last. Holders of
 // different ids differ in the server-id field, and servers of another
 // layout or epoch under the same prefix are refused (the layout key).
+//
+// When etcd loses data (keys deleted by hand, a restore from an older
+// snapshot) T_last may be gone or lower than what was issued. So a claim
+// never starts below the last T this process stored for the id, nor below
+// the copy of it every save writes first to a file in dir; and where etcd
+// has no T, or one below those, it starts max-lead-ms ahead of the clock
+// as a first start does: a holder whose T was lost issued nothing further
+// ahead of its clock than that.
 package cluster
 
 import (
@@ -56,7 +64,11 @@ type Config struct {
 	MaxLead, MaxWait, ReserveAhead time.Duration
 	// Addr identifies this server in its claim key: host:port.
 	Addr string
-	Log  zerolog.Logger
+	// StatePath is dir/state-file: every save of an id's reservation is
+	// first written to StatePath.l<I>-<S>-<R>-e<epoch>.id<N>, locked while
+	// the id is held. "": no local copy.
+	StatePath string
+	Log       zerolog.Logger
 }
 
 // Target is what a Member drives: the protocol server.
@@ -84,7 +96,11 @@ type Member struct {
 
 	stale []clientv3.LeaseID // leases not revoked yet: etcd was unreachable
 
-	reserved atomic.Int64 // the last T this server stored, ms since the epoch
+	hist     *history
+	stored   map[int64]int64 // by id, the last T this process stored; under mu
+	existed  bool            // the layout key was there before this server: under mu
+	wentBack string          // why etcd is behind what was seen, last said in the log; under mu
+	reserved atomic.Int64    // the last T this server stored, ms since the epoch
 	claims   atomic.Uint64
 	losses   atomic.Uint64
 	saves    atomic.Uint64 // of keepers closed already
@@ -101,7 +117,8 @@ func Start(cfg Config, target Target) *Member {
 	m := &Member{
 		cfg: cfg, target: target, log: cfg.Log,
 		k:     newKeys(cfg.Prefix, cfg.Layout, cfg.Epoch),
-		state: "connecting", held: -1,
+		hist:  &history{path: historyPath(cfg.StatePath)},
+		state: "connecting", held: -1, stored: map[int64]int64{},
 		cancel: cancel, done: make(chan struct{}),
 	}
 	target.Standby(errors.New("CLUSTERDOWN no server-id held yet: connecting to etcd"))
@@ -206,10 +223,14 @@ func (m *Member) session(ctx context.Context, prefer int64) (int64, error) {
 		return -1, fmt.Errorf("etcd lease: %w", err)
 	}
 	m.renewed(lease.ID, lease.TTL)
-	if err := checkLayout(sctx, m.cli, m.k); err != nil {
+	existed, err := checkLayout(sctx, m.cli, m.k)
+	if err != nil {
 		m.log.Error().Err(err).Msg("cluster: refusing to claim a server-id")
 		return -1, err
 	}
+	m.mu.Lock()
+	m.existed = existed
+	m.mu.Unlock()
 	c, err := m.waitForClaim(sctx, lease.ID, prefer, ka)
 	if err != nil {
 		return -1, err
@@ -221,6 +242,9 @@ func (m *Member) session(ctx context.Context, prefer int64) (int64, error) {
 // frees up or the lease is lost.
 func (m *Member) waitForClaim(ctx context.Context, lease clientv3.LeaseID, prefer int64, ka <-chan *clientv3.LeaseKeepAliveResponse) (claimed, error) {
 	for {
+		if err := m.checkEtcd(ctx); err != nil {
+			return claimed{}, err
+		}
 		c, rev, err := claim(ctx, m.cli, m.k, lease, m.holder(), m.candidates(prefer))
 		if err == nil {
 			m.claims.Add(1)
@@ -291,17 +315,29 @@ func (m *Member) allHeld() string {
 // hold serves the claimed id until the claim is lost or ctx ends, then
 // stores the final reservation (fenced) and stops the generator.
 func (m *Member) hold(ctx context.Context, c claimed, lease clientv3.LeaseID, ka <-chan *clientv3.LeaseKeepAliveResponse) error {
+	identity := reservation.State{ServerID: c.id, Layout: m.cfg.Layout, Epoch: m.cfg.Epoch.UnixMilli()}
+	local, resumed, err := m.openLocal(identity)
+	if err != nil {
+		m.log.Error().Err(err).Int64("server_id", c.id).Msg("cluster: cannot hold the server-id")
+		return fmt.Errorf("server-id %d: %w", c.id, err)
+	}
+	if local != nil {
+		defer local.Close()
+	}
+	floor := m.start(c, resumed)
 	gen, err := idgen.New(idgen.Settings{
 		Layout: m.cfg.Layout, Epoch: m.cfg.Epoch, ServerID: c.id,
 		MaxLead: m.cfg.MaxLead, MaxWait: m.cfg.MaxWait,
-		Floor: c.reserved, Ceiling: max(c.reserved, 1),
+		Floor: floor, Ceiling: max(floor, 1),
 	})
 	if err != nil {
 		return err
 	}
 	st := &store{cli: m.cli, k: m.k, id: c.id, lease: lease, timeout: min(m.cfg.LeaseTTL/2, 2*time.Second),
-		fenced: make(chan struct{}, 1), last: m.reserved.Store}
-	identity := reservation.State{ServerID: c.id, Layout: m.cfg.Layout, Epoch: m.cfg.Epoch.UnixMilli()}
+		fenced: make(chan struct{}, 1), last: func(t int64) { m.storedNow(c.id, t) }, seen: m.hist.record}
+	if local != nil {
+		st.local = local
+	}
 	keeper, err := reservation.Start(gen, st, identity, m.cfg.ReserveAhead, m.log)
 	if err != nil {
 		gen.Close()
@@ -311,7 +347,7 @@ func (m *Member) hold(ctx context.Context, c claimed, lease clientv3.LeaseID, ka
 	m.held, m.state, m.keeper, m.gen = c.id, "holding", keeper, gen
 	m.mu.Unlock()
 	m.target.SetGenerator(gen)
-	m.log.Info().Int64("server_id", c.id).Int64("reserved_ms", c.reserved).Str("lease", fmt.Sprintf("%x", lease)).Msg("cluster: holding a server-id")
+	m.log.Info().Int64("server_id", c.id).Int64("reserved_ms", c.reserved).Int64("start_ms", floor).Str("lease", fmt.Sprintf("%x", lease)).Msg("cluster: holding a server-id")
 
 	why := m.watchClaim(ctx, c.id, lease, ka, st.fenced)
 	if ctx.Err() == nil {
@@ -370,6 +406,91 @@ func (m *Member) watchClaim(ctx context.Context, id int64, lease clientv3.LeaseI
 			}
 		}
 	}
+}
+
+// historyPath is where a server keeps what it saw of etcd: beside its
+// state file.
+func historyPath(statePath string) string {
+	if statePath == "" {
+		return ""
+	}
+	return statePath + ".etcd"
+}
+
+// checkEtcd refuses to claim while etcd is behind what this server saw
+// of it (see history), saying so once in the log.
+func (m *Member) checkEtcd(ctx context.Context) error {
+	resp, err := m.cli.Get(ctx, m.k.layout)
+	if err != nil {
+		return fmt.Errorf("etcd: %w", err)
+	}
+	err = m.hist.check(resp.Header)
+	m.mu.Lock()
+	why, repeated := "", false
+	if err != nil {
+		why = err.Error()
+		repeated = why == m.wentBack
+	}
+	m.wentBack = why
+	m.mu.Unlock()
+	if err != nil && !repeated {
+		m.log.Error().Err(err).Msg("cluster: refusing to claim a server-id")
+	}
+	return err
+}
+
+// openLocal locks the local copy of identity's reservation in dir and
+// reads it; nil without StatePath. Another process on this machine
+// holding it means two servers believe they hold one id: an error.
+func (m *Member) openLocal(identity reservation.State) (*reservation.FileStore, reservation.Resumed, error) {
+	if m.cfg.StatePath == "" {
+		return nil, reservation.Resumed{}, nil
+	}
+	l := m.cfg.Layout
+	path := fmt.Sprintf("%s.l%d-%d-%d-e%d.id%d", m.cfg.StatePath, l.IDBits, l.ShardBits, l.RandomBits, identity.Epoch, identity.ServerID)
+	local, err := reservation.OpenFile(path, m.log)
+	if err != nil {
+		return nil, reservation.Resumed{}, err
+	}
+	resumed, err := local.Resume(identity)
+	if err != nil {
+		local.Close()
+		return nil, reservation.Resumed{}, fmt.Errorf("%w (the file is left as it is)", err)
+	}
+	return local, resumed, nil
+}
+
+// start is the time field a claim of c starts at: etcd's T, unless this
+// server knows of a higher one (its own last save, or the local copy) or
+// etcd has none; then above all of them and max-lead-ms ahead of the
+// clock (see the package doc), said loudly when it means etcd lost data.
+func (m *Member) start(c claimed, local reservation.Resumed) int64 {
+	m.mu.Lock()
+	own, existed := max(m.stored[c.id], local.Reserved), m.existed
+	m.mu.Unlock()
+	if c.reserved > 0 && c.reserved >= own {
+		return c.reserved
+	}
+	ahead := time.Now().UnixMilli() - m.cfg.Epoch.UnixMilli() + m.cfg.MaxLead.Milliseconds()
+	floor := max(c.reserved, own, ahead)
+	ev, msg := m.log.Info(), "cluster: first claim of this server-id; starting max-lead-ms ahead of the clock"
+	switch {
+	case own > c.reserved:
+		ev, msg = m.log.Error(), "cluster: etcd lost data: its reservation for this server-id is below what this server stored (keys deleted, or etcd restored from an older snapshot?); starting above both, max-lead-ms ahead of the clock"
+	case existed:
+		ev, msg = m.log.Warn(), "cluster: no reservation in etcd for this server-id though servers of this layout ran before: it was never claimed, or etcd lost its key; starting max-lead-ms ahead of the clock, safe either way"
+	}
+	ev.Int64("server_id", c.id).Int64("etcd_reserved_ms", c.reserved).Int64("own_reserved_ms", own).
+		Str("local_copy", local.From).Int64("start_ms", floor).Msg(msg)
+	return floor
+}
+
+// storedNow records that this process stored t as id's T.
+func (m *Member) storedNow(id, t int64) {
+	m.reserved.Store(t)
+	m.mu.Lock()
+	m.stored[id] = max(m.stored[id], t)
+	m.mu.Unlock()
 }
 
 // renewed records a lease grant or renewal of ttl seconds.

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/idserver/idserver/idgen"
@@ -51,23 +52,25 @@ var errLayout = errors.New("CLUSTERDOWN no server-id held: etcd-prefix is used b
 var errAllHeld = errors.New("every server-id is held")
 
 // checkLayout records this server's layout under the prefix if none is,
-// and fails if another is.
-func checkLayout(ctx context.Context, cli *clientv3.Client, k keys) error {
+// and fails if another is. existed tells whether servers of this layout
+// were there before: then an id without a reservation key was either
+// never claimed or lost by etcd.
+func checkLayout(ctx context.Context, cli *clientv3.Client, k keys) (existed bool, err error) {
 	resp, err := cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(k.layout), "=", 0)).
 		Then(clientv3.OpPut(k.layout, k.want)).
 		Else(clientv3.OpGet(k.layout)).
 		Commit()
 	if err != nil {
-		return err
+		return false, err
 	}
 	if resp.Succeeded {
-		return nil
+		return false, nil
 	}
 	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 && string(kvs[0].Value) != k.want {
-		return fmt.Errorf("%w (%s has %q, this server %q): use another etcd-prefix", errLayout, k.layout, kvs[0].Value, k.want)
+		return true, fmt.Errorf("%w (%s has %q, this server %q): use another etcd-prefix", errLayout, k.layout, kvs[0].Value, k.want)
 	}
-	return nil
+	return true, nil
 }
 
 // claimed is a server-id this server holds, and where its reservation
@@ -139,12 +142,21 @@ type store struct {
 	id      int64
 	lease   clientv3.LeaseID
 	timeout time.Duration
-	fenced  chan struct{} // signalled when a save is refused by the fence
-	last    func(int64)   // told every T stored
+	fenced  chan struct{}                      // signalled when a save is refused by the fence
+	last    func(int64)                        // told every T stored
+	seen    func(*etcdserverpb.ResponseHeader) // told where etcd stood at each save; nil: no one
+	local   reservation.Store                  // the copy in dir, written first; nil: none
 }
 
-// Save stores s.Reserved as the id's T, if the claim is still ours.
+// Save stores s.Reserved as the id's T, if the claim is still ours: in
+// the local copy first, then in etcd. A T in the local copy that etcd
+// refused is only ever a floor, and a higher floor is safe.
 func (s *store) Save(st reservation.State) error {
+	if s.local != nil {
+		if err := s.local.Save(st); err != nil {
+			return fmt.Errorf("local copy: %w", err)
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 	defer cancel()
 	resp, err := s.cli.Txn(ctx).
@@ -162,5 +174,8 @@ func (s *store) Save(st reservation.State) error {
 		return errFenced
 	}
 	s.last(st.Reserved)
+	if s.seen != nil {
+		s.seen(resp.Header)
+	}
 	return nil
 }

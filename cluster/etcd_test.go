@@ -75,14 +75,14 @@ func TestLayoutKey(t *testing.T) {
 	defer cli.Close()
 	ctx := context.Background()
 	a := newKeys("/test/", idgen.Layout{IDBits: 1, ShardBits: 10, RandomBits: 10}, idgen.DefaultEpoch)
-	if err := checkLayout(ctx, cli, a); err != nil {
-		t.Fatal(err)
+	if existed, err := checkLayout(ctx, cli, a); err != nil || existed {
+		t.Fatalf("the first layout under the prefix: existed %v, %v", existed, err)
 	}
-	if err := checkLayout(ctx, cli, a); err != nil {
-		t.Fatalf("the same layout again: %v", err)
+	if existed, err := checkLayout(ctx, cli, a); err != nil || !existed {
+		t.Fatalf("the same layout again: existed %v, %v", existed, err)
 	}
 	b := newKeys("/test/", idgen.Layout{IDBits: 1, ShardBits: 10, RandomBits: 10}, idgen.DefaultEpoch.Add(time.Hour))
-	if err := checkLayout(ctx, cli, b); !errors.Is(err, errLayout) {
+	if _, err := checkLayout(ctx, cli, b); !errors.Is(err, errLayout) {
 		t.Fatalf("another epoch under the prefix: %v, want errLayout", err)
 	}
 }

@@ -136,7 +136,7 @@ func (f *FileStore) Save(s State) error {
 		f.log.Warn().Str("state_file", f.path).
 			Msg("the state file vanished while the server ran; writing it again (the lock file keeps a copy of the reservation)")
 	}
-	if err := writeAtomic(f.path, s.Marshal()); err != nil {
+	if err := WriteAtomic(f.path, s.Marshal()); err != nil {
 		return fmt.Errorf("save state file %s: %w", f.path, err)
 	}
 	f.found = true
@@ -146,9 +146,9 @@ func (f *FileStore) Save(s State) error {
 	return f.lock.record(s)
 }
 
-// writeAtomic replaces path with data: temp file, fsync, rename, fsync of
+// WriteAtomic replaces path with data: temp file, fsync, rename, fsync of
 // the directory.
-func writeAtomic(path string, data []byte) error {
+func WriteAtomic(path string, data []byte) error {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
 	if err != nil {

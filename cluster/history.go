@@ -1,0 +1,137 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+
+	"github.com/idserver/idserver/reservation"
+)
+
+// history is what this server has seen of etcd: its cluster id and the
+// highest revision and raft term, kept in a file in dir so that a restart
+// remembers them. etcd restored from an older snapshot answers with a
+// lower revision (and, restored as a new cluster, another cluster id):
+// the reservations in it may be below IDs already issued, by servers
+// that do not run any more. So a server that sees etcd go back claims
+// nothing until an operator confirms by removing the file, which should
+// be done once etcd holds what it should (see the README).
+type history struct {
+	path string // "": kept in memory only
+
+	mu      sync.Mutex
+	loaded  bool
+	seen    mark
+	written mark
+	at      time.Time // of the last write
+}
+
+// mark is where etcd stood in one response.
+type mark struct {
+	ClusterID uint64
+	Revision  int64
+	Term      uint64
+}
+
+func markOf(h *etcdserverpb.ResponseHeader) mark {
+	return mark{ClusterID: h.GetClusterId(), Revision: h.GetRevision(), Term: h.GetRaftTerm()}
+}
+
+// errWentBack is check's error when etcd is behind what was seen.
+var errWentBack = errors.New("etcd went back in time")
+
+// check compares a response of etcd with what was seen before, from the
+// file if it was not read yet (or was removed since: the operator's
+// confirmation), and records it if etcd did not go back.
+func (h *history) check(hdr *etcdserverpb.ResponseHeader) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.reload(); err != nil {
+		return err
+	}
+	now := markOf(hdr)
+	if h.seen != (mark{}) {
+		switch {
+		case now.ClusterID != h.seen.ClusterID:
+			return h.wentBack(fmt.Sprintf("its cluster id is %x, not %x as before (restored from a snapshot, or another etcd?)", now.ClusterID, h.seen.ClusterID))
+		case now.Revision < h.seen.Revision:
+			return h.wentBack(fmt.Sprintf("its revision is %d, below %d seen before (restored from an older snapshot?)", now.Revision, h.seen.Revision))
+		case now.Term < h.seen.Term:
+			return h.wentBack(fmt.Sprintf("its raft term is %d, below %d seen before", now.Term, h.seen.Term))
+		}
+	}
+	h.raise(now)
+	return h.write()
+}
+
+// record notes a later response of etcd (a save), written to the file at
+// most once a second: a revision a second old still catches a snapshot
+// older than it.
+func (h *history) record(hdr *etcdserverpb.ResponseHeader) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if now := markOf(hdr); now.ClusterID == h.seen.ClusterID {
+		h.raise(now)
+	}
+	if time.Since(h.at) >= time.Second {
+		h.write()
+	}
+}
+
+func (h *history) raise(m mark) {
+	h.seen = mark{ClusterID: m.ClusterID, Revision: max(h.seen.Revision, m.Revision), Term: max(h.seen.Term, m.Term)}
+}
+
+func (h *history) wentBack(why string) error {
+	confirm := "restart the server"
+	if h.path != "" {
+		confirm = "remove " + h.path
+	}
+	return fmt.Errorf("%w: %s; claiming no server-id until an operator confirms that etcd holds what it should: %s", errWentBack, why, confirm)
+}
+
+// reload reads the file on the first check, and forgets what was seen
+// once the file is removed.
+func (h *history) reload() error {
+	if h.path == "" {
+		return nil
+	}
+	data, err := os.ReadFile(h.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		if h.loaded {
+			h.seen, h.written = mark{}, mark{} // removed: confirmed
+		}
+		h.loaded = true
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("etcd history %s: %w", h.path, err)
+	}
+	if h.loaded {
+		return nil
+	}
+	var m mark
+	if _, err := fmt.Sscanf(string(data), "etcd cluster_id %x revision %d raft_term %d\n", &m.ClusterID, &m.Revision, &m.Term); err != nil {
+		return fmt.Errorf("etcd history %s: %q is not one: remove it to start afresh", h.path, data)
+	}
+	h.seen, h.written, h.loaded = m, m, true
+	return nil
+}
+
+// write stores what was seen, if it changed.
+func (h *history) write() error {
+	if h.path == "" || h.seen == h.written {
+		return nil
+	}
+	data := fmt.Appendf(nil, "etcd cluster_id %x revision %d raft_term %d\n", h.seen.ClusterID, h.seen.Revision, h.seen.Term)
+	if err := reservation.WriteAtomic(h.path, data); err != nil {
+		return fmt.Errorf("etcd history %s: %w", h.path, err)
+	}
+	h.written, h.at = h.seen, time.Now()
+	return nil
+}

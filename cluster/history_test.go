@@ -1,0 +1,55 @@
+package cluster
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+)
+
+func header(cluster uint64, rev int64, term uint64) *etcdserverpb.ResponseHeader {
+	return &etcdserverpb.ResponseHeader{ClusterId: cluster, Revision: rev, RaftTerm: term}
+}
+
+// TestHistory: etcd answering with another cluster id, or a revision or
+// raft term below what a server saw (kept in its file across restarts),
+// is refused with the file to remove; once it is removed, etcd as it is
+// now is accepted.
+func TestHistory(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "idserver.state.etcd")
+	h := &history{path: path}
+	if err := h.check(header(7, 100, 2)); err != nil {
+		t.Fatalf("first sight of etcd: %v", err)
+	}
+	h.record(header(7, 5000, 3)) // a save, later
+	if err := h.check(header(7, 5001, 3)); err != nil {
+		t.Fatalf("etcd further on: %v", err)
+	}
+
+	restarted := &history{path: path} // a new process reads the file
+	for _, tt := range []struct {
+		hdr  *etcdserverpb.ResponseHeader
+		want string
+	}{
+		{header(7, 4000, 3), "revision is 4000, below 5001"},
+		{header(8, 9000, 3), "cluster id is 8, not 7"},
+		{header(7, 6000, 1), "raft term is 1, below 3"},
+	} {
+		err := restarted.check(tt.hdr)
+		if !errors.Is(err, errWentBack) || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "remove "+path) {
+			t.Errorf("etcd at %v: %v; want errWentBack saying %q and the file to remove", tt.hdr, err, tt.want)
+		}
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := restarted.check(header(8, 10, 1)); err != nil {
+		t.Fatalf("after the operator removed the file: %v", err)
+	}
+	if err := restarted.check(header(8, 9, 1)); !errors.Is(err, errWentBack) {
+		t.Fatalf("the accepted etcd going back again: %v", err)
+	}
+}
