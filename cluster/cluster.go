@@ -20,9 +20,11 @@
 // snapshot) T_last may be gone or lower than what was issued. So a claim
 // never starts below the last T this process stored for the id, nor below
 // the copy of it every save writes first to a file in dir; and where etcd
-// has no T, or one below those, it starts max-lead-ms ahead of the clock
-// as a first start does: a holder whose T was lost issued nothing further
-// ahead of its clock than that.
+// has no T, or one below those, or this server has no history of etcd to
+// check it against, it starts max-lead-ms ahead of the clock as a first
+// start does: a holder whose T was lost issued nothing further ahead of
+// its clock than that. A server that sees etcd go back (history.go)
+// claims nothing until an operator confirms.
 package cluster
 
 import (
@@ -347,6 +349,7 @@ func (m *Member) hold(ctx context.Context, c claimed, lease clientv3.LeaseID, ka
 	m.held, m.state, m.keeper, m.gen = c.id, "holding", keeper, gen
 	m.mu.Unlock()
 	m.target.SetGenerator(gen)
+	m.hist.trust()
 	m.log.Info().Int64("server_id", c.id).Int64("reserved_ms", c.reserved).Int64("start_ms", floor).Str("lease", fmt.Sprintf("%x", lease)).Msg("cluster: holding a server-id")
 
 	why := m.watchClaim(ctx, c.id, lease, ka, st.fenced)
@@ -461,14 +464,16 @@ func (m *Member) openLocal(identity reservation.State) (*reservation.FileStore, 
 }
 
 // start is the time field a claim of c starts at: etcd's T, unless this
-// server knows of a higher one (its own last save, or the local copy) or
-// etcd has none; then above all of them and max-lead-ms ahead of the
+// server knows of a higher one (its own last save, or the local copy),
+// etcd has none, or this server has no history of etcd yet (see
+// history.fresh); then above all of them and max-lead-ms ahead of the
 // clock (see the package doc), said loudly when it means etcd lost data.
 func (m *Member) start(c claimed, local reservation.Resumed) int64 {
 	m.mu.Lock()
 	own, existed := max(m.stored[c.id], local.Reserved), m.existed
 	m.mu.Unlock()
-	if c.reserved > 0 && c.reserved >= own {
+	fresh := m.hist.isFresh()
+	if c.reserved > 0 && c.reserved >= own && !fresh {
 		return c.reserved
 	}
 	ahead := time.Now().UnixMilli() - m.cfg.Epoch.UnixMilli() + m.cfg.MaxLead.Milliseconds()
@@ -477,6 +482,8 @@ func (m *Member) start(c claimed, local reservation.Resumed) int64 {
 	switch {
 	case own > c.reserved:
 		ev, msg = m.log.Error(), "cluster: etcd lost data: its reservation for this server-id is below what this server stored (keys deleted, or etcd restored from an older snapshot?); starting above both, max-lead-ms ahead of the clock"
+	case fresh && c.reserved > 0:
+		msg = "cluster: this server has no history of etcd (a new server, or etcd confirmed after a restore): starting above etcd's reservation and max-lead-ms ahead of the clock, in case etcd lost a newer one"
 	case existed:
 		ev, msg = m.log.Warn(), "cluster: no reservation in etcd for this server-id though servers of this layout ran before: it was never claimed, or etcd lost its key; starting max-lead-ms ahead of the clock, safe either way"
 	}

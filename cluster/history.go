@@ -24,8 +24,11 @@ import (
 type history struct {
 	path string // "": kept in memory only
 
-	mu      sync.Mutex
-	loaded  bool
+	mu     sync.Mutex
+	loaded bool
+	// fresh: no history of etcd was found (a new server, or one whose
+	// operator removed the file), until this server's first claim.
+	fresh   bool
 	seen    mark
 	written mark
 	at      time.Time // of the last write
@@ -103,8 +106,8 @@ func (h *history) reload() error {
 	}
 	data, err := os.ReadFile(h.path)
 	if errors.Is(err, fs.ErrNotExist) {
-		if h.loaded {
-			h.seen, h.written = mark{}, mark{} // removed: confirmed
+		if !h.loaded || h.written != (mark{}) { // none yet, or removed since written: confirmed
+			h.seen, h.written, h.fresh = mark{}, mark{}, true
 		}
 		h.loaded = true
 		return nil
@@ -121,6 +124,20 @@ func (h *history) reload() error {
 	}
 	h.seen, h.written, h.loaded = m, m, true
 	return nil
+}
+
+// isFresh reports whether this server has no history of etcd (see fresh).
+func (h *history) isFresh() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.fresh
+}
+
+// trust ends freshness: this server claimed an id from etcd as it is.
+func (h *history) trust() {
+	h.mu.Lock()
+	h.fresh = false
+	h.mu.Unlock()
 }
 
 // write stores what was seen, if it changed.

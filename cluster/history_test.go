@@ -21,9 +21,10 @@ func header(cluster uint64, rev int64, term uint64) *etcdserverpb.ResponseHeader
 func TestHistory(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "idserver.state.etcd")
 	h := &history{path: path}
-	if err := h.check(header(7, 100, 2)); err != nil {
-		t.Fatalf("first sight of etcd: %v", err)
+	if err := h.check(header(7, 100, 2)); err != nil || !h.isFresh() {
+		t.Fatalf("first sight of etcd: %v, fresh %v; want fresh", err, h.isFresh())
 	}
+	h.trust() // its first claim
 	h.record(header(7, 5000, 3)) // a save, later
 	if err := h.check(header(7, 5001, 3)); err != nil {
 		t.Fatalf("etcd further on: %v", err)
@@ -46,8 +47,11 @@ func TestHistory(t *testing.T) {
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
-	if err := restarted.check(header(8, 10, 1)); err != nil {
-		t.Fatalf("after the operator removed the file: %v", err)
+	if restarted.isFresh() {
+		t.Fatal("a restart that found the file is fresh")
+	}
+	if err := restarted.check(header(8, 10, 1)); err != nil || !restarted.isFresh() {
+		t.Fatalf("after the operator removed the file: %v, fresh %v; want fresh", err, restarted.isFresh())
 	}
 	if err := restarted.check(header(8, 9, 1)); !errors.Is(err, errWentBack) {
 		t.Fatalf("the accepted etcd going back again: %v", err)
