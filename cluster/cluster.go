@@ -360,6 +360,9 @@ func (m *Member) hold(ctx context.Context, c claimed, lease clientv3.LeaseID, ka
 	// Stop at once: the final write below may wait for an unreachable etcd.
 	lost := fmt.Errorf("CLUSTERDOWN lost server-id %d: %s; claiming again", c.id, why)
 	m.target.Standby(lost)
+	m.mu.Lock()
+	m.held, m.state = -1, "standby" // INFO says so now, not after the final write
+	m.mu.Unlock()
 	if err := keeper.Close(); err != nil {
 		m.log.Debug().Err(err).Msg("cluster: final reservation not stored; the last one stands")
 	}
@@ -387,7 +390,15 @@ func (m *Member) watchClaim(ctx context.Context, id int64, lease clientv3.LeaseI
 			return "its claim key no longer carries this server's lease"
 		case resp, ok := <-ka:
 			if !ok {
-				return "the etcd lease expired or was revoked"
+				// The client gives up after a TTL without replies on its
+				// stream, which may hang on one member: ask the others.
+				if !m.stillGranted(ctx, lease) {
+					return "the etcd lease expired or was revoked"
+				}
+				if ka, ok = m.keepAlive(ctx, lease); !ok {
+					return "the etcd lease's keep-alive could not be renewed"
+				}
+				continue
 			}
 			m.renewed(resp.ID, resp.TTL)
 		case resp, ok := <-w:
@@ -404,7 +415,9 @@ func (m *Member) watchClaim(ctx context.Context, id int64, lease clientv3.LeaseI
 				}
 			}
 		case <-tick.C:
-			if m.expired() {
+			// Half a TTL without a reply: the stream may hang on one
+			// member; renew through another before etcd expires it.
+			if m.left() < m.cfg.LeaseTTL/2 && !m.stillGranted(ctx, lease) && m.left() <= 0 {
 				return fmt.Sprintf("no lease renewal from etcd for %v (etcd unreachable?)", m.cfg.LeaseTTL)
 			}
 		}
@@ -507,10 +520,41 @@ func (m *Member) renewed(lease clientv3.LeaseID, ttl int64) {
 	m.mu.Unlock()
 }
 
-func (m *Member) expired() bool {
+// stillGranted renews lease once, on a request of its own, when no
+// keep-alive reply came for half its TTL: the keep-alive stream may hang
+// on a member that stopped answering (frozen, cut off) while the others,
+// with a new leader, would renew it. Each try may reach another member. It
+// records the TTL etcd grants and reports whether the lease is alive.
+// (Safety never rests on the lease: a holder issues only below the T it
+// stored, see the package doc. This keeps an id through the loss of one
+// etcd member.)
+func (m *Member) stillGranted(ctx context.Context, lease clientv3.LeaseID) bool {
+	for range 3 {
+		tctx, cancel := context.WithTimeout(ctx, min(m.cfg.DialTimeout, m.cfg.LeaseTTL/6))
+		resp, err := m.cli.KeepAliveOnce(tctx, lease)
+		cancel()
+		if err == nil && resp.TTL > 0 {
+			m.renewed(lease, resp.TTL)
+			return true
+		}
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return false
+		}
+	}
+	return false
+}
+
+// keepAlive opens a new keep-alive stream for lease.
+func (m *Member) keepAlive(ctx context.Context, lease clientv3.LeaseID) (<-chan *clientv3.LeaseKeepAliveResponse, bool) {
+	ka, err := m.cli.KeepAlive(ctx, lease)
+	return ka, err == nil
+}
+
+// left is how long the lease has unless renewed.
+func (m *Member) left() time.Duration {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return time.Now().After(m.deadline)
+	return time.Until(m.deadline)
 }
 
 // revoke gives a lease up, so that its claim frees at once. If etcd is

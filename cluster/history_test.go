@@ -24,7 +24,7 @@ func TestHistory(t *testing.T) {
 	if err := h.check(header(7, 100, 2)); err != nil || !h.isFresh() {
 		t.Fatalf("first sight of etcd: %v, fresh %v; want fresh", err, h.isFresh())
 	}
-	h.trust() // its first claim
+	h.trust()                    // its first claim
 	h.record(header(7, 5000, 3)) // a save, later
 	if err := h.check(header(7, 5001, 3)); err != nil {
 		t.Fatalf("etcd further on: %v", err)

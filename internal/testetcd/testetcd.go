@@ -10,7 +10,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -28,6 +30,8 @@ type Server struct {
 	dir      string
 	Endpoint string // host:port
 	peer     string
+	name     string // its member name
+	initial  string // --initial-cluster: every member's name=peer
 	cmd      *exec.Cmd
 	pki      *testpki.PKI // clients need a certificate from it; nil: plain
 }
@@ -39,21 +43,61 @@ func Start(t *testing.T) *Server { return StartTLS(t, nil) }
 // certificate, asking them for one of p's CA, or plain if p is nil.
 func StartTLS(t *testing.T, p *testpki.PKI) *Server {
 	t.Helper()
+	needEtcd(t)
+	e := newServer(t, "default")
+	e.pki = p
+	e.initial = e.name + "=" + e.peer
+	e.Resume()
+	return e
+}
+
+// StartCluster starts an etcd cluster of n members for t, until t ends.
+func StartCluster(t *testing.T, n int) []*Server {
+	t.Helper()
+	needEtcd(t)
+	members := make([]*Server, n)
+	var initial []string
+	for i := range members {
+		members[i] = newServer(t, "m"+strconv.Itoa(i))
+		initial = append(initial, members[i].name+"="+members[i].peer)
+	}
+	for _, m := range members { // all at once: none answers before a quorum runs
+		m.initial = strings.Join(initial, ",")
+		m.run()
+	}
+	for _, m := range members {
+		m.wait()
+	}
+	return members
+}
+
+// needEtcd skips t without etcd on the PATH, or fails it under CI=true.
+func needEtcd(t *testing.T) {
+	t.Helper()
 	if _, err := exec.LookPath("etcd"); err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatal("etcd is missing: apt install etcd-server (scripts/test.sh does)")
 		}
 		t.Skip("etcd is missing (apt install etcd-server; scripts/test.sh does)")
 	}
-	e := &Server{t: t, dir: filepath.Join(t.TempDir(), "etcd"),
-		Endpoint: "127.0.0.1:" + testbin.FreePort(t), peer: "http://127.0.0.1:" + testbin.FreePort(t), pki: p}
-	e.Resume()
+}
+
+func newServer(t *testing.T, name string) *Server {
+	e := &Server{t: t, dir: filepath.Join(t.TempDir(), "etcd"), name: name,
+		Endpoint: "127.0.0.1:" + testbin.FreePort(t), peer: "http://127.0.0.1:" + testbin.FreePort(t)}
 	t.Cleanup(e.Kill)
 	return e
 }
 
 // Resume runs etcd again (or the first time) and waits until it answers.
 func (e *Server) Resume() {
+	e.t.Helper()
+	e.run()
+	e.wait()
+}
+
+// run starts etcd.
+func (e *Server) run() {
 	e.t.Helper()
 	url := "http://" + e.Endpoint
 	var tlsArgs []string
@@ -62,13 +106,18 @@ func (e *Server) Resume() {
 		tlsArgs = []string{"--cert-file", e.pki.File("server.crt"), "--key-file", e.pki.File("server.key"),
 			"--client-cert-auth", "--trusted-ca-file", e.pki.File("ca.crt")}
 	}
-	e.cmd = exec.Command("etcd", append([]string{"--data-dir", e.dir, "--name", "default",
+	e.cmd = exec.Command("etcd", append([]string{"--data-dir", e.dir, "--name", e.name,
 		"--listen-client-urls", url, "--advertise-client-urls", url,
 		"--listen-peer-urls", e.peer, "--initial-advertise-peer-urls", e.peer,
-		"--initial-cluster", "default=" + e.peer}, tlsArgs...)...)
+		"--initial-cluster", e.initial}, tlsArgs...)...)
 	if err := e.cmd.Start(); err != nil {
 		e.t.Fatal(err)
 	}
+}
+
+// wait waits until etcd answers.
+func (e *Server) wait() {
+	e.t.Helper()
 	cli := e.Client()
 	defer cli.Close()
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
@@ -88,6 +137,15 @@ func (e *Server) Kill() {
 		e.cmd.Process.Kill()
 		e.cmd.Wait()
 		e.cmd = nil
+	}
+}
+
+// Freeze stops etcd with SIGSTOP: a member that hangs, as a VM paused or
+// a disk that stalls leaves it, its connections open and silent. Kill or
+// the test's end also ends it.
+func (e *Server) Freeze() {
+	if e.cmd != nil {
+		e.cmd.Process.Signal(syscall.SIGSTOP)
 	}
 }
 
