@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/idserver/idserver/idgen"
@@ -655,4 +657,67 @@ func etcdLeader(t *testing.T, members []*testetcd.Server) *testetcd.Server {
 	}
 	t.Fatal("no etcd member leads")
 	return nil
+}
+
+// TestClusterEtcdNoSpace: etcd reaching its space quota (NOSPACE: every
+// write refused) stops the holder's renewals; once its reservation runs
+// out, GETID's reply, /readyz and INFO cluster name NOSPACE. After an
+// operator frees space (delete, compact, defragment, disarm) the holder
+// serves again by itself, above every ID before.
+func TestClusterEtcdNoSpace(t *testing.T) {
+	e := testetcd.StartArgs(t, "--quota-backend-bytes", strconv.Itoa(4<<20))
+	a := member(t, e, "--reserve-ms", "500", "--metrics-addr", "127.0.0.1:0")
+	waitHolding(t, a, 10*time.Second)
+	before := mgetid(t, a.Addr, 1000)
+	cli := e.Client()
+	defer cli.Close()
+	ctx := context.Background()
+	junk := strings.Repeat("x", 256<<10)
+	full := false
+	for i := 0; i < 100 && !full; i++ {
+		_, err := cli.Put(ctx, "/junk/"+strconv.Itoa(i), junk)
+		full = errors.Is(err, rpctypes.ErrNoSpace)
+	}
+	if !full {
+		t.Fatal("etcd never reached its 4 MiB quota")
+	}
+	rc := redis.NewClient(&redis.Options{Addr: a.Addr, MaxRetries: -1})
+	defer rc.Close()
+	var lastErr error
+	if !waitUntil(10*time.Second, func() bool {
+		lastErr = rc.Do(ctx, "GETID").Err()
+		return lastErr != nil && strings.Contains(lastErr.Error(), "NOSPACE")
+	}) {
+		t.Fatalf("GETID with etcd out of space: %v, want a -BUSY naming NOSPACE", lastErr)
+	}
+	if code, body := get(t, "http://"+a.MetricsAddr(t)+"/readyz"); code != 503 || !strings.Contains(body, "NOSPACE") {
+		t.Errorf("/readyz with etcd out of space: %d %q", code, body)
+	}
+	if !waitUntil(10*time.Second, func() bool { return clusterInfo(a, "etcd_alarm_nospace") == "1" }) {
+		t.Errorf("INFO cluster: etcd_alarms %q, etcd_alarm_nospace %q; want NOSPACE, 1", clusterInfo(a, "etcd_alarms"), clusterInfo(a, "etcd_alarm_nospace"))
+	}
+
+	// The operator frees space.
+	resp, err := cli.Delete(ctx, "/junk/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Compact(ctx, resp.Header.Revision); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Defragment(ctx, e.Endpoint); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.AlarmDisarm(ctx, &clientv3.AlarmMember{}); err != nil {
+		t.Fatal(err)
+	}
+	if !waitUntil(10*time.Second, func() bool { return rc.Do(ctx, "GETID").Err() == nil }) {
+		t.Fatalf("GETID after etcd's space was freed: %v", rc.Do(ctx, "GETID").Err())
+	}
+	if after := mgetid(t, a.Addr, 1000); slices.Min(after) <= slices.Max(before) {
+		t.Fatalf("after etcd's space was freed IDs start at %d, not above %d", slices.Min(after), slices.Max(before))
+	}
+	if !waitUntil(10*time.Second, func() bool { return clusterInfo(a, "etcd_alarms") == "none" }) {
+		t.Errorf("INFO cluster etcd_alarms %q after the alarm was disarmed, want none", clusterInfo(a, "etcd_alarms"))
+	}
 }

@@ -103,6 +103,7 @@ type Member struct {
 	existed  bool            // the layout key was there before this server: under mu
 	wentBack string          // why etcd is behind what was seen, last said in the log; under mu
 	reserved atomic.Int64    // the last T this server stored, ms since the epoch
+	polled   etcdStatus      // etcd's database size and alarms, as last read
 	claims   atomic.Uint64
 	losses   atomic.Uint64
 	saves    atomic.Uint64 // of keepers closed already
@@ -125,6 +126,7 @@ func Start(cfg Config, target Target) *Member {
 	}
 	target.Standby(errors.New("CLUSTERDOWN no server-id held yet: connecting to etcd"))
 	go m.run(ctx)
+	go m.pollEtcd(ctx)
 	return m
 }
 
@@ -156,7 +158,9 @@ func (m *Member) connect() error {
 		m.log.Warn().Err(err).Strs("etcd_endpoints", m.cfg.Endpoints).Msg("cluster: cannot connect to etcd; standing by")
 		return fmt.Errorf("cannot connect to etcd (%s): %w", strings.Join(m.cfg.Endpoints, ","), err)
 	}
-	m.cli = cli
+	m.mu.Lock()
+	m.cli = cli // read by pollEtcd too
+	m.mu.Unlock()
 	return nil
 }
 

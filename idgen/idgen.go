@@ -62,6 +62,15 @@ var ErrOverflow = errors.New("idgen: the 42-bit time field is used up")
 // reservation on disk) and no larger one arrived within MaxWait.
 var ErrNotReserved = errors.New("idgen: IDs ahead are not yet reserved durably (the write to the state file, or to etcd in cluster mode, is slow or failing); retry shortly")
 
+// reserveError is ErrNotReserved with why the latest write failed.
+type reserveError struct{ why string }
+
+func (e *reserveError) Error() string {
+	return "idgen: IDs ahead are not yet reserved durably: the last write failed: " + e.why + "; retry shortly"
+}
+
+func (e *reserveError) Is(target error) bool { return target == ErrNotReserved }
+
 // ErrWouldWait is returned by TryNext and TryNextN when the call would
 // have to wait, for the clock or for a larger Ceiling. Nothing was issued
 // or counted: the same call to Next or NextN, on a goroutine that may
@@ -198,6 +207,7 @@ type Generator struct {
 	demand  chan struct{} // signalled when a call waits for the ceiling
 	closed  bool
 	stats   Stats
+	failed  string // why the latest write of the reservation failed; "": it did not
 }
 
 // New returns a Generator for st, starting at the later of the clock and
@@ -464,8 +474,9 @@ func (g *Generator) reserve(n int64, mayWait bool) (int64, uint64, error) {
 			if !g.waitRaise(raised, &waited) {
 				g.mu.Lock()
 				g.stats.Unreserved++
+				err := g.notReserved()
 				g.mu.Unlock()
-				return 0, 0, ErrNotReserved
+				return 0, 0, err
 			}
 			continue
 		}
@@ -521,9 +532,35 @@ func (g *Generator) Ready() error {
 	case lead > g.maxLeadMs:
 		return g.leadError(lead, endMs-g.maxLeadMs-now)
 	case endMs >= g.ceiling:
-		return ErrNotReserved
+		return g.notReserved()
 	}
 	return nil
+}
+
+// notReserved is ErrNotReserved, with why the last write failed if it
+// did. g.mu is held.
+func (g *Generator) notReserved() error {
+	if g.failed == "" {
+		return ErrNotReserved
+	}
+	return &reserveError{g.failed}
+}
+
+// ReserveFailure is why the latest write of the reservation failed; "":
+// it did not.
+func (g *Generator) ReserveFailure() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.failed
+}
+
+// SetReserveFailure records why the latest write of the reservation
+// failed, or "" once one succeeded: refusals for want of a reservation
+// name the cause (a full disk, etcd's NOSPACE alarm).
+func (g *Generator) SetReserveFailure(why string) {
+	g.mu.Lock()
+	g.failed = why
+	g.mu.Unlock()
 }
 
 // leadError is the error for a call whose IDs would lead the clock by

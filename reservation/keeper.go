@@ -82,8 +82,10 @@ func (k *Keeper) renew() error {
 	start := time.Now()
 	if err := k.store.Save(s); err != nil {
 		k.failures.Add(1)
+		k.gen.SetReserveFailure(err.Error())
 		return fmt.Errorf("reserve IDs up to %d: %w", s.Reserved, err)
 	}
+	k.gen.SetReserveFailure("")
 	k.lastSave.Store(int64(time.Since(start)))
 	k.saves.Add(1)
 	k.gen.Raise(s.Reserved)

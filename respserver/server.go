@@ -611,7 +611,11 @@ func (s *Server) watch() {
 				Msg("requests refused with -BUSY: they would exceed max-lead-ms")
 		}
 		if n := st.Unreserved - prev.Unreserved; n > 0 {
-			s.log.Error().Uint64("refused", n).Msg("requests refused with -BUSY: the reservation on disk did not advance in time (slow or failing state file writes)")
+			ev := s.log.Error().Uint64("refused", n)
+			if g, _ := s.generator(); g != nil && g.ReserveFailure() != "" {
+				ev = ev.Str("cause", g.ReserveFailure())
+			}
+			ev.Msg("requests refused with -BUSY: the reservation did not advance in time (slow or failing writes of the state file, or of etcd in cluster mode)")
 		}
 		prev = st
 	}

@@ -34,6 +34,7 @@ type Server struct {
 	initial  string // --initial-cluster: every member's name=peer
 	cmd      *exec.Cmd
 	pki      *testpki.PKI // clients need a certificate from it; nil: plain
+	extra    []string     // more flags for etcd
 }
 
 // Start starts etcd for t, plain, until t ends.
@@ -47,6 +48,17 @@ func StartTLS(t *testing.T, p *testpki.PKI) *Server {
 	e := newServer(t, "default")
 	e.pki = p
 	e.initial = e.name + "=" + e.peer
+	e.Resume()
+	return e
+}
+
+// StartArgs starts etcd for t, plain, with more flags, until t ends.
+func StartArgs(t *testing.T, args ...string) *Server {
+	t.Helper()
+	needEtcd(t)
+	e := newServer(t, "default")
+	e.initial = e.name + "=" + e.peer
+	e.extra = args
 	e.Resume()
 	return e
 }
@@ -109,7 +121,7 @@ func (e *Server) run() {
 	e.cmd = exec.Command("etcd", append([]string{"--data-dir", e.dir, "--name", e.name,
 		"--listen-client-urls", url, "--advertise-client-urls", url,
 		"--listen-peer-urls", e.peer, "--initial-advertise-peer-urls", e.peer,
-		"--initial-cluster", e.initial}, tlsArgs...)...)
+		"--initial-cluster", e.initial}, append(tlsArgs, e.extra...)...)...)
 	if err := e.cmd.Start(); err != nil {
 		e.t.Fatal(err)
 	}
