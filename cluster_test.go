@@ -419,11 +419,12 @@ func TestClusterOtherLayout(t *testing.T) {
 }
 
 // TestClusterStartsBeforeEtcd: a server started while etcd is down stands
-// by and says so, and holds an id once etcd is up.
+// by and says so, in its replies and once in its log however often it
+// retries, and holds an id once etcd is up.
 func TestClusterStartsBeforeEtcd(t *testing.T) {
 	e := testetcd.Start(t)
 	e.Kill()
-	p := member(t, e)
+	p := member(t, e, "--etcd-dial-timeout", "1")
 	c := redis.NewClient(&redis.Options{Addr: p.Addr, MaxRetries: -1})
 	defer c.Close()
 	var err error
@@ -433,6 +434,11 @@ func TestClusterStartsBeforeEtcd(t *testing.T) {
 	})
 	if err == nil || !strings.HasPrefix(err.Error(), "CLUSTERDOWN no server-id held: etcd unreachable") {
 		t.Fatalf("GETID with etcd down: %v", err)
+	}
+	// It retries about every second; the log says so once.
+	time.Sleep(4 * time.Second)
+	if n := strings.Count(strings.Join(p.Lines(), "\n"), "etcd unreachable; standing by"); n != 1 {
+		t.Errorf("%d warnings that etcd is unreachable in 4 s of retries, want 1:\n%s", n, strings.Join(p.Lines(), "\n"))
 	}
 	e.Resume()
 	waitHolding(t, p, 3*leaseTTL+5*time.Second)

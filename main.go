@@ -234,7 +234,11 @@ func logReady(log zerolog.Logger, cfg *conf.Config, lns *listeners, reservationA
 	if lns.tls != nil {
 		ready.Str("tls_addr", lns.tls.Addr().String())
 	}
-	ready.Int("server_id", cfg.ServerID).
+	serverID := cfg.ServerID
+	if cfg.EtcdEndpoints != "" {
+		serverID = -1 // none yet: it is claimed from etcd, as INFO cluster then shows
+	}
+	ready.Int("server_id", serverID).
 		Str("layout", fmt.Sprintf("id-range %d shard-range %d random-range %d", cfg.IDRange, cfg.ShardRange, cfg.RandomRange)).
 		Int64("epoch_ms", cfg.Epoch).
 		Str("config", cfg.File).

@@ -102,6 +102,7 @@ type Member struct {
 	stored   map[int64]int64 // by id, the last T this process stored; under mu
 	existed  bool            // the layout key was there before this server: under mu
 	wentBack string          // why etcd is behind what was seen, last said in the log; under mu
+	lastWarn string          // the failure to reach etcd last logged (warnOnce); under mu
 	reserved atomic.Int64    // the last T this server stored, ms since the epoch
 	polled   etcdStatus      // etcd's database size and alarms, as last read
 	claims   atomic.Uint64
@@ -155,7 +156,7 @@ func (m *Member) connect() error {
 		Logger:      zap.NewNop(),
 	})
 	if err != nil {
-		m.log.Warn().Err(err).Strs("etcd_endpoints", m.cfg.Endpoints).Msg("cluster: cannot connect to etcd; standing by")
+		m.warnOnce(err, "cluster: cannot connect to etcd; standing by")
 		return fmt.Errorf("cannot connect to etcd (%s): %w", strings.Join(m.cfg.Endpoints, ","), err)
 	}
 	m.mu.Lock()
@@ -193,6 +194,21 @@ func (m *Member) run(ctx context.Context) {
 	}
 }
 
+// warnOnce logs a failure to reach etcd as a warning the first time, and
+// at debug level while it repeats (every retry), so an outage is one
+// line, not one a second; the next success is logged by the claim.
+func (m *Member) warnOnce(err error, msg string) {
+	m.mu.Lock()
+	repeated := m.lastWarn == msg
+	m.lastWarn = msg
+	m.mu.Unlock()
+	ev := m.log.Warn()
+	if repeated {
+		ev = m.log.Debug()
+	}
+	ev.Err(err).Strs("etcd_endpoints", m.cfg.Endpoints).Msg(msg)
+}
+
 // standby stands the target by with the reason why.
 func (m *Member) standby(why error) {
 	m.mu.Lock()
@@ -219,7 +235,7 @@ func (m *Member) session(ctx context.Context, prefer int64) (int64, error) {
 	gcancel()
 	if err != nil {
 		if ctx.Err() == nil {
-			m.log.Warn().Err(err).Strs("etcd_endpoints", m.cfg.Endpoints).Msg("cluster: etcd unreachable; standing by")
+			m.warnOnce(err, "cluster: etcd unreachable; standing by")
 		}
 		return -1, fmt.Errorf("etcd unreachable (%s): %w", strings.Join(m.cfg.Endpoints, ","), err)
 	}
@@ -354,6 +370,9 @@ func (m *Member) hold(ctx context.Context, c claimed, lease clientv3.LeaseID, ka
 	m.mu.Unlock()
 	m.target.SetGenerator(gen)
 	m.hist.trust()
+	m.mu.Lock()
+	m.lastWarn = "" // reached: the next failure is news
+	m.mu.Unlock()
 	m.log.Info().Int64("server_id", c.id).Int64("reserved_ms", c.reserved).Int64("start_ms", floor).Str("lease", fmt.Sprintf("%x", lease)).Msg("cluster: holding a server-id")
 
 	why := m.watchClaim(ctx, c.id, lease, ka, st.fenced)
