@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -776,4 +778,115 @@ func TestClusterEtcdRestored(t *testing.T) {
 	stop = make(chan struct{}) // for the deferred close
 	n := set.check(t)
 	t.Logf("%d IDs, %d after the restore, none and no unit repeated; errors %v", n, n-restoredAt, set.fails)
+}
+
+// frozenProxy forwards TCP connections to target until Freeze: then it
+// moves no more bytes, either way, but keeps every connection open, as a
+// network that silently drops packets does.
+type frozenProxy struct {
+	ln     net.Listener
+	target string
+	frozen atomic.Bool
+}
+
+func startProxy(t *testing.T, target string) *frozenProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &frozenProxy{ln: ln, target: target}
+	t.Cleanup(func() { ln.Close() })
+	go p.accept()
+	return p
+}
+
+func (p *frozenProxy) Addr() string { return p.ln.Addr().String() }
+
+// Freeze stops every byte, for good.
+func (p *frozenProxy) Freeze() { p.frozen.Store(true) }
+
+func (p *frozenProxy) accept() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			up, err := net.Dial("tcp", p.target)
+			if err != nil {
+				c.Close()
+				return
+			}
+			go p.pipe(up, c)
+			p.pipe(c, up)
+		}()
+	}
+}
+
+// pipe copies from src to dst until either fails; frozen, it holds what
+// it read and waits (the test's end closes the listener, not these).
+func (p *frozenProxy) pipe(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		for p.frozen.Load() {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			dst.Close()
+			return
+		}
+	}
+}
+
+// TestClusterHolderCutOff: a holder whose every connection to etcd goes
+// silent (a frozen proxy between them) while its clients still reach it
+// serves below the T it stored, then gives its id up; the standby, which
+// reaches etcd, takes the id once the lease expires and issues above.
+// Clients keep asking both throughout: no ID and no unit repeats.
+func TestClusterHolderCutOff(t *testing.T) {
+	e := testetcd.Start(t)
+	proxy := startProxy(t, e.Endpoint)
+	args := append([]string{"--id-range", "0", "--enable-debug-command", "yes", "--etcd-lease-ttl", "2"}, busyArgs...)
+	args = append(args, "--random-range", "19")
+	cut := start(t, nil, append([]string{"--etcd-endpoints", proxy.Addr()}, args...)...)
+	waitHolding(t, cut, 10*time.Second)
+	standby := start(t, nil, append([]string{"--etcd-endpoints", e.Endpoint}, args...)...)
+	if !waitUntil(10*time.Second, func() bool { return clusterInfo(standby, "cluster_state") == "standby" }) {
+		t.Fatalf("the second server does not stand by: %s", clusterInfo(standby, "cluster_state"))
+	}
+	set := newIDSet(idgen.Layout{IDBits: 0, ShardBits: 2, RandomBits: 19})
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	servers := []*process{cut, standby}
+	for i := range 4 {
+		wg.Add(1)
+		go set.load(func() string { return servers[i%2].Addr }, 100, stop, &wg)
+	}
+	defer func() { close(stop); wg.Wait() }()
+	if !waitUntil(20*time.Second, func() bool { return set.count() > 10000 }) {
+		t.Fatalf("only %d IDs before the cut", set.count())
+	}
+	proxy.Freeze()
+	frozenAt := set.count()
+	if !waitUntil(5*leaseTTL+5*time.Second, func() bool { return clusterInfo(standby, "cluster_state") == "holding" }) {
+		t.Fatalf("the standby never took the id of the holder cut off:\n%s", strings.Join(standby.Lines(), "\n"))
+	}
+	if !waitUntil(20*time.Second, func() bool { return set.count() > frozenAt+20000 }) {
+		t.Fatalf("only %d IDs after the cut", set.count()-frozenAt)
+	}
+	if !waitUntil(5*leaseTTL, func() bool { return clusterInfo(cut, "lease_losses") == "1" }) {
+		t.Errorf("the holder cut off did not give its id up: lease_losses %s", clusterInfo(cut, "lease_losses"))
+	}
+	close(stop)
+	wg.Wait()
+	stop = make(chan struct{}) // for the deferred close
+	n := set.check(t)
+	t.Logf("%d IDs, %d after the cut, none and no unit repeated; errors %v", n, n-frozenAt, set.fails)
 }
