@@ -412,11 +412,17 @@ func TestClusterOtherLayout(t *testing.T) {
 	a := member(t, e)
 	waitHolding(t, a, 10*time.Second)
 	b := start(t, nil, "--etcd-endpoints", e.Endpoint, "--id-range", "2", "--shard-range", "9")
-	waitUntil(5*time.Second, func() bool { return b.Logged("etcd-prefix is used by servers of another layout or epoch") })
 	c := redis.NewClient(&redis.Options{Addr: b.Addr, MaxRetries: -1})
 	defer c.Close()
-	if err := c.Do(context.Background(), "GETID").Err(); err == nil || !strings.Contains(err.Error(), "another layout or epoch") {
+	var err error
+	if !waitUntil(20*time.Second, func() bool {
+		err = c.Do(context.Background(), "GETID").Err()
+		return err != nil && strings.Contains(err.Error(), "another layout or epoch")
+	}) {
 		t.Fatalf("GETID on a server of another layout: %v", err)
+	}
+	if !b.Logged("etcd-prefix is used by servers of another layout or epoch") {
+		t.Fatalf("no line saying another layout uses the prefix:\n%s", strings.Join(b.Lines(), "\n"))
 	}
 }
 

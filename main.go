@@ -213,8 +213,7 @@ func serve(cfg *conf.Config, log zerolog.Logger, srv *respserver.Server, lns *li
 		defer serveMetrics(lns.metrics, h, log)()
 	}
 	logProtectedMode(cfg, log)
-	logReady(log, cfg, lns, where)
-	return serveUntilStopped(srv, lns, stop, log)
+	return serveUntilStopped(srv, lns, stop, log, func() { logReady(log, cfg, lns, where) })
 }
 
 // addrOf is the address clients reach this server at, for its claim.
@@ -330,8 +329,12 @@ func newServer(cfg *conf.Config, log zerolog.Logger, opts respserver.Options) *r
 }
 
 // serveUntilStopped serves lns until SIGINT, SIGTERM or SHUTDOWN, then
-// stops gracefully. It reports false if the server stopped by itself.
-func serveUntilStopped(srv *respserver.Server, lns *listeners, stopRequested stopper, log zerolog.Logger) bool {
+// stops gracefully. It calls ready once the server serves (the ready
+// line: /readyz can then say so too). It reports false if the server
+// stopped by itself.
+func serveUntilStopped(srv *respserver.Server, lns *listeners, stopRequested stopper, log zerolog.Logger, ready func()) bool {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	served := make(chan error, 2)
 	serving := 0
 	if lns.plain != nil {
@@ -342,8 +345,15 @@ func serveUntilStopped(srv *respserver.Server, lns *listeners, stopRequested sto
 		serving++
 		go func() { served <- srv.ServeTLS(lns.tls, lns.tlsConfig) }()
 	}
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	// The ready line only once /readyz can say so too.
+	select {
+	case <-srv.Serving():
+		ready()
+	case err := <-served:
+		log.Error().Err(err).Msg("server stopped")
+		srv.Close()
+		return false
+	}
 	select {
 	case s := <-sig:
 		log.Info().Str("signal", s.String()).Msg("shutting down")

@@ -130,6 +130,7 @@ type Server struct {
 
 	mu      sync.Mutex
 	serving bool
+	served  chan struct{} // closed when serving becomes true
 	closed  bool
 	lns     []net.Listener
 	eng     *gnet.Client // the event loops; set by Serve
@@ -168,6 +169,7 @@ func New(opts Options) *Server {
 		conns:      map[*client]struct{}{},
 		done:       make(chan struct{}),
 		drained:    make(chan struct{}),
+		served:     make(chan struct{}),
 		held:       map[*client]gnet.Conn{},
 		heldSignal: make(chan struct{}, 1),
 	}
@@ -247,6 +249,7 @@ func (s *Server) startLoops() error {
 		return fmt.Errorf("respserver: start event loops: %w", err)
 	}
 	s.serving, s.eng = true, eng
+	close(s.served)
 	s.loops.Store(int64(loops))
 	go s.watch()
 	go s.wakeHeld()
@@ -520,6 +523,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Serving is closed once the server serves: its event loops run, and
+// Ready answers for the generator rather than "not serving yet".
+func (s *Server) Serving() <-chan struct{} { return s.served }
 
 // ErrShuttingDown is Ready's answer once Close or Shutdown has begun.
 var ErrShuttingDown = errors.New("shutting down")
