@@ -61,19 +61,7 @@ func TestSlowReaderBackpressure(t *testing.T) {
 func TestNonReaderClosedAtHardLimit(t *testing.T) {
 	_, addr := startServer(t, bigLayout, Options{Output: OutputLimits{Soft: 256 << 10, Hard: 1 << 20}})
 	flood, other := dialRaw(t, addr), dialRaw(t, addr)
-	batch := []byte(strings.Repeat(encode("MGETID", "1000"), 1000))
-	sent := 0
-	for ; sent < 256<<20; sent += len(batch) {
-		if _, err := flood.conn.Write(batch); err != nil {
-			break // closed: the kernel answered with a reset
-		}
-		if v := other.do("PING"); v != "PONG" {
-			t.Fatalf("other client after %d bytes: %v", sent, v)
-		}
-	}
-	if sent >= 256<<20 {
-		t.Fatal("the client that never reads was not closed after 256 MB of requests")
-	}
+	floodUntilClosed(t, flood, other, []byte(strings.Repeat(encode("MGETID", "1000"), 1000)), 256<<20, "the client that never reads")
 	awaitInfo(t, other, "client_output_buffer_limit_disconnections:1\r\n")
 }
 
@@ -115,20 +103,25 @@ func TestQueryBufferLimit(t *testing.T) {
 	unfinished := dialRaw(t, addr)
 	unfinished.send("*1024\r\n$5\r\nSETEX\r\n")
 	bulk := "$65536\r\n" + strings.Repeat("x", 64<<10) + "\r\n"
-	sent := 0
-	for ; sent < 64<<20; sent += len(bulk) {
-		if _, err := unfinished.conn.Write([]byte(bulk)); err != nil {
-			break // closed: the kernel answered with a reset
+	floodUntilClosed(t, unfinished, other, []byte(bulk), 64<<20, "an unfinished command of 64 MiB")
+	awaitInfo(t, other, "client_query_buffer_limit_disconnections:1\r\n")
+	if _, err := io.Copy(io.Discard, unfinished.r); err != nil && !isReset(err) {
+		t.Fatalf("the unfinished command's client: %v, want it closed", err)
+	}
+}
+
+// floodUntilClosed writes chunk to c again and again, up to limit bytes,
+// until the server closes c, checking after each write that other is
+// answered; it fails t if c is still open after limit bytes.
+func floodUntilClosed(t *testing.T, c, other *rawClient, chunk []byte, limit int, what string) {
+	t.Helper()
+	for sent := 0; sent < limit; sent += len(chunk) {
+		if _, err := c.conn.Write(chunk); err != nil {
+			return // closed: the kernel answered with a reset
 		}
 		if v := other.do("PING"); v != "PONG" {
 			t.Fatalf("other client after %d bytes: %v", sent, v)
 		}
 	}
-	if sent >= 64<<20 {
-		t.Fatal("an unfinished command of 64 MiB was held whole")
-	}
-	awaitInfo(t, other, "client_query_buffer_limit_disconnections:1\r\n")
-	if _, err := io.Copy(io.Discard, unfinished.r); err != nil && !isReset(err) {
-		t.Fatalf("the unfinished command's client: %v, want it closed", err)
-	}
+	t.Fatalf("%s was not closed after %d bytes", what, limit)
 }
