@@ -726,25 +726,28 @@ func TestClusterEtcdNoSpace(t *testing.T) {
 }
 
 // TestClusterEtcdRestored: etcd is restored from a backup taken seconds
-// earlier while two holders issue IDs seconds ahead of their clocks, and
-// then one holder is killed and restarted on its dir. The restored etcd
-// holds older reservations; the restarted holder sees etcd behind what it
-// saw and claims nothing until an operator removes its history file, then
-// starts above everything it issued. No ID and no unit repeats.
+// earlier, while two holders issue IDs seconds ahead of their clocks; both
+// are killed and restarted on their dirs. The restored etcd holds older
+// reservations; the restarted holders see etcd behind what they saw and
+// claim nothing until an operator removes their history files, then start
+// above everything they issued. No ID and no unit repeats.
 func TestClusterEtcdRestored(t *testing.T) {
 	e := testetcd.Start(t)
 	dirs := []string{t.TempDir(), t.TempDir()}
-	servers := []*process{
-		member(t, e, append([]string{"--server-id", "0", "--dir", dirs[0]}, busyArgs...)...),
-		member(t, e, append([]string{"--server-id", "1", "--dir", dirs[1]}, busyArgs...)...),
+	holder := func(i int) *process {
+		return member(t, e, append([]string{"--server-id", strconv.Itoa(i), "--dir", dirs[i]}, busyArgs...)...)
 	}
+	servers := []*process{holder(0), holder(1)}
 	for _, p := range servers {
 		waitHolding(t, p, 10*time.Second)
 	}
 	set := newIDSet(busyLayout)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	addr := func(i int) func() string { return func() string { return servers[i%2].Addr } }
+	var mu sync.Mutex
+	addr := func(i int) func() string {
+		return func() string { mu.Lock(); defer mu.Unlock(); return servers[i%2].Addr }
+	}
 	for i := range 4 {
 		wg.Add(1)
 		go set.load(addr(i), 100, stop, &wg)
@@ -754,17 +757,25 @@ func TestClusterEtcdRestored(t *testing.T) {
 	if !waitUntil(20*time.Second, func() bool { return set.count() > 30000 }) {
 		t.Fatalf("only %d IDs after the backup", set.count())
 	}
+	for _, p := range servers {
+		p.Kill9()
+	}
 	e.Restore(backup)
 	restoredAt := set.count()
-	servers[0].Kill9()
-	servers[0] = member(t, e, append([]string{"--server-id", "0", "--dir", dirs[0]}, busyArgs...)...)
-	if !waitUntil(10*time.Second, func() bool { return servers[0].Logged("etcd went back in time") }) {
-		t.Fatalf("the restarted holder did not see etcd go back:\n%s", strings.Join(servers[0].Lines(), "\n"))
+	mu.Lock()
+	servers = []*process{holder(0), holder(1)}
+	mu.Unlock()
+	for i, p := range servers {
+		if !waitUntil(10*time.Second, func() bool { return p.Logged("etcd went back in time") }) {
+			t.Fatalf("restarted holder %d did not see etcd go back:\n%s", i, strings.Join(p.Lines(), "\n"))
+		}
 	}
-	if err := os.Remove(filepath.Join(dirs[0], "idserver.state.etcd")); err != nil {
-		t.Fatal(err)
+	for i, p := range servers { // the operator confirms
+		if err := os.Remove(filepath.Join(dirs[i], "idserver.state.etcd")); err != nil {
+			t.Fatal(err)
+		}
+		waitHolding(t, p, 10*time.Second)
 	}
-	waitHolding(t, servers[0], 10*time.Second)
 	if !waitUntil(20*time.Second, func() bool { return set.count() > restoredAt+20000 }) {
 		t.Fatalf("only %d IDs after the restore", set.count()-restoredAt)
 	}

@@ -98,17 +98,16 @@ type Member struct {
 
 	stale []clientv3.LeaseID // leases not revoked yet: etcd was unreachable
 
-	hist     *history
-	stored   map[int64]int64 // by id, the last T this process stored; under mu
-	existed  bool            // the layout key was there before this server: under mu
-	wentBack string          // why etcd is behind what was seen, last said in the log; under mu
-	lastWarn string          // the failure to reach etcd last logged (warnOnce); under mu
-	reserved atomic.Int64    // the last T this server stored, ms since the epoch
-	polled   etcdStatus      // etcd's database size and alarms, as last read
-	claims   atomic.Uint64
-	losses   atomic.Uint64
-	saves    atomic.Uint64 // of keepers closed already
-	failures atomic.Uint64
+	hist       *history
+	stored     map[int64]int64 // by id, the last T this process stored; under mu
+	existed    bool            // the layout key was there before this server: under mu
+	lastLogged string          // why this server could not claim, last logged (logOnce); under mu
+	reserved   atomic.Int64    // the last T this server stored, ms since the epoch
+	polled     etcdStatus      // etcd's database size and alarms, as last read
+	claims     atomic.Uint64
+	losses     atomic.Uint64
+	saves      atomic.Uint64 // of keepers closed already
+	failures   atomic.Uint64
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -156,7 +155,7 @@ func (m *Member) connect() error {
 		Logger:      zap.NewNop(),
 	})
 	if err != nil {
-		m.warnOnce(err, "cluster: cannot connect to etcd; standing by")
+		m.logOnce(zerolog.WarnLevel, err, "cluster: cannot connect to etcd; standing by")
 		return fmt.Errorf("cannot connect to etcd (%s): %w", strings.Join(m.cfg.Endpoints, ","), err)
 	}
 	m.mu.Lock()
@@ -194,19 +193,19 @@ func (m *Member) run(ctx context.Context) {
 	}
 }
 
-// warnOnce logs a failure to reach etcd as a warning the first time, and
-// at debug level while it repeats (every retry), so an outage is one
-// line, not one a second; the next success is logged by the claim.
-func (m *Member) warnOnce(err error, msg string) {
+// logOnce logs why this server cannot claim (etcd unreachable, etcd gone
+// back) at level the first time, and at debug level while the same msg
+// repeats at every retry: a condition is one line, not one a second. A
+// claim ends it.
+func (m *Member) logOnce(level zerolog.Level, err error, msg string) {
 	m.mu.Lock()
-	repeated := m.lastWarn == msg
-	m.lastWarn = msg
+	repeated := m.lastLogged == msg
+	m.lastLogged = msg
 	m.mu.Unlock()
-	ev := m.log.Warn()
 	if repeated {
-		ev = m.log.Debug()
+		level = zerolog.DebugLevel
 	}
-	ev.Err(err).Strs("etcd_endpoints", m.cfg.Endpoints).Msg(msg)
+	m.log.WithLevel(level).Err(err).Strs("etcd_endpoints", m.cfg.Endpoints).Msg(msg)
 }
 
 // standby stands the target by with the reason why.
@@ -235,7 +234,7 @@ func (m *Member) session(ctx context.Context, prefer int64) (int64, error) {
 	gcancel()
 	if err != nil {
 		if ctx.Err() == nil {
-			m.warnOnce(err, "cluster: etcd unreachable; standing by")
+			m.logOnce(zerolog.WarnLevel, err, "cluster: etcd unreachable; standing by")
 		}
 		return -1, fmt.Errorf("etcd unreachable (%s): %w", strings.Join(m.cfg.Endpoints, ","), err)
 	}
@@ -371,7 +370,7 @@ func (m *Member) hold(ctx context.Context, c claimed, lease clientv3.LeaseID, ka
 	m.target.SetGenerator(gen)
 	m.hist.trust()
 	m.mu.Lock()
-	m.lastWarn = "" // reached: the next failure is news
+	m.lastLogged = "" // claimed: the next failure is news
 	m.mu.Unlock()
 	m.log.Info().Int64("server_id", c.id).Int64("reserved_ms", c.reserved).Int64("start_ms", floor).Str("lease", fmt.Sprintf("%x", lease)).Msg("cluster: holding a server-id")
 
@@ -463,19 +462,11 @@ func (m *Member) checkEtcd(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("etcd: %w", err)
 	}
-	err = m.hist.check(resp.Header)
-	m.mu.Lock()
-	why, repeated := "", false
-	if err != nil {
-		why = err.Error()
-		repeated = why == m.wentBack
+	if err := m.hist.check(resp.Header); err != nil {
+		m.logOnce(zerolog.ErrorLevel, err, "cluster: etcd went back in time; refusing to claim a server-id")
+		return err
 	}
-	m.wentBack = why
-	m.mu.Unlock()
-	if err != nil && !repeated {
-		m.log.Error().Err(err).Msg("cluster: refusing to claim a server-id")
-	}
-	return err
+	return nil
 }
 
 // openLocal locks the local copy of identity's reservation in dir and
