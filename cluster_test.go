@@ -197,7 +197,14 @@ func TestClusterClaimsStandbyTakeover(t *testing.T) {
 		t.Fatalf("both servers hold server-id %d", ida)
 	}
 	c := member(t, e, "--metrics-addr", "127.0.0.1:0")
-	waitUntil(10*time.Second, func() bool { return clusterInfo(c, "cluster_state") == "standby" })
+	if !waitUntil(10*time.Second, func() bool { return clusterInfo(c, "cluster_state") == "standby" }) {
+		t.Fatalf("the third server does not stand by: %q", clusterInfo(c, "cluster_state"))
+	}
+	if !waitUntil(5*time.Second, func() bool {
+		return c.Logged("cluster: standing by: all 2 server-ids (id-range 1) are held by other servers")
+	}) {
+		t.Errorf("the standby does not say why it waits:\n%s", strings.Join(c.Lines(), "\n"))
+	}
 	rc := redis.NewClient(&redis.Options{Addr: c.Addr, MaxRetries: -1})
 	defer rc.Close()
 	ctx := context.Background()

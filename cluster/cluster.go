@@ -275,8 +275,10 @@ func (m *Member) waitForClaim(ctx context.Context, lease clientv3.LeaseID, prefe
 		if !errors.Is(err, errAllHeld) {
 			return claimed{}, fmt.Errorf("etcd: %w", err)
 		}
-		m.standby(fmt.Errorf("CLUSTERDOWN no server-id held: %s; standing by until one frees up", m.allHeld()))
 		m.refreshSeen(ctx)
+		why := m.allHeld()
+		m.standby(fmt.Errorf("CLUSTERDOWN no server-id held: %s; standing by until one frees up", why))
+		m.logOnce(zerolog.InfoLevel, nil, "cluster: standing by: "+why)
 		// Any claim key deleted (a holder's lease expired or was revoked)
 		// may free one: try again then, or after a lease's time anyway.
 		w := m.cli.Watch(ctx, m.k.claims(), clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithFilterPut())
@@ -325,10 +327,24 @@ func (m *Member) candidates(prefer int64) []int64 {
 	return ids
 }
 
-// allHeld says which ids are held, for the standby's reply.
+// allHeld says which ids are held, for the standby's reply and log: by
+// other servers, or by this server's own earlier lease (left by a
+// session etcd cut short), which etcd expires within the lease TTL.
 func (m *Member) allHeld() string {
-	if m.cfg.Pinned >= 0 {
+	const own = "this server's own earlier lease, which etcd expires within etcd-lease-ttl"
+	m.mu.Lock()
+	mine := false
+	for _, who := range m.seen {
+		mine = mine || who == m.holder()
+	}
+	m.mu.Unlock()
+	switch {
+	case m.cfg.Pinned >= 0 && mine:
+		return fmt.Sprintf("server-id %d (pinned) is held by %s", m.cfg.Pinned, own)
+	case m.cfg.Pinned >= 0:
 		return fmt.Sprintf("server-id %d (pinned) is held by another server", m.cfg.Pinned)
+	case mine:
+		return fmt.Sprintf("all %d server-ids (id-range %d) are held, by other servers and by %s", m.cfg.Layout.MaxServerID()+1, m.cfg.Layout.IDBits, own)
 	}
 	return fmt.Sprintf("all %d server-ids (id-range %d) are held by other servers", m.cfg.Layout.MaxServerID()+1, m.cfg.Layout.IDBits)
 }
