@@ -183,6 +183,21 @@ func (s *idSet) load(addr func() string, n int, stop <-chan struct{}, wg *sync.W
 	}
 }
 
+// loadAll runs four clients, client i asking addr(i) for batches of n
+// IDs, into s until the returned stop is called; stop waits for them, and
+// does nothing the second time, so a test defers it and may call it
+// before checking s.
+func (s *idSet) loadAll(addr func(i int) string, n int) (stop func()) {
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Add(1)
+		go s.load(func() string { return addr(i) }, n, quit, &wg)
+	}
+	var once sync.Once
+	return func() { once.Do(func() { close(quit); wg.Wait() }) }
+}
+
 // TestClusterClaimsStandbyTakeover: two servers claim the two ids, a third
 // stands by (not ready, ID commands refused with the reason). A holder
 // paused past its lease loses its id to the standby, which serves within
@@ -290,12 +305,8 @@ func TestClusterEtcdDown(t *testing.T) {
 		waitHolding(t, p, 10*time.Second)
 	}
 	set := newIDSet(memberLayout)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range 4 {
-		wg.Add(1)
-		go set.load(func() string { return servers[i%2].Addr }, 50, stop, &wg)
-	}
+	stop := set.loadAll(func(i int) string { return servers[i%2].Addr }, 50)
+	defer stop()
 	time.Sleep(500 * time.Millisecond)
 	e.Kill()
 	down := set.count()
@@ -310,8 +321,7 @@ func TestClusterEtcdDown(t *testing.T) {
 	}
 	resumed := set.count()
 	time.Sleep(time.Second)
-	close(stop)
-	wg.Wait()
+	stop()
 	total := set.check(t)
 	if duringOutage == 0 || refused == 0 || total <= resumed {
 		t.Fatalf("etcd down: %d IDs served during the outage (want some, below the reservation), %d refused (want some), %d after etcd came back (want more)",
@@ -334,12 +344,8 @@ func TestClusterFaultLoop(t *testing.T) {
 		return servers[rand.IntN(len(servers))].Addr
 	}
 	set := newIDSet(memberLayout)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Add(1)
-		go set.load(addr, 100, stop, &wg)
-	}
+	stop := set.loadAll(func(int) string { return addr() }, 100)
+	defer stop()
 	faults := map[string]int{}
 	for round := range 12 {
 		i := rand.IntN(len(servers))
@@ -369,8 +375,7 @@ func TestClusterFaultLoop(t *testing.T) {
 		faults[[]string{"pause", "kill", "etcd", "clock"}[round%4]]++
 		time.Sleep(time.Duration(500+rand.IntN(1500)) * time.Millisecond)
 	}
-	close(stop)
-	wg.Wait()
+	stop()
 	n := set.check(t)
 	if n < 100_000 {
 		t.Fatalf("only %d IDs collected", n)
@@ -503,13 +508,8 @@ func TestClusterPrefixDeletedUnderLoad(t *testing.T) {
 		waitHolding(t, p, 10*time.Second)
 	}
 	set := newIDSet(busyLayout)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range 4 {
-		wg.Add(1)
-		go set.load(func() string { return servers[i%2].Addr }, 100, stop, &wg)
-	}
-	defer func() { close(stop); wg.Wait() }()
+	stop := set.loadAll(func(i int) string { return servers[i%2].Addr }, 100)
+	defer stop()
 	ahead := func() bool {
 		lead, err := strconv.Atoi(processInfo(servers[0], "idgen", "lead_ms"))
 		return err == nil && lead >= 2000
@@ -531,9 +531,7 @@ func TestClusterPrefixDeletedUnderLoad(t *testing.T) {
 	if !waitUntil(20*time.Second, func() bool { return set.count() > deleted+20000 }) {
 		t.Fatalf("only %d IDs after the claims again (%d before)", set.count()-deleted, deleted)
 	}
-	close(stop)
-	wg.Wait()
-	stop = make(chan struct{}) // for the deferred close
+	stop()
 	n := set.check(t)
 	t.Logf("%d IDs, %d after the prefix was deleted, none and no unit repeated; errors %v", n, n-deleted, set.fails)
 	for _, p := range servers {
@@ -627,13 +625,8 @@ func TestClusterEtcdLeaderLost(t *testing.T) {
 		waitHolding(t, p, 10*time.Second)
 	}
 	set := newIDSet(busyLayout)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range 4 {
-		wg.Add(1)
-		go set.load(func() string { return servers[i%2].Addr }, 100, stop, &wg)
-	}
-	defer func() { close(stop); wg.Wait() }()
+	stop := set.loadAll(func(i int) string { return servers[i%2].Addr }, 100)
+	defer stop()
 	leader := etcdLeader(t, members)
 	t.Logf("freezing etcd leader %s", leader.Endpoint)
 	leader.Freeze()
@@ -644,9 +637,7 @@ func TestClusterEtcdLeaderLost(t *testing.T) {
 			t.Errorf("%s after the leader froze: lease_losses %s, cluster_state %s\n%s", p.Addr, losses, clusterInfo(p, "cluster_state"), strings.Join(p.Lines(), "\n"))
 		}
 	}
-	close(stop)
-	wg.Wait()
-	stop = make(chan struct{}) // for the deferred close
+	stop()
 	n := set.check(t)
 	t.Logf("%d IDs, %d after the leader froze; errors %v", n, n-frozen, set.fails)
 	if n-frozen < 10000 {
@@ -749,17 +740,9 @@ func TestClusterEtcdRestored(t *testing.T) {
 		waitHolding(t, p, 10*time.Second)
 	}
 	set := newIDSet(busyLayout)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
 	var mu sync.Mutex
-	addr := func(i int) func() string {
-		return func() string { mu.Lock(); defer mu.Unlock(); return servers[i%2].Addr }
-	}
-	for i := range 4 {
-		wg.Add(1)
-		go set.load(addr(i), 100, stop, &wg)
-	}
-	defer func() { close(stop); wg.Wait() }()
+	stop := set.loadAll(func(i int) string { mu.Lock(); defer mu.Unlock(); return servers[i%2].Addr }, 100)
+	defer stop()
 	backup := e.Backup()
 	if !waitUntil(20*time.Second, func() bool { return set.count() > 30000 }) {
 		t.Fatalf("only %d IDs after the backup", set.count())
@@ -786,9 +769,7 @@ func TestClusterEtcdRestored(t *testing.T) {
 	if !waitUntil(20*time.Second, func() bool { return set.count() > restoredAt+20000 }) {
 		t.Fatalf("only %d IDs after the restore", set.count()-restoredAt)
 	}
-	close(stop)
-	wg.Wait()
-	stop = make(chan struct{}) // for the deferred close
+	stop()
 	n := set.check(t)
 	t.Logf("%d IDs, %d after the restore, none and no unit repeated; errors %v", n, n-restoredAt, set.fails)
 }
@@ -875,14 +856,9 @@ func TestClusterHolderCutOff(t *testing.T) {
 		t.Fatalf("the second server does not stand by: %s", clusterInfo(standby, "cluster_state"))
 	}
 	set := newIDSet(idgen.Layout{IDBits: 0, ShardBits: 2, RandomBits: 19})
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
 	servers := []*process{cut, standby}
-	for i := range 4 {
-		wg.Add(1)
-		go set.load(func() string { return servers[i%2].Addr }, 100, stop, &wg)
-	}
-	defer func() { close(stop); wg.Wait() }()
+	stop := set.loadAll(func(i int) string { return servers[i%2].Addr }, 100)
+	defer stop()
 	if !waitUntil(20*time.Second, func() bool { return set.count() > 10000 }) {
 		t.Fatalf("only %d IDs before the cut", set.count())
 	}
@@ -897,9 +873,7 @@ func TestClusterHolderCutOff(t *testing.T) {
 	if !waitUntil(5*leaseTTL, func() bool { return clusterInfo(cut, "lease_losses") == "1" }) {
 		t.Errorf("the holder cut off did not give its id up: lease_losses %s", clusterInfo(cut, "lease_losses"))
 	}
-	close(stop)
-	wg.Wait()
-	stop = make(chan struct{}) // for the deferred close
+	stop()
 	n := set.check(t)
 	t.Logf("%d IDs, %d after the cut, none and no unit repeated; errors %v", n, n-frozenAt, set.fails)
 }
