@@ -433,7 +433,8 @@ func (m *Member) watchClaim(ctx context.Context, id int64, lease clientv3.LeaseI
 				if !m.stillGranted(ctx, lease) {
 					return "the etcd lease expired or was revoked"
 				}
-				if ka, ok = m.keepAlive(ctx, lease); !ok {
+				var err error
+				if ka, err = m.cli.KeepAlive(ctx, lease); err != nil {
 					return "the etcd lease's keep-alive could not be renewed"
 				}
 				continue
@@ -572,12 +573,6 @@ func (m *Member) stillGranted(ctx context.Context, lease clientv3.LeaseID) bool 
 		}
 	}
 	return false
-}
-
-// keepAlive opens a new keep-alive stream for lease.
-func (m *Member) keepAlive(ctx context.Context, lease clientv3.LeaseID) (<-chan *clientv3.LeaseKeepAliveResponse, bool) {
-	ka, err := m.cli.KeepAlive(ctx, lease)
-	return ka, err == nil
 }
 
 // left is how long the lease has unless renewed.

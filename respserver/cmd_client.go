@@ -335,10 +335,11 @@ func javaScriptClient(libName string) bool {
 // greet looks at a connection's first command other than connection
 // setup (see command.setup). JavaScript clients that name no library
 // (ioredis before 5.8, iovalkey 0.x, node-redis 3) begin with their ready
-// check, the bare lowercase "info"; typed clients send INFO, if at all,
-// when their user asks, and their libraries write it in upper case (or
-// send CLIENT SETINFO first). Under getid-reply auto such a connection
-// gets GETID as a bulk string. A LIB-NAME the client sends still decides.
+// check, the bare lowercase "info"; typed clients send INFO only when
+// their application asks, so only an application whose very first command
+// is a lowercase info (redis-rb's info, go-redis v8's Info) is taken for
+// one. Under getid-reply auto such a connection gets GETID as a bulk
+// string. A LIB-NAME the client sends still decides.
 func (s *Server) greet(c *client, args [][]byte) {
 	c.greeted = true
 	if s.opts.GetIDReply == GetIDAuto && c.libName == "" && len(args) == 1 && string(args[0]) == "info" {

@@ -2,6 +2,7 @@ package respserver
 
 import (
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -73,19 +74,10 @@ func (s *Server) unmonitor(c *client) {
 	}
 	s.monMu.Lock()
 	defer s.monMu.Unlock()
-	if i := indexOf(s.monitors, c); i >= 0 {
-		s.monitors = append(s.monitors[:i], s.monitors[i+1:]...)
+	if i := slices.Index(s.monitors, c); i >= 0 {
+		s.monitors = slices.Delete(s.monitors, i, i+1)
 		s.monitoring.Store(int32(len(s.monitors)))
 	}
-}
-
-func indexOf(cs []*client, c *client) int {
-	for i, o := range cs {
-		if o == c {
-			return i
-		}
-	}
-	return -1
 }
 
 // feed shows a command c ran (or that was refused for its arity) to the
