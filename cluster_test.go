@@ -873,6 +873,16 @@ func TestClusterHolderCutOff(t *testing.T) {
 	if !waitUntil(5*leaseTTL, func() bool { return clusterInfo(cut, "lease_losses") == "1" }) {
 		t.Errorf("the holder cut off did not give its id up: lease_losses %s", clusterInfo(cut, "lease_losses"))
 	}
+	// It stopped serving, and says so at once, not after its final write
+	// to the etcd it cannot reach.
+	c := redis.NewClient(&redis.Options{Addr: cut.Addr, MaxRetries: -1})
+	defer c.Close()
+	if err := c.Do(context.Background(), "GETID").Err(); err == nil || !strings.HasPrefix(err.Error(), "CLUSTERDOWN") {
+		t.Errorf("GETID from the holder cut off: %v, want CLUSTERDOWN", err)
+	}
+	if state := clusterInfo(cut, "cluster_state"); state == "holding" {
+		t.Errorf("the holder cut off stopped serving, and INFO says cluster_state:%s", state)
+	}
 	stop()
 	n := set.check(t)
 	t.Logf("%d IDs, %d after the cut, none and no unit repeated; errors %v", n, n-frozenAt, set.fails)

@@ -119,7 +119,7 @@ func runSingle(cfg *conf.Config, tc *tls.Config, log zerolog.Logger) int {
 		return 1
 	}
 	persist := sync.OnceValue(func() bool {
-		if err := keeper.Close(); err != nil {
+		if err := keeper.Close(context.Background()); err != nil {
 			log.Error().Err(err).Msg("could not write the final reservation; the last renewal stands, so no ID repeats")
 			return false
 		}

@@ -262,4 +262,10 @@ func TestReservationFarAhead(t *testing.T) {
 	if retry < day-60_000 || retry > day {
 		t.Fatalf("GETID past the budget: %v; want -BUSY with a retry of about a day", err)
 	}
+	// The IDs past the reservation's millisecond ran ahead of the clock
+	// because the start was a day ahead, and the warning says that.
+	const why = "started from a reservation"
+	if !waitUntil(10*time.Second, func() bool { return p.Logged(why) }) {
+		t.Fatalf("no warning that IDs ran ahead because of the start %q; log:\n%s", why, strings.Join(p.Lines(), "\n"))
+	}
 }

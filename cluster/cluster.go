@@ -370,7 +370,7 @@ func (m *Member) hold(ctx context.Context, c claimed, lease clientv3.LeaseID, ka
 	if err != nil {
 		return err
 	}
-	st := &store{cli: m.cli, k: m.k, id: c.id, lease: lease, timeout: min(m.cfg.LeaseTTL/2, 2*time.Second),
+	st := &store{cli: m.cli, k: m.k, id: c.id, lease: lease, timeout: m.saveTimeout(),
 		fenced: make(chan struct{}, 1), last: func(t int64) { m.storedNow(c.id, t) }, seen: m.hist.record}
 	if local != nil {
 		st.local = local
@@ -391,19 +391,22 @@ func (m *Member) hold(ctx context.Context, c claimed, lease clientv3.LeaseID, ka
 	m.log.Info().Int64("server_id", c.id).Int64("reserved_ms", c.reserved).Int64("start_ms", floor).Str("lease", fmt.Sprintf("%x", lease)).Msg("cluster: holding a server-id")
 
 	why := m.watchClaim(ctx, c.id, lease, ka, st.fenced)
-	if ctx.Err() == nil {
-		m.log.Warn().Int64("server_id", c.id).Str("reason", why).Msg("cluster: lost the server-id; IDs stop at the reservation stored, claiming again")
-		m.losses.Add(1)
-	}
-	// Stop at once: the final write below may wait for an unreachable etcd.
+	// Stop at once, and INFO says so in the same step: the final write
+	// below may wait for etcd.
 	lost := fmt.Errorf("CLUSTERDOWN lost server-id %d: %s; claiming again", c.id, why)
-	m.target.Standby(lost)
 	m.mu.Lock()
-	m.held, m.state = -1, "standby" // INFO says so now, not after the final write
+	m.target.Standby(lost)
+	m.held, m.state = -1, "standby"
 	m.mu.Unlock()
-	if err := keeper.Close(); err != nil {
+	if ctx.Err() == nil {
+		m.losses.Add(1)
+		m.log.Warn().Int64("server_id", c.id).Str("reason", why).Msg("cluster: lost the server-id; IDs stop at the reservation stored, claiming again")
+	}
+	final, cancel := m.finalWrite(ctx)
+	if err := keeper.Close(final); err != nil {
 		m.log.Debug().Err(err).Msg("cluster: final reservation not stored; the last one stands")
 	}
+	cancel()
 	ks := keeper.Stats()
 	m.saves.Add(ks.Saves)
 	m.failures.Add(ks.Failures)
@@ -412,6 +415,24 @@ func (m *Member) hold(ctx context.Context, c claimed, lease clientv3.LeaseID, ka
 	m.mu.Unlock()
 	return lost
 }
+
+// finalWrite is the context of the write of a held id's exact end point.
+// At shutdown it gets the save timeout, so the next holder starts from
+// that point rather than from T. After a loss it gets none: etcd refuses
+// it (the claim is not ours) or cannot be reached, and the next claim
+// should not wait for that. The local copy is written either way.
+func (m *Member) finalWrite(held context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(context.Background(), m.saveTimeout())
+	if held.Err() == nil {
+		cancel()
+	}
+	return ctx, cancel
+}
+
+// saveTimeout bounds each write of a reservation to etcd: half a lease,
+// at most 2 s. A write that takes longer is retried on the keeper's next
+// tick rather than left to hang.
+func (m *Member) saveTimeout() time.Duration { return min(m.cfg.LeaseTTL/2, 2*time.Second) }
 
 // watchClaim returns when the claim on id is lost, and why: the lease
 // expired (no renewal for its TTL) or was revoked, the claim key was

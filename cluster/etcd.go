@@ -152,13 +152,13 @@ type store struct {
 // Save stores s.Reserved as the id's T, if the claim is still ours: in
 // the local copy first, then in etcd. A T in the local copy that etcd
 // refused is only ever a floor, and a higher floor is safe.
-func (s *store) Save(st reservation.State) error {
+func (s *store) Save(ctx context.Context, st reservation.State) error {
 	if s.local != nil {
-		if err := s.local.Save(st); err != nil {
+		if err := s.local.Save(ctx, st); err != nil {
 			return fmt.Errorf("local copy: %w", err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	resp, err := s.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.LeaseValue(s.k.claim(s.id)), "=", s.lease)).

@@ -39,7 +39,7 @@ func TestFence(t *testing.T) {
 	var stored []int64
 	s := &store{cli: cli, k: k, id: 0, lease: old, timeout: time.Second, fenced: make(chan struct{}, 1),
 		last: func(t int64) { stored = append(stored, t) }}
-	if err := s.Save(reservation.State{Reserved: 5000}); err != nil {
+	if err := s.Save(context.Background(), reservation.State{Reserved: 5000}); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := claim(ctx, cli, k, grant(), "rival", []int64{0}); !errors.Is(err, errAllHeld) {
@@ -53,7 +53,7 @@ func TestFence(t *testing.T) {
 	if err != nil || next.id != 0 || next.reserved != 5000 {
 		t.Fatalf("claim after the lease went: %+v, %v; want id 0 with T 5000", next, err)
 	}
-	if err := s.Save(reservation.State{Reserved: 9000}); !errors.Is(err, errFenced) {
+	if err := s.Save(context.Background(), reservation.State{Reserved: 9000}); !errors.Is(err, errFenced) {
 		t.Fatalf("the old holder's save after the new claim: %v, want errFenced", err)
 	}
 	select {

@@ -179,6 +179,7 @@ type Stats struct {
 	Waits       uint64        // calls that waited for the clock
 	Ceiling     int64         // the reserved time field, ms since the epoch; 0: none
 	Unreserved  uint64        // calls refused with ErrNotReserved
+	BehindFloor time.Duration // how far the clock still is behind Settings.Floor (0 once past it)
 }
 
 // Generator issues IDs. It is safe for concurrent use.
@@ -601,8 +602,12 @@ func (g *Generator) Stats() Stats {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	s := g.stats
-	if lead := g.last>>g.layout.ShardBits - g.now(); lead > 0 {
+	now := g.now()
+	if lead := g.last>>g.layout.ShardBits - now; lead > 0 {
 		s.Lead = time.Duration(lead) * time.Millisecond
+	}
+	if behind := g.floor - now; behind > 0 {
+		s.BehindFloor = time.Duration(behind) * time.Millisecond
 	}
 	if g.ceiling != math.MaxInt64 {
 		s.Ceiling = g.ceiling

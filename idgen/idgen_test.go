@@ -507,7 +507,7 @@ func benchParallel(b *testing.B, goroutines int, call func(*Generator, []int64) 
 func TestFloorCountsLeadFromReservation(t *testing.T) {
 	// A restart whose reservation is 10 s ahead of the clock (the previous
 	// run borrowed ahead, or the clock was set back while it was down).
-	g, _ := newFake(t, Settings{Floor: 10_000, MaxLead: 100 * time.Millisecond, MaxWait: -1}, 0)
+	g, c := newFake(t, Settings{Floor: 10_000, MaxLead: 100 * time.Millisecond, MaxWait: -1}, 0)
 	shards := int64(1) << DefaultLayout.ShardBits
 	for i := range 50 * shards {
 		id, err := g.Next()
@@ -522,6 +522,15 @@ func TestFloorCountsLeadFromReservation(t *testing.T) {
 	buf := make([]int64, 60*shards)
 	if err := g.NextN(buf); !errors.Is(err, ErrLeadExceeded) {
 		t.Fatalf("borrowing 110ms past the floor: %v", err)
+	}
+	// The 49 ms past the floor were borrowed with the clock behind it,
+	// which the log tells apart from a burst.
+	if st := g.Stats(); st.Borrowed != 49*uint64(shards) || st.BehindFloor != 10*time.Second {
+		t.Fatalf("stats %+v: want 49 ms of slots borrowed, the clock 10 s behind the floor", st)
+	}
+	c.ms.Add(10_001)
+	if st := g.Stats(); st.BehindFloor != 0 {
+		t.Fatalf("stats %+v with the clock past the floor: want BehindFloor 0", st)
 	}
 }
 

@@ -1,6 +1,7 @@
 package reservation_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -27,7 +28,7 @@ func ExampleOpenFile() {
 	fmt.Println(r.From == "", r.Floor(1000, 5*time.Second), err)
 
 	me.Reserved = 375310358272
-	store.Save(me)
+	store.Save(context.Background(), me)
 	r, err = store.Resume(me)
 	fmt.Println(r.Reserved, r.Floor(1000, 5*time.Second), err)
 

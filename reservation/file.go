@@ -1,6 +1,7 @@
 package reservation
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -128,7 +129,10 @@ func (r Resumed) Floor(now int64, maxLead time.Duration) int64 {
 // has taken a lock file in its place, Save fails, before and after the
 // write, so the caller never counts on a T the other process may not
 // have seen.
-func (f *FileStore) Save(s State) error {
+//
+// It does not heed ctx: a local write is short, and finishing it is
+// always safe.
+func (f *FileStore) Save(_ context.Context, s State) error {
 	if err := f.lock.keep(f.log); err != nil {
 		return err
 	}

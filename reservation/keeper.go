@@ -1,8 +1,8 @@
 package reservation
 
 import (
+	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -13,8 +13,9 @@ import (
 
 // Store holds the State durably.
 type Store interface {
-	// Save stores s durably before it returns.
-	Save(s State) error
+	// Save stores s durably before it returns. It may give up when ctx
+	// ends; s is then a floor that may or may not be stored.
+	Save(ctx context.Context, s State) error
 }
 
 // Keeper renews a generator's reservation in the background.
@@ -29,9 +30,9 @@ type Keeper struct {
 	failures atomic.Uint64
 	lastSave atomic.Int64 // duration of the last successful Save, ns
 
-	stop     chan struct{}
-	done     chan struct{}
-	stopOnce sync.Once
+	ctx  context.Context // of the renewals: Close ends it, so it never waits behind one
+	stop context.CancelFunc
+	done chan struct{}
 }
 
 // Stats are a Keeper's counters.
@@ -52,10 +53,11 @@ func Start(gen *idgen.Generator, store Store, base State, reserve time.Duration,
 		base:    base,
 		reserve: max(reserve.Milliseconds(), 1),
 		log:     log,
-		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
 	}
+	k.ctx, k.stop = context.WithCancel(context.Background())
 	if err := k.renew(); err != nil {
+		k.stop()
 		return nil, err
 	}
 	go k.run()
@@ -80,7 +82,10 @@ func (k *Keeper) renew() error {
 	// already. (The clock can step back between needed and here.)
 	s.Reserved = min(max(k.gen.Reach()+k.reserve, k.gen.Stats().Ceiling), endOfField)
 	start := time.Now()
-	if err := k.store.Save(s); err != nil {
+	if err := k.store.Save(k.ctx, s); err != nil {
+		if k.ctx.Err() != nil {
+			return err // Close cut it short: not a failure of the store
+		}
 		k.failures.Add(1)
 		k.gen.SetReserveFailure(err.Error())
 		return fmt.Errorf("reserve IDs up to %d: %w", s.Reserved, err)
@@ -102,7 +107,7 @@ func (k *Keeper) run() {
 	failing := false
 	for {
 		select {
-		case <-k.stop:
+		case <-k.ctx.Done():
 			return
 		case <-t.C:
 		case <-k.gen.Demand():
@@ -121,14 +126,16 @@ func (k *Keeper) run() {
 	}
 }
 
-// Close stops renewing, stops the generator, and stores the exact point a
-// restart must start from. After Close the generator issues nothing.
-func (k *Keeper) Close() error {
-	k.stopOnce.Do(func() { close(k.stop) })
+// Close stops renewing, cutting short a renewal under way, stops the
+// generator, and stores the exact point a restart must start from, giving
+// up when ctx ends (the last reservation stored then stands: it is above
+// every ID issued). After Close the generator issues nothing.
+func (k *Keeper) Close(ctx context.Context) error {
+	k.stop()
 	<-k.done
 	s := k.base
 	s.Reserved = k.gen.Close()
-	if err := k.store.Save(s); err != nil {
+	if err := k.store.Save(ctx, s); err != nil {
 		return fmt.Errorf("store the final reservation %d: %w", s.Reserved, err)
 	}
 	k.saves.Add(1)

@@ -2,6 +2,7 @@ package reservation
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -35,12 +36,16 @@ func (m *memStore) Load() (State, bool, error) {
 	return m.state, m.found, nil
 }
 
-func (m *memStore) Save(s State) error {
+func (m *memStore) Save(ctx context.Context, s State) error {
 	m.mu.Lock()
 	hold := m.hold
 	m.mu.Unlock()
 	if hold != nil {
-		<-hold
+		select {
+		case <-hold:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	if m.fail.Load() {
 		return errors.New("disk full")
@@ -161,7 +166,7 @@ func TestSteadyStateRenewsAhead(t *testing.T) {
 	if s := k.Stats(); s.Saves < 2 || s.Failures != 0 {
 		t.Fatalf("keeper stats %+v after 200ms of IDs with a 100ms reservation", s)
 	}
-	if err := k.Close(); err != nil {
+	if err := k.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := g.Next(); !errors.Is(err, idgen.ErrClosed) {
@@ -178,7 +183,7 @@ func TestSteadyStateRenewsAhead(t *testing.T) {
 func TestSlowStore(t *testing.T) {
 	store := &memStore{}
 	g, k := open(t, store, idgen.Settings{MaxWait: 20 * time.Millisecond, MaxLead: time.Hour}, 10*time.Millisecond)
-	defer k.Close()
+	defer k.Close(context.Background())
 	release := store.holdSaves()
 	// 8,000 IDs need 16ms of shard slots, past the 10ms reserved.
 	ids, refused := issue(t, g, store, 40)
@@ -208,12 +213,45 @@ func nextOnceRenewed(t *testing.T, g *idgen.Generator) {
 	}
 }
 
+// TestCloseCutsARenewalShort: a write that hangs (etcd unreachable) does
+// not hold Close up: the renewal under way and the final write both give
+// up when their contexts end, and the generator stops at once.
+func TestCloseCutsARenewalShort(t *testing.T) {
+	store := &memStore{}
+	g, k := open(t, store, idgen.Settings{MaxWait: time.Millisecond, MaxLead: time.Hour}, 10*time.Millisecond)
+	reserved := store.reserved()
+	defer store.holdSaves()()
+	// Past the 10 ms reserved: the keeper's next write starts and hangs.
+	issue(t, g, store, 40)
+	if s := g.Stats(); s.Unreserved == 0 {
+		t.Fatalf("generator stats %+v: want requests waiting for the hung write", s)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the final write gets no time either
+	closed := make(chan error, 1)
+	go func() { closed <- k.Close(ctx) }()
+	select {
+	case err := <-closed:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Close: %v, want the final write given up", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Close waits behind a hung write")
+	}
+	if _, err := g.Next(); !errors.Is(err, idgen.ErrClosed) {
+		t.Fatalf("Next after Close: %v", err)
+	}
+	if s := k.Stats(); s.Failures != 0 || store.reserved() != reserved {
+		t.Fatalf("keeper %+v, stored %d (was %d): a write cut short by Close is neither a failure nor stored", s, store.reserved(), reserved)
+	}
+}
+
 // TestFailingStore: when writes fail, requests past T are refused until a
 // write succeeds again, and then they go on.
 func TestFailingStore(t *testing.T) {
 	store := &memStore{}
 	g, k := open(t, store, idgen.Settings{MaxWait: 10 * time.Millisecond, MaxLead: time.Hour}, 10*time.Millisecond)
-	defer k.Close()
+	defer k.Close(context.Background())
 	store.fail.Store(true)
 	_, refused := issue(t, g, store, 40)
 	if refused == 0 || k.Stats().Failures == 0 {
@@ -261,10 +299,10 @@ func TestRestarts(t *testing.T) {
 		}
 		all = append(all, ids...)
 		if run%2 == 0 {
-			k.Close()
+			k.Close(context.Background())
 		} else {
 			// A crash: the keeper's last write stands.
-			k.stopOnce.Do(func() { close(k.stop) })
+			k.stop()
 			<-k.done
 		}
 	}
@@ -285,7 +323,7 @@ func TestReservationStopsAtTheEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A crash: the stored end stands, and a restart has nothing left.
-	k.stopOnce.Do(func() { close(k.stop) })
+	k.stop()
 	<-k.done
 	if _, err := idgen.New(idgen.Settings{Floor: store.reserved(), Clock: clk}); !errors.Is(err, idgen.ErrOverflow) {
 		t.Fatalf("restart after a crash at the end: %v, want ErrOverflow", err)
@@ -312,11 +350,11 @@ func TestFileStore(t *testing.T) {
 	}
 	want := base
 	want.Reserved = 375310358272
-	if err := f.Save(want); err != nil {
+	if err := f.Save(context.Background(), want); err != nil {
 		t.Fatal(err)
 	}
 	want.Reserved++
-	if err := f.Save(want); err != nil {
+	if err := f.Save(context.Background(), want); err != nil {
 		t.Fatal(err)
 	}
 	if r, err := f.Resume(base); err != nil || r.Reserved != want.Reserved || r.From != f.Path() {
@@ -360,12 +398,12 @@ func TestStateFileVanishes(t *testing.T) {
 	f, log := openStore(t, path)
 	s := base
 	s.Reserved = 1000
-	if err := f.Save(s); err != nil {
+	if err := f.Save(context.Background(), s); err != nil {
 		t.Fatal(err)
 	}
 	os.Remove(path)
 	s.Reserved = 2000
-	if err := f.Save(s); err != nil {
+	if err := f.Save(context.Background(), s); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(log.String(), `"level":"warn"`) || !strings.Contains(log.String(), "the state file vanished") {
@@ -397,12 +435,12 @@ func TestLockFileVanishes(t *testing.T) {
 	a, log := openStore(t, path)
 	s := base
 	s.Reserved = 1000
-	if err := a.Save(s); err != nil {
+	if err := a.Save(context.Background(), s); err != nil {
 		t.Fatal(err)
 	}
 	os.Remove(path + ".lock")
 	s.Reserved = 2000
-	if err := a.Save(s); err != nil {
+	if err := a.Save(context.Background(), s); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(log.String(), "the lock file vanished") {
@@ -419,7 +457,7 @@ func TestLockFileVanishes(t *testing.T) {
 		t.Fatalf("second process resumes from %+v, %v; want 2000", r, err)
 	}
 	s.Reserved = 3000
-	if err := a.Save(s); !errors.Is(err, ErrLocked) {
+	if err := a.Save(context.Background(), s); !errors.Is(err, ErrLocked) {
 		t.Fatalf("Save by the process that lost its lock: %v, want ErrLocked", err)
 	}
 }
@@ -431,7 +469,7 @@ func TestResumeTakesTheLarger(t *testing.T) {
 	f, _ := openStore(t, path)
 	old, cur := base, base
 	old.Reserved, cur.Reserved = 1000, 5000
-	f.Save(cur)
+	f.Save(context.Background(), cur)
 	os.WriteFile(path, old.Marshal(), 0o644) // restored from a backup
 	f.Close()
 	g, _ := openStore(t, path)
@@ -511,7 +549,7 @@ func TestCorruptFiles(t *testing.T) {
 	other.ServerID = 2
 	path := filepath.Join(dir, "s")
 	f, _ := openStore(t, path)
-	if err := f.Save(other); err != nil {
+	if err := f.Save(context.Background(), other); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.Resume(good); err == nil || !strings.Contains(err.Error(), "written for server-id 2") || !strings.Contains(err.Error(), path) {
@@ -546,7 +584,7 @@ func TestNeverStoresLessThanCeiling(t *testing.T) {
 	store := &memStore{}
 	clk := idgentest.NewClock(time.Now())
 	g, k := open(t, store, idgen.Settings{MaxLead: time.Hour, Clock: clk}, 100*time.Millisecond)
-	defer k.Close()
+	defer k.Close(context.Background())
 	// The clock runs on with no IDs issued: the ceiling follows the clock,
 	// well past the next ID's time.
 	clk.Advance(300 * time.Millisecond)

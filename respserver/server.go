@@ -606,8 +606,7 @@ func (s *Server) watch() {
 		st := s.genStats()
 		if n := st.Borrowed - prev.Borrowed; n > 0 {
 			s.log.Warn().Uint64("calls", n).Int64("lead_ms", st.Lead.Milliseconds()).
-				Int64("max_lead_seen_ms", st.MaxLeadSeen.Milliseconds()).
-				Msg("issuing IDs ahead of the clock: a millisecond's shard slots ran out or the clock stepped back")
+				Int64("max_lead_seen_ms", st.MaxLeadSeen.Milliseconds()).Msg(borrowedWhy(st))
 		}
 		if st.ClockSteps > prev.ClockSteps {
 			s.log.Warn().Uint64("steps", st.ClockSteps-prev.ClockSteps).Int64("last_step_ms", st.LastStep.Milliseconds()).
@@ -626,6 +625,15 @@ func (s *Server) watch() {
 		}
 		prev = st
 	}
+}
+
+// borrowedWhy says why IDs run ahead of the clock.
+func borrowedWhy(st idgen.Stats) string {
+	if st.BehindFloor > 0 {
+		return fmt.Sprintf("issuing IDs ahead of the clock: this server started from a reservation %d ms ahead of its clock "+
+			"(a takeover, or a restart after IDs ran ahead) and more than that millisecond's shard slots were asked for", st.BehindFloor.Milliseconds())
+	}
+	return "issuing IDs ahead of the clock: more IDs were asked for in a millisecond than its shard slots, or the clock stepped back"
 }
 
 // closeIdle closes the clients that sent nothing for IdleTimeout. The
