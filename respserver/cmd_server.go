@@ -84,23 +84,25 @@ var serverCommands = []*command{
 }
 
 func cmdConfigGet(s *Server, c *client, args [][]byte) error {
-	globs := make([]glob, len(args)-2)
-	for i, pat := range args[2:] {
-		globs[i] = compileGlob(string(pat), s.configKeyLen)
-	}
-	var hits [][2]string
-	for _, kv := range s.config {
-		for _, g := range globs {
-			if g.match(kv[0]) {
-				hits = append(hits, kv)
-				break
+	// One pattern at a time, its buffers reused; a key matched once is
+	// not tried again. Keys come out in the order of s.config.
+	var g glob
+	hit, hits := make([]bool, len(s.config)), 0
+	for _, pat := range args[2:] {
+		g.compile(pat, s.configKeyLen)
+		for i, kv := range s.config {
+			if !hit[i] && g.match(kv[0]) {
+				hit[i] = true
+				hits++
 			}
 		}
 	}
-	c.writeMap(len(hits))
-	for _, kv := range hits {
-		c.writeBulkString(kv[0])
-		c.writeBulkString(kv[1])
+	c.writeMap(hits)
+	for i, kv := range s.config {
+		if hit[i] {
+			c.writeBulkString(kv[0])
+			c.writeBulkString(kv[1])
+		}
 	}
 	return nil
 }

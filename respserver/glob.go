@@ -1,5 +1,7 @@
 package respserver
 
+import "slices"
+
 // A glob pattern as Redis reads one (stringmatchlen): '*' any run of
 // bytes, '?' any one byte, '[...]' a set ('^' first negates it, 'a-z' a
 // range either way round, '\' escapes; an unclosed set ends with the
@@ -11,9 +13,27 @@ package respserver
 // 100 ms per key), and path.Match, which does not, still walks the whole
 // pattern for every position it tries (90 ms for one 64 KiB pattern over
 // the config keys). A glob is compiled once, in time linear in the
-// pattern and at most up to where it needs more bytes than any key has;
-// matching walks two pointers, going back only to the last star, so a key
-// costs at most len(key) x len(key) steps whatever the pattern.
+// pattern (a set's range is a few word operations, not a loop over its
+// bytes) and at most up to where it needs more bytes than any key has; a
+// key is then matched by a bit-parallel automaton (shift-and): one step
+// per byte of the key, each a few word operations, whatever the pattern.
+// So a CONFIG GET costs a few operations per byte of its patterns plus a
+// bounded amount per pattern and key; cost counts them, and a test holds
+// generated patterns to that bound.
+
+// glob is a compiled pattern: an automaton over positions 0..len(toks)
+// (position i: the first i tokens matched), as bit sets of words words.
+// Runs of stars are one star. A glob may be compiled again, reusing its
+// buffers.
+type glob struct {
+	toks  []globToken
+	need  int      // bytes a match takes at least: tokens other than '*'
+	words int      // of a position set; 0: the pattern matches nothing
+	stars []uint64 // bit i: token i is '*'
+	rows  []uint64 // 256 sets: row c, bit i when token i (not '*') takes byte c
+	have  [4]uint64
+	cost  int // work done compiling and matching, in word operations
+}
 
 // globToken is one element of a compiled pattern.
 type globToken struct {
@@ -22,22 +42,20 @@ type globToken struct {
 	in   [4]uint64 // for '[': bit b set when byte b matches
 }
 
-// glob is a compiled pattern.
-type glob struct {
-	toks []globToken
-	need int // bytes a match takes at least: tokens other than '*'
+// compileGlob compiles pattern for strings of at most maxLen bytes.
+func compileGlob(p []byte, maxLen int) *glob {
+	g := new(glob)
+	g.compile(p, maxLen)
+	return g
 }
 
-// compileGlob compiles pattern for strings of at most maxLen bytes: a
+// compile makes g the pattern p, for strings of at most maxLen bytes: a
 // pattern that needs more matches nothing, and is read no further. Every
-// byte string is a valid pattern.
-func compileGlob(pattern string, maxLen int) glob {
-	var g glob
-	p := []byte(pattern)
-	for i := 0; i < len(p); i++ {
-		if g.need > maxLen {
-			return glob{need: g.need}
-		}
+// byte string is a valid pattern. It costs a step per byte read.
+func (g *glob) compile(p []byte, maxLen int) {
+	g.toks, g.need, g.words, g.have = g.toks[:0], 0, 0, [4]uint64{}
+	i := 0
+	for ; i < len(p) && g.need <= maxLen; i++ {
 		switch p[i] {
 		case '*':
 			if n := len(g.toks); n > 0 && g.toks[n-1].kind == '*' {
@@ -49,7 +67,9 @@ func compileGlob(pattern string, maxLen int) glob {
 			g.toks = append(g.toks, globToken{kind: '?'})
 		case '[':
 			var t globToken
-			i = t.parseSet(p, i+1)
+			end := t.parseSet(p, i+1)
+			g.cost += end - i
+			i = end
 			g.toks = append(g.toks, t)
 		case '\\':
 			if i+1 < len(p) {
@@ -61,7 +81,38 @@ func compileGlob(pattern string, maxLen int) glob {
 		}
 		g.need++
 	}
-	return g
+	g.cost += i
+	if g.need > maxLen {
+		return
+	}
+	g.words = len(g.toks)/64 + 1
+	g.stars = slices.Grow(g.stars[:0], g.words)[:g.words]
+	clear(g.stars)
+	for i, t := range g.toks {
+		if t.kind == '*' {
+			g.stars[i/64] |= 1 << (i % 64)
+		}
+	}
+	g.rows = slices.Grow(g.rows[:0], 256*g.words)[:256*g.words]
+}
+
+// row is the set of tokens that take byte c, made the first time c is
+// met: a pattern costs a step per token for each byte its keys have, not
+// for all 256.
+func (g *glob) row(c byte) []uint64 {
+	r := g.rows[int(c)*g.words:][:g.words]
+	if g.have[c>>6]&(1<<(c&63)) != 0 {
+		return r
+	}
+	clear(r)
+	for i, t := range g.toks {
+		if t.kind != '*' && t.matches(c) {
+			r[i/64] |= 1 << (i % 64)
+		}
+	}
+	g.have[c>>6] |= 1 << (c & 63)
+	g.cost += len(g.toks)
+	return r
 }
 
 // parseSet reads a set that starts at p[i], after its '[', into t and
@@ -92,15 +143,18 @@ func (t *globToken) parseSet(p []byte, i int) int {
 	return min(i, len(p)-1)
 }
 
-// add puts the bytes from a to b (either way round) in the set.
+// add puts the bytes from a to b (either way round) in the set, a word at
+// a time: a range of 256 bytes costs no more than one of 1.
 func (t *globToken) add(a, b byte) {
 	a, b = lower(a), lower(b)
 	if a > b {
 		a, b = b, a
 	}
-	for c := int(a); c <= int(b); c++ {
-		t.in[c>>6] |= 1 << (c & 63)
+	for w := int(a) / 64; w <= int(b)/64; w++ {
+		lo, hi := max(int(a), 64*w)-64*w, min(int(b), 64*w+63)-64*w
+		t.in[w] |= (^uint64(0) >> (63 - hi)) &^ (1<<lo - 1)
 	}
+	// 'A'-'Z' stand for 'a'-'z': keys and bytes are lower-cased.
 }
 
 func (t *globToken) matches(c byte) bool {
@@ -113,32 +167,50 @@ func (t *globToken) matches(c byte) bool {
 	return t.in[c>>6]&(1<<(c&63)) != 0
 }
 
-// match reports whether s matches the whole pattern.
-func (g glob) match(s string) bool {
-	if g.need > len(s) {
+// match reports whether s matches the whole pattern. The state is the set
+// of positions the bytes so far reach: a byte moves each position past a
+// token that takes it, and keeps each star's (shift-and). It costs a few
+// word operations per byte of s and word of state, whatever the pattern.
+func (g *glob) match(s string) bool {
+	if g.need > len(s) || g.words == 0 {
 		return false
 	}
-	ti, si := 0, 0
-	star, mark := -1, 0 // the last star seen, and where its run ends in s
-	for si < len(s) {
-		switch {
-		case ti < len(g.toks) && g.toks[ti].kind == '*':
-			star, mark = ti, si
-			ti++
-		case ti < len(g.toks) && g.toks[ti].matches(lower(s[si])):
-			ti++
-			si++
-		case star >= 0: // let the last star take one more byte
-			mark++
-			ti, si = star+1, mark
-		default:
+	var buf [8]uint64
+	state := buf[:0]
+	if g.words > len(buf) {
+		state = make([]uint64, 0, g.words)
+	}
+	state = append(state, 1)
+	state = state[:g.words]
+	g.closeStars(state)
+	for i := 0; i < len(s); i++ {
+		takes := g.row(lower(s[i]))
+		var carry, alive uint64
+		for w := range state {
+			moved := state[w] & takes[w]
+			state[w] = moved<<1 | carry | state[w]&g.stars[w]
+			carry = moved >> 63
+			alive |= state[w]
+		}
+		g.cost += g.words
+		if alive == 0 {
 			return false
 		}
+		g.closeStars(state)
 	}
-	for ti < len(g.toks) && g.toks[ti].kind == '*' {
-		ti++
+	end := len(g.toks)
+	return state[end/64]&(1<<(end%64)) != 0
+}
+
+// closeStars adds to state the position past each star it holds: a star
+// may match no bytes. (No two stars are adjacent, so one pass does.)
+func (g *glob) closeStars(state []uint64) {
+	var carry uint64
+	for w := range state {
+		past := state[w] & g.stars[w]
+		state[w] |= past<<1 | carry
+		carry = past >> 63
 	}
-	return ti == len(g.toks)
 }
 
 func lower(c byte) byte {

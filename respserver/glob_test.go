@@ -1,6 +1,7 @@
 package respserver
 
 import (
+	"bytes"
 	"context"
 	"math/rand/v2"
 	"slices"
@@ -38,7 +39,7 @@ func TestGlob(t *testing.T) {
 		{"a**?**b", []string{"axb", "axxb"}, []string{"ab"}},
 	}
 	for _, tt := range tests {
-		g := compileGlob(tt.pattern, 64)
+		g := compileGlob([]byte(tt.pattern), 64)
 		for _, s := range tt.yes {
 			if !g.match(s) {
 				t.Errorf("%q does not match %q", tt.pattern, s)
@@ -75,7 +76,7 @@ func TestGlobLikeRedis(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		g := compileGlob(string(p), 64)
+		g := compileGlob(p, 64)
 		var got []string
 		for _, k := range keys[1:] {
 			if g.match(k) {
@@ -143,6 +144,49 @@ func TestConfigGetHostilePatterns(t *testing.T) {
 	}
 }
 
+// TestGlobCostBounded holds generated hostile patterns, up to the 64 KiB
+// a bulk may have, to the matcher's bound: compiling costs two steps per
+// byte of the pattern and 256 per token kept (at most 2 x the longest key
+// + 2: past that the pattern needs more bytes than any key has), and each
+// key a step per byte and word of state. No shape of pattern costs more
+// per byte than a short one: a set's range is not a loop over its bytes,
+// and no star backtracks.
+func TestGlobCostBounded(t *testing.T) {
+	keys := configKeysForBench()
+	maxLen, keyBytes := 0, 0
+	for _, k := range keys {
+		maxLen, keyBytes = max(maxLen, len(k)), keyBytes+len(k)
+	}
+	maxToks := 2*maxLen + 3
+	words := maxToks/64 + 1
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	r := rand.New(rand.NewPCG(seed, 0))
+	pieces := []string{"*", "?", "[", "]", "^", "-", `\`, "a", "p", "-ms", "[\x00-\xff", "[^a-z]", "[a-", "*?", "*[x", "\\*"}
+	worst := 0.0
+	for n := range 400 {
+		size := 1 << r.IntN(17) // 1 B to 64 KiB
+		var b []byte
+		for len(b) < size {
+			b = append(b, pieces[r.IntN(len(pieces))]...)
+		}
+		if n%4 == 0 { // one piece repeated, as an attacker would
+			b = bytes.Repeat([]byte(pieces[r.IntN(len(pieces))]), size)
+		}
+		b = b[:min(len(b), 64<<10)]
+		g := compileGlob(b, maxLen)
+		for _, k := range keys {
+			g.match(k)
+		}
+		bound := 2*len(b) + 256*maxToks + keyBytes*words
+		if g.cost > bound {
+			t.Fatalf("pattern %d (%d bytes, starting %q) cost %d steps, over its bound %d", n, len(b), b[:min(len(b), 40)], g.cost, bound)
+		}
+		worst = max(worst, float64(g.cost)/float64(bound))
+	}
+	t.Logf("the costliest pattern used %.0f%% of its bound", 100*worst)
+}
+
 // BenchmarkConfigGetGlob is the cost of one CONFIG GET pattern against
 // every configuration key, compiled and matched.
 func BenchmarkConfigGetGlob(b *testing.B) {
@@ -157,7 +201,7 @@ func BenchmarkConfigGetGlob(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				g := compileGlob(p, maxLen)
+				g := compileGlob([]byte(p), maxLen)
 				for _, k := range keys {
 					g.match(k)
 				}
