@@ -561,6 +561,107 @@ func TestClusterPrefixDeletedUnderLoad(t *testing.T) {
 	}
 }
 
+// TestClusterPrefixDeletedStandbyClaims: as above, with a third server
+// standing by. It sees the claims go and takes an id at once, before its
+// holder claims again: it never held that id, and etcd has no reservation
+// left for it. It must still start above every ID the holder issued,
+// which ran further ahead of the clock than max-lead-ms (the holders
+// started max-lead-ms ahead, and borrowed from there): it knows the
+// reservations it saw in etcd before they were deleted.
+func TestClusterPrefixDeletedStandbyClaims(t *testing.T) {
+	e := testetcd.Start(t)
+	servers := []*process{member(t, e, busyArgs...), member(t, e, busyArgs...)}
+	for _, p := range servers {
+		waitHolding(t, p, 10*time.Second)
+	}
+	standby := member(t, e, busyArgs...)
+	servers = append(servers, standby)
+	if !waitUntil(10*time.Second, func() bool { return clusterInfo(standby, "cluster_state") == "standby" }) {
+		t.Fatalf("the third server does not stand by: %s", clusterInfo(standby, "cluster_state"))
+	}
+	set := newIDSet(busyLayout)
+	stop := set.loadAll(func(i int) string { return servers[i%3].Addr }, 100)
+	defer stop()
+	ahead := func() bool {
+		lead, err := strconv.Atoi(processInfo(servers[0], "idgen", "lead_ms"))
+		return err == nil && lead >= 6000
+	}
+	if !waitUntil(30*time.Second, ahead) {
+		t.Fatal("IDs never ran 6 s ahead of the clock under load")
+	}
+	cli := e.Client()
+	defer cli.Close()
+	if _, err := cli.Delete(context.Background(), "/idserver/", clientv3.WithPrefix()); err != nil {
+		t.Fatal(err)
+	}
+	deleted := set.count()
+	if !waitUntil(10*time.Second, func() bool { return clusterInfo(standby, "cluster_state") == "holding" }) {
+		t.Fatalf("the standby did not claim after the prefix was deleted:\n%s", strings.Join(standby.Lines(), "\n"))
+	}
+	if !waitUntil(20*time.Second, func() bool { return set.count() > deleted+40000 }) {
+		t.Fatalf("only %d IDs after the standby claimed (%d before)", set.count()-deleted, deleted)
+	}
+	stop()
+	n := set.check(t)
+	t.Logf("%d IDs, %d after the prefix was deleted, none and no unit repeated; errors %v", n, n-deleted, set.fails)
+}
+
+// TestClusterPrefixDeletedNewServer: the holder of one id is paused when
+// every key is deleted, so nobody claims its id again, and then a server
+// new to etcd (an empty dir, no history) claims it. The other holder,
+// claiming its own id again, found etcd lost data and wrote back the
+// reservations it knew, the paused holder's among them: the new server
+// starts above every ID the paused one issued, though those ran further
+// ahead of the clock than max-lead-ms.
+func TestClusterPrefixDeletedNewServer(t *testing.T) {
+	e := testetcd.Start(t)
+	servers := []*process{member(t, e, busyArgs...), member(t, e, busyArgs...)}
+	paused := servers[0]
+	if waitHolding(t, paused, 10*time.Second) != 0 {
+		servers[0], servers[1] = servers[1], servers[0]
+		paused = servers[0]
+	}
+	waitHolding(t, servers[1], 10*time.Second)
+	set := newIDSet(busyLayout)
+	stop := set.loadAll(func(i int) string { return servers[i%2].Addr }, 100)
+	defer stop()
+	if !waitUntil(30*time.Second, func() bool {
+		lead, err := strconv.Atoi(processInfo(paused, "idgen", "lead_ms"))
+		return err == nil && lead >= 6000
+	}) {
+		t.Fatal("IDs never ran 6 s ahead of the clock under load")
+	}
+	paused.Cmd.Process.Signal(syscall.SIGSTOP)
+	cli := e.Client()
+	defer cli.Close()
+	if _, err := cli.Delete(context.Background(), "/idserver/", clientv3.WithPrefix()); err != nil {
+		t.Fatal(err)
+	}
+	deleted := set.count()
+	if !waitUntil(10*time.Second, func() bool { return clusterInfo(servers[1], "claims") == "2" }) {
+		t.Fatalf("the running holder did not claim again:\n%s", strings.Join(servers[1].Lines(), "\n"))
+	}
+	if !waitUntil(10*time.Second, func() bool {
+		resp, err := cli.Get(context.Background(), "/idserver/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		return err == nil && resp.Count >= 4 // layout, claim, and both reservations
+	}) {
+		resp, _ := cli.Get(context.Background(), "/idserver/", clientv3.WithPrefix())
+		t.Fatalf("the reservation of the paused holder's id was not written back: %v\n%s", resp.Kvs, strings.Join(servers[1].Lines(), "\n"))
+	}
+	fresh := member(t, e, busyArgs...)
+	if id := waitHolding(t, fresh, 10*time.Second); id != 0 {
+		t.Fatalf("the new server holds id %d, want the paused holder's 0", id)
+	}
+	servers[0] = fresh
+	paused.Cmd.Process.Signal(syscall.SIGCONT)
+	if !waitUntil(20*time.Second, func() bool { return set.count() > deleted+40000 }) {
+		t.Fatalf("only %d IDs after the new server claimed (%d before)", set.count()-deleted, deleted)
+	}
+	stop()
+	n := set.check(t)
+	t.Logf("%d IDs, %d after the prefix was deleted, none and no unit repeated; errors %v", n, n-deleted, set.fails)
+}
+
 // TestClusterLocalCopy: a holder killed with -9, its keys then deleted
 // from etcd, and started again on the same dir with its clock a minute
 // back, starts above everything it issued: at the copy of its reservation

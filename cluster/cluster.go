@@ -18,13 +18,17 @@
 //
 // When etcd loses data (keys deleted by hand, a restore from an older
 // snapshot) T_last may be gone or lower than what was issued. So a claim
-// never starts below the last T this process stored for the id, nor below
-// the copy of it every save writes first to a file in dir; and where etcd
-// has no T, or one below those, or this server has no history of etcd to
-// check it against, it starts max-lead-ms ahead of the clock as a first
-// start does: a holder whose T was lost issued nothing further ahead of
-// its clock than that. A server that sees etcd go back (history.go)
-// claims nothing until an operator confirms.
+// never starts below the highest T this process stored or saw in etcd
+// for the id (it follows every reservation of its layout: known.go), nor
+// below the copy of its own that every save writes first to a file in
+// dir; where etcd has no T, or one below those, or this server has no
+// history of etcd to check it against, it also starts max-lead-ms ahead
+// of the clock, as a first start does. A server that finds etcd lost data
+// writes back the T it knows for the ids etcd lost, for servers new to
+// etcd. A server that sees etcd go back (history.go) claims nothing until
+// an operator confirms. What remains: a server new to etcd that claims an
+// id whose T etcd lost before any server that knew it wrote it back
+// starts only max-lead-ms ahead of its clock.
 package cluster
 
 import (
@@ -99,11 +103,11 @@ type Member struct {
 	stale []clientv3.LeaseID // leases not revoked yet: etcd was unreachable
 
 	hist       *history
-	stored     map[int64]int64 // by id, the last T this process stored; under mu
-	existed    bool            // the layout key was there before this server: under mu
-	lastLogged string          // why this server could not claim, last logged (logOnce); under mu
-	reserved   atomic.Int64    // the last T this server stored, ms since the epoch
-	polled     etcdStatus      // etcd's database size and alarms, as last read
+	known      *known       // by id, the highest T this process stored or saw in etcd
+	existed    bool         // the layout key was there before this server: under mu
+	lastLogged string       // why this server could not claim, last logged (logOnce); under mu
+	reserved   atomic.Int64 // the last T this server stored, ms since the epoch
+	polled     etcdStatus   // etcd's database size and alarms, as last read
 	claims     atomic.Uint64
 	losses     atomic.Uint64
 	saves      atomic.Uint64 // of keepers closed already
@@ -121,7 +125,7 @@ func Start(cfg Config, target Target) *Member {
 		cfg: cfg, target: target, log: cfg.Log,
 		k:     newKeys(cfg.Prefix, cfg.Layout, cfg.Epoch),
 		hist:  &history{path: historyPath(cfg.StatePath)},
-		state: "connecting", held: -1, stored: map[int64]int64{},
+		state: "connecting", held: -1, known: newKnown(),
 		cancel: cancel, done: make(chan struct{}),
 	}
 	target.Standby(errors.New("CLUSTERDOWN no server-id held yet: connecting to etcd"))
@@ -244,6 +248,7 @@ func (m *Member) session(ctx context.Context, prefer int64) (int64, error) {
 		return -1, fmt.Errorf("etcd lease: %w", err)
 	}
 	m.renewed(lease.ID, lease.TTL)
+	go m.follow(sctx)
 	existed, err := checkLayout(sctx, m.cli, m.k)
 	if err != nil {
 		m.log.Error().Err(err).Msg("cluster: refusing to claim a server-id")
@@ -361,7 +366,10 @@ func (m *Member) hold(ctx context.Context, c claimed, lease clientv3.LeaseID, ka
 	if local != nil {
 		defer local.Close()
 	}
-	floor := m.start(c, resumed)
+	if err := m.awaitKnown(ctx, c.rev); err != nil {
+		return fmt.Errorf("server-id %d: reservations written before the claim not known: %w", c.id, err)
+	}
+	floor := m.start(ctx, c, resumed)
 	gen, err := idgen.New(idgen.Settings{
 		Layout: m.cfg.Layout, Epoch: m.cfg.Epoch, ServerID: c.id,
 		MaxLead: m.cfg.MaxLead, MaxWait: m.cfg.MaxWait,
@@ -529,13 +537,14 @@ func (m *Member) openLocal(identity reservation.State) (*reservation.FileStore, 
 }
 
 // start is the time field a claim of c starts at: etcd's T, unless this
-// server knows of a higher one (its own last save, or the local copy),
-// etcd has none, or this server has no history of etcd yet (see
-// history.fresh); then above all of them and max-lead-ms ahead of the
-// clock (see the package doc), said loudly when it means etcd lost data.
-func (m *Member) start(c claimed, local reservation.Resumed) int64 {
+// server knows of a higher one (its own saves, the local copy, a T it saw
+// in etcd: known), etcd has none, or this server has no history of etcd
+// yet (see history.fresh); then above all of them and max-lead-ms ahead
+// of the clock (see the package doc). When that means etcd lost data it
+// says so loudly, and writes back the T it knows for ids etcd lost.
+func (m *Member) start(ctx context.Context, c claimed, local reservation.Resumed) int64 {
 	m.mu.Lock()
-	own, existed := max(m.stored[c.id], local.Reserved), m.existed
+	own, existed := max(m.known.of(c.id), local.Reserved), m.existed
 	m.mu.Unlock()
 	fresh := m.hist.isFresh()
 	if c.reserved > 0 && c.reserved >= own && !fresh {
@@ -546,7 +555,8 @@ func (m *Member) start(c claimed, local reservation.Resumed) int64 {
 	ev, msg := m.log.Info(), "cluster: first claim of this server-id; starting max-lead-ms ahead of the clock"
 	switch {
 	case own > c.reserved:
-		ev, msg = m.log.Error(), "cluster: etcd lost data: its reservation for this server-id is below what this server stored (keys deleted, or etcd restored from an older snapshot?); starting above both, max-lead-ms ahead of the clock"
+		go m.republish(ctx)
+		ev, msg = m.log.Error(), "cluster: etcd lost data: its reservation for this server-id is below what this server stored or saw there (keys deleted, or etcd restored from an older snapshot?); starting above both, max-lead-ms ahead of the clock"
 	case fresh && c.reserved > 0:
 		msg = "cluster: this server has no history of etcd (a new server, or etcd confirmed after a restore): starting above etcd's reservation and max-lead-ms ahead of the clock, in case etcd lost a newer one"
 	case existed:
@@ -560,9 +570,7 @@ func (m *Member) start(c claimed, local reservation.Resumed) int64 {
 // storedNow records that this process stored t as id's T.
 func (m *Member) storedNow(id, t int64) {
 	m.reserved.Store(t)
-	m.mu.Lock()
-	m.stored[id] = max(m.stored[id], t)
-	m.mu.Unlock()
+	m.known.raise(id, t)
 }
 
 // renewed records a lease grant or renewal of ttl seconds.

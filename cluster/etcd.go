@@ -37,7 +37,8 @@ func newKeys(prefix string, l idgen.Layout, epoch time.Time) keys {
 
 func (k keys) claims() string           { return k.scope + "claim/" }
 func (k keys) claim(id int64) string    { return k.claims() + strconv.FormatInt(id, 10) }
-func (k keys) reserved(id int64) string { return k.scope + "reserved/" + strconv.FormatInt(id, 10) }
+func (k keys) reservations() string     { return k.scope + "reserved/" }
+func (k keys) reserved(id int64) string { return k.reservations() + strconv.FormatInt(id, 10) }
 
 // idOf is the server-id of a claim key.
 func (k keys) idOf(key []byte) (int64, bool) {
@@ -79,6 +80,7 @@ func checkLayout(ctx context.Context, cli *clientv3.Client, k keys) (existed boo
 type claimed struct {
 	id       int64
 	reserved int64 // T stored by its holders so far (ms since the epoch); 0: none
+	rev      int64 // etcd's revision of the claim
 }
 
 // holders lists the held server-ids and their holders, and the revision
@@ -119,7 +121,7 @@ func claim(ctx context.Context, cli *clientv3.Client, k keys, lease clientv3.Lea
 		if !resp.Succeeded {
 			continue // taken meanwhile
 		}
-		c := claimed{id: id}
+		c := claimed{id: id, rev: resp.Header.Revision}
 		if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) == 1 {
 			if c.reserved, err = strconv.ParseInt(string(kvs[0].Value), 10, 64); err != nil {
 				return claimed{}, 0, fmt.Errorf("%s: %q is not a reservation", k.reserved(id), kvs[0].Value)
