@@ -515,6 +515,28 @@ func TestClusterEtcdTLSAndAuth(t *testing.T) {
 	}
 }
 
+// waitAhead waits until p issues IDs lead ms ahead of its clock.
+func waitAhead(t *testing.T, p *process, lead int) {
+	t.Helper()
+	if !waitUntil(30*time.Second, func() bool {
+		ms, err := strconv.Atoi(processInfo(p, "idgen", "lead_ms"))
+		return err == nil && ms >= lead
+	}) {
+		t.Fatalf("IDs never ran %d ms ahead of the clock under load", lead)
+	}
+}
+
+// wipe deletes every key under the prefix, as an operator's cleanup
+// would.
+func wipe(t *testing.T, e *testetcd.Server) {
+	t.Helper()
+	cli := e.Client()
+	defer cli.Close()
+	if _, err := cli.Delete(context.Background(), "/idserver/", clientv3.WithPrefix()); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestClusterPrefixDeletedUnderLoad: an operator deletes every key under
 // the prefix while two holders issue IDs seconds ahead of their clocks.
 // Both lose their ids and claim again with no reservation left in etcd,
@@ -529,18 +551,8 @@ func TestClusterPrefixDeletedUnderLoad(t *testing.T) {
 	set := newIDSet(busyLayout)
 	stop := set.loadAll(func(i int) string { return servers[i%2].Addr }, 100)
 	defer stop()
-	ahead := func() bool {
-		lead, err := strconv.Atoi(processInfo(servers[0], "idgen", "lead_ms"))
-		return err == nil && lead >= 2000
-	}
-	if !waitUntil(20*time.Second, ahead) {
-		t.Fatal("IDs never ran 2 s ahead of the clock under load")
-	}
-	cli := e.Client()
-	defer cli.Close()
-	if _, err := cli.Delete(context.Background(), "/idserver/", clientv3.WithPrefix()); err != nil {
-		t.Fatal(err)
-	}
+	waitAhead(t, servers[0], 2000)
+	wipe(t, e)
 	deleted, deletedAt := set.count(), time.Now()
 	for _, p := range servers {
 		if !waitUntil(10*time.Second, func() bool { return clusterInfo(p, "claims") == "2" && clusterInfo(p, "cluster_state") == "holding" }) {
@@ -582,18 +594,8 @@ func TestClusterPrefixDeletedStandbyClaims(t *testing.T) {
 	set := newIDSet(busyLayout)
 	stop := set.loadAll(func(i int) string { return servers[i%3].Addr }, 100)
 	defer stop()
-	ahead := func() bool {
-		lead, err := strconv.Atoi(processInfo(servers[0], "idgen", "lead_ms"))
-		return err == nil && lead >= 6000
-	}
-	if !waitUntil(30*time.Second, ahead) {
-		t.Fatal("IDs never ran 6 s ahead of the clock under load")
-	}
-	cli := e.Client()
-	defer cli.Close()
-	if _, err := cli.Delete(context.Background(), "/idserver/", clientv3.WithPrefix()); err != nil {
-		t.Fatal(err)
-	}
+	waitAhead(t, servers[0], 6000)
+	wipe(t, e)
 	deleted := set.count()
 	if !waitUntil(10*time.Second, func() bool { return clusterInfo(standby, "cluster_state") == "holding" }) {
 		t.Fatalf("the standby did not claim after the prefix was deleted:\n%s", strings.Join(standby.Lines(), "\n"))
@@ -625,19 +627,12 @@ func TestClusterPrefixDeletedNewServer(t *testing.T) {
 	set := newIDSet(busyLayout)
 	stop := set.loadAll(func(i int) string { return servers[i%2].Addr }, 100)
 	defer stop()
-	if !waitUntil(30*time.Second, func() bool {
-		lead, err := strconv.Atoi(processInfo(paused, "idgen", "lead_ms"))
-		return err == nil && lead >= 6000
-	}) {
-		t.Fatal("IDs never ran 6 s ahead of the clock under load")
-	}
+	waitAhead(t, paused, 6000)
 	paused.Cmd.Process.Signal(syscall.SIGSTOP)
+	wipe(t, e)
+	deleted := set.count()
 	cli := e.Client()
 	defer cli.Close()
-	if _, err := cli.Delete(context.Background(), "/idserver/", clientv3.WithPrefix()); err != nil {
-		t.Fatal(err)
-	}
-	deleted := set.count()
 	if !waitUntil(10*time.Second, func() bool { return clusterInfo(servers[1], "claims") == "2" }) {
 		t.Fatalf("the running holder did not claim again:\n%s", strings.Join(servers[1].Lines(), "\n"))
 	}
