@@ -4,15 +4,15 @@
 // redcon v1.6.4's parser walks a declared array count every time more
 // bytes arrive (`*2147483647\r\n` then slow bytes costs seconds of CPU per
 // byte), buffers a declared bulk or an unterminated inline line of any
-// size, re-parses an unfinished command from its first byte on every call,
-// and allocates the rest of an inline line at every space in it. A Scanner
-// reads the stream as it arrives: the first byte that breaks a limit or the
-// grammar is reported with a Redis-worded error reply, and Partial tells
-// how much of what came is an unfinished command, so the parser only ever
-// sees whole ones.
+// size, and re-parses an unfinished command from its first byte on every
+// call. A Scanner reads the stream as it arrives: the first byte that
+// breaks a limit or the grammar is reported with a Redis-worded error
+// reply, and Partial tells how much of what came is an unfinished
+// command, so the parser only ever sees whole ones.
 package resplimit
 
 import (
+	"bytes"
 	"errors"
 	"math"
 )
@@ -20,18 +20,13 @@ import (
 // Limits bounds what one command may declare. A field of zero or less
 // refuses every command that needs one; respserver fills in its defaults
 // before it gets here.
-//
-// An inline line is also refused, as too big, once redcon's parser would
-// allocate more than 16 × MaxBulkLen bytes for it (at least 1 MiB): it
-// allocates the rest of the line again at every space and quote.
 type Limits struct {
 	// MaxBulkLen is the largest bulk string, and the longest inline command
 	// line (counting a '\r' before its '\n'), in bytes.
 	MaxBulkLen int
 	// MaxMultibulkLen is the most elements in one command array, and the
 	// most tokens on an inline line. Inline tokens are counted
-	// conservatively: every space and quote may start one, because each
-	// costs redcon's inline parser an allocation.
+	// conservatively: every space and quote may start one.
 	MaxMultibulkLen int
 }
 
@@ -55,22 +50,8 @@ const (
 // ten plus a digit, still fits in an int.
 const maxLimit = (math.MaxInt - 9) / 10
 
-// maxDigits bounds a length line: 19 digits hold any int64, and leading
-// zeros (which redcon accepts) must not make the line endless.
+// maxDigits bounds a length line: 19 digits hold any int64.
 const maxDigits = 19
-
-// The inline budget bounds what redcon's inline parser may allocate for one
-// line, as a multiple of MaxBulkLen with a floor. It allocates the rest of
-// the line at each space or quote, so a 64 KiB line of spaces costs it
-// 2 GiB and about 0.7 s; 1024 spaces before 63 KiB still cost 64 MiB and
-// 18 ms. Sixteen lines' worth (1 MiB, ~0.3 ms, at the 64 KiB default) keeps
-// the worst line near the cost of a plain long one (0.3 ms); telnet-style
-// commands come nowhere near it.
-const (
-	inlineBudgetFactor = 16
-	inlineBudgetFloor  = 1 << 20
-	maxInlineBudget    = 1 << 61 // keeps the running cost from overflowing
-)
 
 type state uint8
 
@@ -88,24 +69,24 @@ const (
 )
 
 // Scanner follows the RESP request framing of one connection across
-// arbitrary chunk boundaries. It accepts what redcon accepts, less signed
-// lengths and empty arrays, within the limits, and reports the first byte
-// that breaks a limit or the grammar. Inline quoting is left to redcon,
+// arbitrary chunk boundaries. It accepts what Redis accepts (no signed
+// lengths, no leading zeros), within the limits, and reports the first byte that breaks a
+// limit or the grammar. An empty or negative array count (*0, *-1) is a
+// command of its own with no arguments, which Redis skips. Inline quoting is left to redcon,
 // which refuses bad quotes cheaply. The zero Scanner refuses everything;
 // use NewScanner.
 type Scanner struct {
 	lim     Limits
-	budget  int // inline allocation budget, from lim
 	st      state
-	num     int // the count or length being read
+	num     int  // the count or length being read
 	digits  int
+	neg     bool // the count has a '-': the command is empty, as Redis skips it
 	args    int // bulks left in the current command
 	remain  int // bulk bytes left
 	partial int // bytes scanned since the last command end
 
 	lineLen int // inline: bytes so far
 	delims  int // inline: spaces and quotes so far
-	cost    int // inline: what redcon will allocate for the line so far
 }
 
 // NewScanner returns a Scanner at the start of a stream, checking lim.
@@ -114,11 +95,7 @@ func NewScanner(lim Limits) Scanner {
 	// digit arithmetic in scan free of overflow; no limit needs more.
 	lim.MaxBulkLen = min(max(lim.MaxBulkLen, 0), maxLimit)
 	lim.MaxMultibulkLen = min(max(lim.MaxMultibulkLen, 0), maxLimit)
-	budget := maxInlineBudget
-	if lim.MaxBulkLen < maxInlineBudget/inlineBudgetFactor {
-		budget = max(lim.MaxBulkLen*inlineBudgetFactor, inlineBudgetFloor)
-	}
-	return Scanner{lim: lim, budget: budget}
+	return Scanner{lim: lim}
 }
 
 // Scan consumes the next bytes of the stream and returns how many of them
@@ -149,10 +126,10 @@ func (s *Scanner) scan(p []byte) (valid, end int, err error) {
 		switch s.st {
 		case stStart:
 			if b == '*' {
-				s.st, s.num, s.digits = stCount, 0, 0
+				s.st, s.num, s.digits, s.neg = stCount, 0, 0, false
 				break
 			}
-			s.st, s.lineLen, s.delims, s.cost = stInline, 0, 0, 0
+			s.st, s.lineLen, s.delims = stInline, 0, 0
 			continue // the byte belongs to the inline line
 		case stCount, stLen:
 			bad, limit, next := errMultibulk, s.lim.MaxMultibulkLen, stCountLF
@@ -163,19 +140,33 @@ func (s *Scanner) scan(p []byte) (valid, end int, err error) {
 				s.st = next
 				break
 			}
-			if b < '0' || b > '9' || s.digits == maxDigits {
+			if b == '-' && s.st == stCount && s.digits == 0 && !s.neg {
+				s.neg = true
+				break
+			}
+			// As Redis's string2ll: no leading zeros, no "-0".
+			leadingZero := s.digits == 1 && s.num == 0 && !s.neg || s.digits == 0 && s.neg && b == '0'
+			if b < '0' || b > '9' || s.digits == maxDigits || leadingZero {
 				return i, end, bad
 			}
 			// Refuse as soon as the number is too big, not at its end:
 			// the digits could go on for ever.
-			s.num = s.num*10 + int(b-'0')
 			s.digits++
+			if s.neg {
+				break // any negative count is an empty command: its size does not matter
+			}
+			s.num = s.num*10 + int(b-'0')
 			if s.num > limit {
 				return i, end, bad
 			}
 		case stCountLF:
-			if b != '\n' || s.num < 1 {
+			if b != '\n' {
 				return i, end, errMultibulk
+			}
+			if s.neg || s.num == 0 { // *0 and *-1: no command, as Redis reads them
+				s.st = stStart
+				end = i + 1
+				break
 			}
 			s.args, s.st = s.num, stDollar
 		case stDollar:
@@ -219,21 +210,36 @@ func (s *Scanner) scan(p []byte) (valid, end int, err error) {
 				end = i + 1
 				break
 			}
-			// redcon allocates the whole line, and the rest of it again
-			// at each space or quote: each new byte lengthens every one
-			// of those allocations so far.
 			s.lineLen++
-			s.cost += 1 + s.delims
 			if b == ' ' || b == '"' || b == '\'' {
 				s.delims++
 			}
-			if s.lineLen > s.lim.MaxBulkLen || s.delims >= s.lim.MaxMultibulkLen || s.cost > s.budget {
+			if s.lineLen > s.lim.MaxBulkLen || s.delims >= s.lim.MaxMultibulkLen {
 				return i, end, errInline
 			}
 		}
 		i++
 	}
 	return i, end, nil
+}
+
+// EmptyCommand reports whether buf, at a command boundary of a stream the
+// Scanner accepted, starts with an empty or negative array count (*0,
+// *-1), which Redis skips without a reply, and if so how many bytes that
+// line takes. (redcon's parser refuses those.)
+func EmptyCommand(buf []byte) (n int, ok bool) {
+	if len(buf) < 2 || buf[0] != '*' {
+		return 0, false
+	}
+	end := bytes.IndexByte(buf, '\n')
+	if end < 0 {
+		return 0, false
+	}
+	count := bytes.TrimRight(buf[1:end], "\r")
+	if len(count) == 0 || count[0] != '-' && len(bytes.TrimLeft(count, "0")) > 0 {
+		return 0, false
+	}
+	return end + 1, true
 }
 
 // printable keeps an error reply on one line whatever byte came.

@@ -1,6 +1,7 @@
 package respserver
 
 import (
+	"bytes"
 	"context"
 	"os/exec"
 	"path/filepath"
@@ -99,6 +100,47 @@ func TestRepliesLikeRedis(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// rawLikeRedis are byte streams whose replies must be redis-server's,
+// byte for byte: empty and negative arrays, and inline lines split by
+// whitespace other than spaces, with escapes and bad quotes. (Not a NUL
+// byte in an inline line: Redis looks for its end with strchr, which
+// stops there, and waits for more; idserver ends the line there.)
+var rawLikeRedis = []string{
+	"*0\r\n", "*-1\r\n", "*-5\r\n", "*00\r\n", "*0\r\n*1\r\n$4\r\nPING\r\n",
+	"ECHO\ta\r\n", "ECHO\v\fa\r\n", " \t \r\n", "PING\r\r\n", " \v a\r\n",
+	`ECHO "a\x00b"` + "\r\n", `ECHO "a\x4g"` + "\r\n", `ECHO "\x41\xfF\n\r\t\b\a\q\\"` + "\r\n",
+	`ECHO 'it\'s'` + "\r\n", `ECHO 'a\nb'` + "\r\n", `ECHO x"a b"y` + "\r\n", `ECHO "a"b` + "\r\n",
+	`ECHO "abc` + "\r\n", `ECHO 'abc` + "\r\n", `ECHO "a\` + "\r\n", "ECHO \"a\"\v\r\n",
+	`ECHO ""` + "\r\n", "ECHO ''\r\n", "\x01\x02 \x03\n",
+}
+
+// TestRawLikeRedis sends each of rawLikeRedis, then a PING, to
+// redis-server and idserver, and compares all they reply, up to the PONG
+// or the close.
+func TestRawLikeRedis(t *testing.T) {
+	sock := startRedisSocket(t)
+	_, addr := startServer(t, idgen.Settings{}, Options{})
+	replies := func(addr, in string) string {
+		c := dialRaw(t, addr)
+		c.conn.SetDeadline(time.Now().Add(5 * time.Second))
+		c.send(in + "PING\r\n")
+		var out []byte
+		for !bytes.HasSuffix(out, []byte("+PONG\r\n")) {
+			b, err := c.r.ReadByte()
+			if err != nil {
+				break // closed after a protocol error
+			}
+			out = append(out, b)
+		}
+		return string(out)
+	}
+	for _, in := range rawLikeRedis {
+		if got, want := replies(addr, in), replies(sock, in); got != want {
+			t.Errorf("%q: idserver replied %q, redis-server %q", in, got, want)
+		}
 	}
 }
 

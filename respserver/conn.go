@@ -42,15 +42,16 @@ type client struct {
 	inExec bool         // EXEC is running tx: its commands take txIDs
 	txIDs  []int64      // the IDs EXEC took for the transaction, not yet used
 
-	tls   *tlsConn // nil for plain TCP
-	scan  resplimit.Scanner
-	in    []byte   // read but not yet run: an unfinished command, or what came while busy
-	out   []byte   // replies not yet written
-	args  [][]byte // the parser's scratch
-	lower [32]byte // the command name, lower-cased, without allocating
-	ids   []int64  // scratch for MGETID
-	bad   error    // a framing violation, answered after the commands before it
-	quit  bool     // close once the replies are out
+	tls    *tlsConn // nil for plain TCP
+	scan   resplimit.Scanner
+	in     []byte   // read but not yet run: an unfinished command, or what came while busy
+	out    []byte   // replies not yet written
+	args   [][]byte // the parser's scratch
+	inline []byte   // the unescaped bytes of an inline command's arguments
+	lower  [32]byte // the command name, lower-cased, without allocating
+	ids    []int64  // scratch for MGETID
+	bad    error    // a framing violation, answered after the commands before it
+	quit   bool     // close once the replies are out
 
 	busy  bool    // a command waits for its IDs on a goroutine
 	wait  waiting // that command
@@ -274,18 +275,20 @@ func (s *Server) runCommands(c *client, buf []byte, room int) []byte {
 	return buf
 }
 
-// parse splits the first command off buf.
+// parse splits the first command off buf, which holds whole commands: an
+// empty array (*0, *-1) or blank line gives no arguments, as Redis skips
+// them.
 func (c *client) parse(buf []byte) (args [][]byte, rest []byte, err error) {
-	if buf[0] == '$' {
-		// redcon would read a Tile38 command here; Redis, like the
-		// scanner, reads an inline line.
+	if n, ok := resplimit.EmptyCommand(buf); ok {
+		return nil, buf[n:], nil
+	}
+	if buf[0] != '*' {
 		end := bytes.IndexByte(buf, '\n')
-		args = c.args[:0]
-		for f := range bytes.FieldsSeq(bytes.TrimSuffix(buf[:end], []byte{'\r'})) {
-			args = append(args, f)
+		c.args, c.inline, err = splitInline(bytes.TrimSuffix(buf[:end], []byte{'\r'}), c.inline, c.args[:0])
+		if cap(c.inline) > keepBuf {
+			c.inline = nil // args keep it while they are used
 		}
-		c.args = args
-		return args, buf[end+1:], nil
+		return c.args, buf[end+1:], err
 	}
 	complete, args, _, rest, err := redcon.ReadNextCommand(buf, c.args[:0])
 	c.args = args

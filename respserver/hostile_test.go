@@ -55,7 +55,7 @@ func TestHostileInput(t *testing.T) {
 	before := cpuTime(t)
 
 	t.Run("garbage bytes", func(t *testing.T) {
-		for _, junk := range []string{"\x00\xff\xfe\r\n", "\x01\x02 \x03\n", "GETID extra junk\r\n"} {
+		for _, junk := range []string{"\xff\xfe\r\n", "\x01\x02 \x03\n", "GETID extra junk\r\n"} {
 			c := dialRaw(t, addr)
 			c.send(junk)
 			if v := c.reply(); !strings.HasPrefix(string(v.(respError)), "ERR ") {
@@ -63,7 +63,7 @@ func TestHostileInput(t *testing.T) {
 			}
 			stillServing()
 		}
-		for _, junk := range []string{"*abc\r\n", "*1\r\n%5\r\nhello\r\n", "*1\r\n$x\r\n", "*1\r\n$3\r\nabcdef\r\n", "*-5\r\n"} {
+		for _, junk := range []string{"*abc\r\n", "*1\r\n%5\r\nhello\r\n", "*1\r\n$x\r\n", "*1\r\n$3\r\nabcdef\r\n", "*-0\r\n", "*01\r\n"} {
 			c := dialRaw(t, addr)
 			c.send(junk)
 			expectErrorThenEOF(t, c, "ERR Protocol error: ")
