@@ -200,7 +200,7 @@ func TestFileErrors(t *testing.T) {
 		{"# c\nid-generator server-id 0 id-range\n", "line 2: id-generator takes key value pairs"},
 		{"id-generator port 1\n", `line 1: id-generator: unknown key "port"`},
 		{`requirepass "abc`, "line 1: unbalanced quotes"},
-		{`requirepass "abc"d`, "line 1: closing quote must be followed by a space"},
+		{`requirepass "abc"d`, "line 1: unbalanced quotes"},
 		{"save 60 1\n", `line 1: unknown key "save"`},
 	}
 	for _, tt := range tests {

@@ -2,12 +2,12 @@ package conf
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
+
+	"github.com/idserver/idserver/internal/redisargs"
 )
 
 // ReadFile reads a redis.conf-style file: `key value` lines, # comments,
@@ -79,75 +79,16 @@ func Parse(r io.Reader) (map[string]string, error) {
 	return values, nil
 }
 
-// splitArgs splits a line into words as redis.conf does: spaces separate,
-// "double quotes" take \n \r \t \\ \" and \xHH escapes, 'single quotes'
-// take \', and a closing quote must end the word.
+// splitArgs splits a line into words as Redis reads redis.conf (and an
+// inline command): see redisargs.
 func splitArgs(line string) ([]string, error) {
-	var args []string
-	for i := 0; ; {
-		for i < len(line) && (line[i] == ' ' || line[i] == '\t') {
-			i++
-		}
-		if i == len(line) {
-			return args, nil
-		}
-		var w strings.Builder
-		switch q := line[i]; q {
-		case '"', '\'':
-			i++
-			closed := false
-			for i < len(line) && !closed {
-				c := line[i]
-				switch {
-				case c == '\\' && q == '"' && i+3 < len(line) && line[i+1] == 'x' && isHex(line[i+2]) && isHex(line[i+3]):
-					b, _ := strconv.ParseUint(line[i+2:i+4], 16, 8)
-					w.WriteByte(byte(b))
-					i += 4
-				case c == '\\' && i+1 < len(line) && (q == '"' || line[i+1] == '\''):
-					w.WriteByte(unescape(line[i+1], q))
-					i += 2
-				case c == q:
-					closed = true
-					i++
-				default:
-					w.WriteByte(c)
-					i++
-				}
-			}
-			if !closed {
-				return nil, errors.New("unbalanced quotes")
-			}
-			if i < len(line) && line[i] != ' ' && line[i] != '\t' {
-				return nil, errors.New("closing quote must be followed by a space")
-			}
-		default:
-			for i < len(line) && line[i] != ' ' && line[i] != '\t' {
-				w.WriteByte(line[i])
-				i++
-			}
-		}
-		args = append(args, w.String())
+	args, _, err := redisargs.Split([]byte(line), nil, nil)
+	if err != nil {
+		return nil, err
 	}
-}
-
-func isHex(c byte) bool {
-	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
-}
-
-func unescape(c, quote byte) byte {
-	if quote == '"' {
-		switch c {
-		case 'n':
-			return '\n'
-		case 'r':
-			return '\r'
-		case 't':
-			return '\t'
-		case 'b':
-			return '\b'
-		case 'a':
-			return '\a'
-		}
+	words := make([]string, len(args))
+	for i, a := range args {
+		words[i] = string(a)
 	}
-	return c
+	return words, nil
 }

@@ -1,7 +1,6 @@
 package respserver
 
 import (
-	"bytes"
 	"errors"
 	"io"
 	"strconv"
@@ -283,12 +282,8 @@ func (c *client) parse(buf []byte) (args [][]byte, rest []byte, err error) {
 		return nil, buf[n:], nil
 	}
 	if buf[0] != '*' {
-		end := bytes.IndexByte(buf, '\n')
-		c.args, c.inline, err = splitInline(bytes.TrimSuffix(buf[:end], []byte{'\r'}), c.inline, c.args[:0])
-		if cap(c.inline) > keepBuf {
-			c.inline = nil // args keep it while they are used
-		}
-		return c.args, buf[end+1:], err
+		rest, err := c.splitInline(buf)
+		return c.args, rest, err
 	}
 	complete, args, _, rest, err := redcon.ReadNextCommand(buf, c.args[:0])
 	c.args = args
