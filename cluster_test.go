@@ -501,6 +501,11 @@ func TestClusterEtcdTLSAndAuth(t *testing.T) {
 	good := member(t, e, append(tlsArgs, "--etcd-username", "root", "--etcd-password", "s3cret")...)
 	waitHolding(t, good, 10*time.Second)
 	checkAbove(t, mgetid(t, good.Addr, 1000), 0)
+	gc := redis.NewClient(&redis.Options{Addr: good.Addr})
+	defer gc.Close()
+	if shown, err := gc.ConfigGet(ctx, "etcd-*").Result(); err != nil || shown["etcd-password"] != "(redacted)" || shown["etcd-username"] != "root" {
+		t.Errorf("CONFIG GET etcd-*: %v, %v; want the password redacted", shown, err)
+	}
 
 	bad := member(t, e, append(tlsArgs, "--etcd-username", "root", "--etcd-password", "wrong", "--etcd-dial-timeout", "1")...)
 	c := redis.NewClient(&redis.Options{Addr: bad.Addr, MaxRetries: -1})

@@ -323,7 +323,7 @@ func newServer(cfg *conf.Config, log zerolog.Logger, opts respserver.Options) *r
 		Hard:    int(cfg.ClientOutputBufferLimit.Hard),
 		SoftFor: cfg.ClientOutputBufferLimit.SoftSeconds,
 	}
-	opts.Config = cfg.Pairs()
+	opts.Config = cfg.Shown()
 	opts.EnableDebug = cfg.EnableDebugCommand
 	return respserver.New(opts)
 }

@@ -74,7 +74,7 @@ type Config struct {
 	EtcdKeyFile     string        `key:"etcd-key-file" default:"" usage:"cluster mode: the private key of etcd-cert-file (PEM)"`
 	EtcdCACertFile  string        `key:"etcd-ca-cert-file" default:"" usage:"cluster mode: CA certificates (PEM) to check etcd's; set to use TLS"`
 	EtcdUsername    string        `key:"etcd-username" default:"" usage:"cluster mode: etcd user"`
-	EtcdPassword    string        `key:"etcd-password" default:"" usage:"cluster mode: the etcd user's password"`
+	EtcdPassword    string        `key:"etcd-password" default:"" secret:"yes" usage:"cluster mode: the etcd user's password"`
 
 	LogLevel    string `key:"loglevel" default:"notice" usage:"debug, verbose, notice or warning"`
 	MetricsAddr string `key:"metrics-addr" default:"" usage:"address for Prometheus metrics; empty = off"`
@@ -137,6 +137,7 @@ type field struct {
 	key, def, unit, usage string
 	index                 int
 	text                  bool // the type parses itself, from one or more words
+	secret                bool // CONFIG GET does not show it (requirepass, as in Redis, it does)
 }
 
 // typ names the field's kind in --help. The names are not pflag's own
@@ -170,7 +171,7 @@ var fields = func() []field {
 		f := t.Field(i)
 		if key, ok := f.Tag.Lookup("key"); ok {
 			text := reflect.PointerTo(f.Type).Implements(reflect.TypeFor[encoding.TextUnmarshaler]())
-			fs = append(fs, field{key, f.Tag.Get("default"), f.Tag.Get("unit"), f.Tag.Get("usage"), i, text})
+			fs = append(fs, field{key, f.Tag.Get("default"), f.Tag.Get("unit"), f.Tag.Get("usage"), i, text, f.Tag.Get("secret") == "yes"})
 		}
 	}
 	return fs
@@ -511,8 +512,24 @@ func (c *Config) validateEtcd() error {
 	return inRange("etcd-dial-timeout", int64(c.EtcdDialTimeout/time.Second), 1, 60)
 }
 
-// Pairs returns every key with its effective value as CONFIG GET shows
-// it, in a stable order.
+// Redacted is what CONFIG GET shows for a secret that is set.
+const Redacted = "(redacted)"
+
+// Shown returns every key with its effective value as CONFIG GET shows
+// it: Pairs, with secrets other than Redis's own requirepass redacted.
+// Any client allowed to run CONFIG GET may read it.
+func (c *Config) Shown() [][2]string {
+	pairs := c.Pairs()
+	for i, f := range fields {
+		if f.secret && pairs[i][1] != "" {
+			pairs[i][1] = Redacted
+		}
+	}
+	return pairs
+}
+
+// Pairs returns every key with its effective value, in a stable order:
+// loaded back, they give the same configuration.
 func (c *Config) Pairs() [][2]string {
 	rv := reflect.ValueOf(c).Elem()
 	pairs := make([][2]string, 0, len(fields))

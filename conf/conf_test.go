@@ -305,6 +305,33 @@ func TestPairs(t *testing.T) {
 	}
 }
 
+// TestShownRedactsSecrets: CONFIG GET shows requirepass, as Redis does,
+// but not the etcd password, and shows an unset one as empty.
+func TestShownRedactsSecrets(t *testing.T) {
+	c, err := Load([]string{"--requirepass", "pw", "--etcd-password", "s3cret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shown := map[string]string{}
+	for _, kv := range c.Shown() {
+		shown[kv[0]] = kv[1]
+	}
+	if shown["etcd-password"] != Redacted || shown["requirepass"] != "pw" {
+		t.Fatalf("Shown: etcd-password %q, requirepass %q", shown["etcd-password"], shown["requirepass"])
+	}
+	for _, kv := range c.Shown() {
+		if strings.Contains(kv[1], "s3cret") {
+			t.Fatalf("Shown shows the secret as %s %q", kv[0], kv[1])
+		}
+	}
+	c, _ = Load(nil)
+	for _, kv := range c.Shown() {
+		if kv[1] == Redacted {
+			t.Fatalf("Shown redacts unset %s", kv[0])
+		}
+	}
+}
+
 func TestSplitArgs(t *testing.T) {
 	tests := []struct {
 		in   string

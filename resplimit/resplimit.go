@@ -78,12 +78,12 @@ const (
 type Scanner struct {
 	lim     Limits
 	st      state
-	num     int  // the count or length being read
+	num     int // the count or length being read
 	digits  int
 	neg     bool // the count has a '-': the command is empty, as Redis skips it
-	args    int // bulks left in the current command
-	remain  int // bulk bytes left
-	partial int // bytes scanned since the last command end
+	args    int  // bulks left in the current command
+	remain  int  // bulk bytes left
+	partial int  // bytes scanned since the last command end
 
 	lineLen int // inline: bytes so far
 	delims  int // inline: spaces and quotes so far
