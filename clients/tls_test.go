@@ -166,3 +166,31 @@ func TestTLSRequestsBehindTheHandshake(t *testing.T) {
 		tc.Close()
 	}
 }
+
+// TestTLSMaxClients: past maxclients, a client on the TLS port gets
+// Redis's reply through TLS, as on the plain port, not a bare close.
+func TestTLSMaxClients(t *testing.T) {
+	p := testpki.New(t)
+	addr := startTLS(t, p, "--maxclients", "1")
+	ctx := context.Background()
+	first := tlsClient(t, p, addr, &p.Client)
+	if err := first.Ping(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// Raw, as go-redis sends HELLO, SETINFO and PING before it reads.
+	second, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: p.Roots, Certificates: []tls.Certificate{p.Client}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	second.SetDeadline(time.Now().Add(15 * time.Second))
+	if _, err := second.Write([]byte("PING\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := io.ReadAll(second); string(got) != "-ERR max number of clients reached\r\n" {
+		t.Fatalf("a second TLS client at maxclients 1: read %q, %v; want Redis's error, then the close", got, err)
+	}
+	if err := first.Ping(ctx).Err(); err != nil {
+		t.Fatalf("the first client after the refusal: %v", err)
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"runtime"
 	"slices"
@@ -118,6 +119,7 @@ type Server struct {
 	queryLog    limiter
 	limitLog    limiter
 	handshakes  atomic.Int64  // TLS handshakes under way
+	lingering   atomic.Int64  // refused connections read to their end (turnAway)
 	tlsFailed   atomic.Uint64 // TLS handshakes that failed
 	tlsLog      limiter
 	deniedLog   limiter
@@ -298,11 +300,18 @@ func (s *Server) accept(ln net.Listener, cfg *tls.Config) error {
 	}
 }
 
-// admitTLS does nc's TLS handshake and admits it.
+// maxHandshakes bounds the TLS handshakes under way: each holds a
+// goroutine and its buffers, and a flood of connections that never finish
+// one must not pile them up. Past it, a connection is closed unanswered (a
+// reply before the handshake would be noise to it).
+const maxHandshakes = 256
+
+// admitTLS does nc's TLS handshake and admits it: a client past
+// maxclients gets Redis's reply through TLS, as on the plain port.
 func (s *Server) admitTLS(nc net.Conn, cfg *tls.Config) {
-	if s.handshakes.Add(1)+s.clients.Load() > int64(s.opts.MaxClients) {
+	if s.handshakes.Add(1) > maxHandshakes {
 		s.handshakes.Add(-1)
-		s.rejected.Add(1) // closed unanswered: a reply before the handshake would be noise to it
+		s.rejected.Add(1)
 		nc.Close()
 		return
 	}
@@ -348,16 +357,47 @@ const (
 )
 
 // refuse answers a connection it will not serve with reply (through TLS
-// if t is set) and closes it.
+// if t is set) and closes it at once: out of file descriptors, its socket
+// is needed back.
 func (s *Server) refuse(nc net.Conn, t *tlsConn, reply string) {
+	s.answer(nc, t, reply)
+	nc.Close()
+}
+
+// answer writes reply to a connection that will not be served.
+func (s *Server) answer(nc net.Conn, t *tlsConn, reply string) {
 	s.rejected.Add(1)
-	nc.SetWriteDeadline(time.Now().Add(time.Second))
+	nc.SetDeadline(time.Now().Add(time.Second))
 	if t != nil {
 		t.tc.Write([]byte(reply))
 	} else {
 		nc.Write([]byte(reply))
 	}
-	nc.Close()
+}
+
+// maxLingering bounds the refused connections read to their end at once.
+const maxLingering = 256
+
+// turnAway answers a connection it will not serve with reply and closes
+// it once the client has closed its side, or a second has passed: closed
+// with what the client sent unread (a TLS client's first command, right
+// behind the handshake), the socket would be reset, and the reply lost
+// with it. Past maxLingering such, it closes at once.
+func (s *Server) turnAway(nc net.Conn, t *tlsConn, reply string) {
+	s.answer(nc, t, reply)
+	if s.lingering.Add(1) > maxLingering {
+		s.lingering.Add(-1)
+		nc.Close()
+		return
+	}
+	go func() {
+		defer s.lingering.Add(-1)
+		if tc, ok := nc.(*net.TCPConn); ok {
+			tc.CloseWrite()
+		}
+		io.Copy(io.Discard, io.LimitReader(nc, 64<<10))
+		nc.Close()
+	}()
 }
 
 // denied reports whether protected mode refuses a client from addr: no
@@ -376,10 +416,10 @@ func (s *Server) denied(addr net.Addr) bool {
 func (s *Server) admit(nc net.Conn, t *tlsConn) error {
 	switch {
 	case s.clients.Load() >= int64(s.opts.MaxClients):
-		s.refuse(nc, t, errMaxClients)
+		s.turnAway(nc, t, errMaxClients)
 		return nil
 	case s.denied(nc.RemoteAddr()):
-		s.refuse(nc, t, errDenied)
+		s.turnAway(nc, t, errDenied)
 		if ok, skipped := s.deniedLog.allow(); ok {
 			s.log.Warn().Str("client", nc.RemoteAddr().String()).Uint64("also_denied", skipped).
 				Msg("protected mode: refused a client that is not on loopback (set requirepass, or protected-mode no)")
