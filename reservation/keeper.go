@@ -33,6 +33,8 @@ type Keeper struct {
 	ctx  context.Context // of the renewals: Close ends it, so it never waits behind one
 	stop context.CancelFunc
 	done chan struct{}
+
+	failLog failureLog // run's own
 }
 
 // Stats are a Keeper's counters.
@@ -98,13 +100,14 @@ func (k *Keeper) renew() error {
 }
 
 // run renews on a tick of an eighth of the reservation, and at once when a
-// request is waiting for it. A failing store is retried on every tick and
-// logged when it starts and stops failing, not on every try.
+// request is waiting for it. A failing store is retried on every tick;
+// each failure is logged with its error, at most once a failureLogEvery
+// per distinct error (failureLog).
 func (k *Keeper) run() {
 	defer close(k.done)
 	t := time.NewTicker(min(max(time.Duration(k.reserve)*time.Millisecond/8, 5*time.Millisecond), 250*time.Millisecond))
 	defer t.Stop()
-	failing := false
+	failed := 0 // writes failed in a row
 	for {
 		select {
 		case <-k.ctx.Done():
@@ -117,13 +120,43 @@ func (k *Keeper) run() {
 		}
 		err := k.renew()
 		switch {
-		case err != nil && !failing:
-			k.log.Error().Err(err).Msg("cannot renew the reservation; requests past it get -BUSY until a write succeeds")
-		case err == nil && failing:
-			k.log.Info().Msg("reservation renewed again")
+		case err != nil && k.ctx.Err() == nil:
+			failed++
+			if ok, held := k.failLog.allow(err.Error(), time.Now()); ok {
+				k.log.Error().Err(err).Int("failed_in_a_row", failed).Int("same_error_not_logged", held).
+					Msg("cannot renew the reservation; requests past it get -BUSY until a write succeeds")
+			}
+		case err == nil && failed > 0:
+			k.log.Info().Int("failed_in_a_row", failed).Msg("reservation renewed again")
+			failed = 0
 		}
-		failing = err != nil
 	}
+}
+
+// failureLogEvery is how often one error of the store is logged again
+// while it repeats.
+const failureLogEvery = 10 * time.Second
+
+// failureLog lets through the first failure of each error text, and then
+// one every failureLogEvery, with how many of that text it held back: a
+// store failing on every tick (a full disk: 60 a second) is a line every
+// ten seconds, and a new error is news at once.
+type failureLog struct {
+	last map[string]time.Time
+	held map[string]int
+}
+
+func (l *failureLog) allow(text string, now time.Time) (ok bool, held int) {
+	if l.last == nil || len(l.last) > 64 { // bounded: errors may carry varying details
+		l.last, l.held = map[string]time.Time{}, map[string]int{}
+	}
+	if last, seen := l.last[text]; seen && now.Sub(last) < failureLogEvery {
+		l.held[text]++
+		return false, 0
+	}
+	held = l.held[text]
+	l.last[text], l.held[text] = now, 0
+	return true, held
 }
 
 // Close stops renewing, cutting short a renewal under way, stops the
