@@ -295,3 +295,43 @@ func TestDebugAndShutdownCommands(t *testing.T) {
 		}
 	})
 }
+
+// TestForwardClockStepHeld: the clock steps a day forward (a bad time
+// source), then is put right, as NTP would. The server keeps to the time
+// it went by meanwhile: no ID a day ahead, and no -BUSY once the clock is
+// right again (it was refused for the whole day before). It counts and
+// logs the step.
+func TestForwardClockStepHeld(t *testing.T) {
+	p := start(t, nil, "--enable-debug-command", "yes")
+	c := redis.NewClient(&redis.Options{Addr: p.Addr})
+	defer c.Close()
+	ctx := context.Background()
+	if err := c.Do(ctx, "DEBUG", "CLOCK-OFFSET", strconv.Itoa(24*3600*1000)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	id, err := c.Do(ctx, "GETID").Int64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts, err := idgen.Decode(id, idgen.DefaultLayout, idgen.DefaultEpoch)
+	if err != nil || time.Until(parts.Time) > time.Minute {
+		t.Fatalf("ID %d with the clock a day ahead has time %v (%v): want about now", id, parts.Time, err)
+	}
+	if held, _ := strconv.ParseInt(processInfo(p, "idgen", "clock_step_held_ms"), 10, 64); held < 24*3600*1000-60_000 {
+		t.Fatalf("INFO idgen clock_step_held_ms %d, want about a day", held)
+	}
+	if err := c.Do(ctx, "DEBUG", "CLOCK-OFFSET", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for range 100 {
+		if err := c.Do(ctx, "GETID").Err(); err != nil {
+			t.Fatalf("GETID once the clock is put right: %v", err)
+		}
+	}
+	if got := processInfo(p, "idgen", "clock_steps_forward_held"); got != "1" {
+		t.Errorf("INFO idgen clock_steps_forward_held %q, want 1", got)
+	}
+	if !waitUntil(10*time.Second, func() bool { return p.Logged("clock stepped forward by more than max-lead-ms") }) {
+		t.Errorf("the step was not logged:\n%s", strings.Join(p.Lines(), "\n"))
+	}
+}

@@ -175,11 +175,18 @@ type Stats struct {
 	Borrowed    uint64        // calls that issued IDs ahead of the clock
 	ClockSteps  uint64        // times the clock was seen to step backwards
 	LastStep    time.Duration // size of the latest backward step
-	Refused     uint64        // calls refused with a *LeadError
-	Waits       uint64        // calls that waited for the clock
-	Ceiling     int64         // the reserved time field, ms since the epoch; 0: none
-	Unreserved  uint64        // calls refused with ErrNotReserved
-	BehindFloor time.Duration // how far the clock still is behind Settings.Floor (0 once past it)
+	// ForwardSteps counts the forward steps of more than MaxLead the
+	// generator held back (see StepConfirm); LastForwardStep is the size
+	// of the latest, and StepHeld how far the clock is ahead of the time
+	// the generator goes by now (0: it follows the clock).
+	ForwardSteps    uint64
+	LastForwardStep time.Duration
+	StepHeld        time.Duration
+	Refused         uint64        // calls refused with a *LeadError
+	Waits           uint64        // calls that waited for the clock
+	Ceiling         int64         // the reserved time field, ms since the epoch; 0: none
+	Unreserved      uint64        // calls refused with ErrNotReserved
+	BehindFloor     time.Duration // how far the clock still is behind Settings.Floor (0 once past it)
 }
 
 // Generator issues IDs. It is safe for concurrent use.
@@ -194,7 +201,7 @@ type Generator struct {
 	randMask   uint64
 	table      []uint32 // permutation of 0..2^R-1, read-only after New
 
-	nowMs  func() int64 // ms since the Unix epoch
+	read   func() time.Time // the clock
 	sleep  func(time.Duration)
 	offset atomic.Int64 // ms added to the clock (SetClockOffset)
 	floor  int64        // Settings.Floor
@@ -202,6 +209,7 @@ type Generator struct {
 	mu      sync.Mutex
 	last    int64         // u of the last issued ID; -1 before the first
 	lastNow int64         // the clock reading of the last call, to see steps back
+	steps   steps         // how the clock is followed
 	next    uint64        // index into table of the next ID
 	ceiling int64         // no time field may reach it; math.MaxInt64: none
 	raised  chan struct{} // closed and replaced when ceiling rises
@@ -214,9 +222,9 @@ type Generator struct {
 // New returns a Generator for st, starting at the later of the clock and
 // st.Floor. It fails when that is at or past the end of the time field.
 func New(st Settings) (*Generator, error) {
-	nowMs, sleep := func() int64 { return time.Now().UnixMilli() }, time.Sleep
+	read, sleep := time.Now, time.Sleep
 	if st.Clock != nil {
-		nowMs, sleep = func() int64 { return st.Clock.Now().UnixMilli() }, st.Clock.Sleep
+		read, sleep = st.Clock.Now, st.Clock.Sleep
 	}
 	if st.Layout == (Layout{}) {
 		st.Layout = DefaultLayout
@@ -251,7 +259,7 @@ func New(st Settings) (*Generator, error) {
 		maxUnit:    int64(uint64(1)<<(TimeBits+l.ShardBits) - 1),
 		randMask:   1<<l.RandomBits - 1,
 		table:      shuffledTable(l.RandomBits),
-		nowMs:      nowMs,
+		read:       read,
 		sleep:      sleep,
 	}
 	if st.MaxWait < 0 {
@@ -265,6 +273,8 @@ func New(st Settings) (*Generator, error) {
 	}
 	g.raised = make(chan struct{})
 	g.demand = make(chan struct{}, 1)
+	t := read()
+	g.steps = steps{last: g.wall(t), anchor: g.wall(t), at: t}
 	now := g.now()
 	switch {
 	case g.floor >= 1<<TimeBits:
@@ -295,11 +305,23 @@ func shuffledTable(bits int) []uint32 {
 	return t
 }
 
-// now is the clock in ms since the epoch.
-func (g *Generator) now() int64 { return g.nowMs() + g.offset.Load() - g.epochMs }
+// now is the time the generator goes by, in ms since the epoch: the
+// clock, but for a large forward step not yet confirmed (see steps). It
+// costs one clock reading. g.mu is held (or g is not yet shared).
+func (g *Generator) now() int64 {
+	t := g.read()
+	return g.steps.follow(g.wall(t), t, g.maxLeadMs, &g.stats)
+}
 
-// Now returns the generator's clock, in ms since its epoch.
-func (g *Generator) Now() int64 { return g.now() }
+// wall is clock reading t, shifted by the offset, in ms since the epoch.
+func (g *Generator) wall(t time.Time) int64 { return t.UnixMilli() + g.offset.Load() - g.epochMs }
+
+// Now returns the time the generator goes by, in ms since its epoch.
+func (g *Generator) Now() int64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.now()
+}
 
 // SetClockOffset shifts the generator's clock by d (negative: back), as a
 // clock step would; the generator treats it exactly as one. For tests of
@@ -315,9 +337,9 @@ func (g *Generator) ClockOffset() time.Duration {
 // the time field of the next ID, in ms since the epoch. A reservation keeper
 // keeps Ceiling comfortably above it.
 func (g *Generator) Reach() int64 {
-	now := g.now()
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	now := g.now()
 	// In uint64: after the very last unit, last+1 overflows an int64.
 	return max(now, int64((uint64(g.last)+1)>>g.layout.ShardBits))
 }
@@ -612,6 +634,8 @@ func (g *Generator) Stats() Stats {
 	if g.ceiling != math.MaxInt64 {
 		s.Ceiling = g.ceiling
 	}
+	s.ForwardSteps, s.LastForwardStep = g.stats.ForwardSteps, g.stats.LastForwardStep // counted by g.now above
+	s.StepHeld = time.Duration(g.steps.ahead) * time.Millisecond
 	return s
 }
 

@@ -648,6 +648,10 @@ func (s *Server) watch() {
 			s.log.Warn().Uint64("calls", n).Int64("lead_ms", st.Lead.Milliseconds()).
 				Int64("max_lead_seen_ms", st.MaxLeadSeen.Milliseconds()).Msg(borrowedWhy(st))
 		}
+		if st.ForwardSteps > prev.ForwardSteps {
+			s.log.Warn().Uint64("steps", st.ForwardSteps-prev.ForwardSteps).Int64("last_step_ms", st.LastForwardStep.Milliseconds()).
+				Msg("clock stepped forward by more than max-lead-ms; IDs keep to the monotonic clock until the new time has held for a minute (a step put right before then costs nothing)")
+		}
 		if st.ClockSteps > prev.ClockSteps {
 			s.log.Warn().Uint64("steps", st.ClockSteps-prev.ClockSteps).Int64("last_step_ms", st.LastStep.Milliseconds()).
 				Msg("clock stepped backwards; IDs continue from the last one issued")

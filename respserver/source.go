@@ -49,6 +49,7 @@ func addStats(a, b idgen.Stats) idgen.Stats {
 	a.Issued += b.Issued
 	a.Borrowed += b.Borrowed
 	a.ClockSteps += b.ClockSteps
+	a.ForwardSteps += b.ForwardSteps
 	a.Refused += b.Refused
 	a.Waits += b.Waits
 	a.Unreserved += b.Unreserved
