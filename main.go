@@ -86,6 +86,12 @@ func run(args []string) int {
 	if cfg.GoMaxProcs > 0 {
 		runtime.GOMAXPROCS(cfg.GoMaxProcs)
 	}
+	if _, set := os.LookupEnv("GOMEMLIMIT"); !set && cfg.MaxMemoryClients > 0 {
+		// The collector works harder as the heap nears this, before the
+		// clients reach their bound rather than after: what they hold may
+		// take twice its size in buffers, and the server itself some more.
+		debug.SetMemoryLimit(2*int64(cfg.MaxMemoryClients) + 128<<20)
+	}
 
 	if cfg.EtcdEndpoints != "" {
 		return runCluster(cfg, tc, log)
@@ -318,6 +324,7 @@ func newServer(cfg *conf.Config, log zerolog.Logger, opts respserver.Options) *r
 	opts.IdleTimeout = cfg.Timeout
 	opts.Limits = resplimit.Limits{MaxBulkLen: cfg.ProtoMaxBulkLen, MaxMultibulkLen: cfg.ProtoMaxMultibulkLen}
 	opts.QueryBufferLimit = cfg.ClientQueryBufferLimit
+	opts.MaxMemoryClients = cfg.MaxMemoryClients
 	opts.Output = respserver.OutputLimits{
 		Soft:    int(cfg.ClientOutputBufferLimit.Soft),
 		Hard:    int(cfg.ClientOutputBufferLimit.Hard),

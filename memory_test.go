@@ -2,6 +2,8 @@ package main
 
 import (
 	"bufio"
+	"bytes"
+	"fmt"
 	"net"
 	"os"
 	"strconv"
@@ -11,53 +13,36 @@ import (
 	"time"
 )
 
-// rssMB is the resident memory of pid, in MiB.
-func rssMB(t *testing.T, pid int) int {
+// peakMB is the peak resident memory of pid so far (VmHWM), in MiB.
+func peakMB(t *testing.T, pid int) int {
 	t.Helper()
 	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, l := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
 			kb, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
 			return kb >> 10
 		}
 	}
-	t.Fatal("no VmRSS")
+	t.Fatal("no VmHWM")
 	return 0
 }
 
-// TestClientsThatNeverRead: four clients pipeline MGETID 10000 and never
-// read, reconnecting whenever they are closed, for 6 s, against the server
-// on its defaults. Its memory stays bounded (it grew past 1.6 GB before
-// the output limits, and to about 300 MiB before client-query-buffer-limit
-// bounded the requests waiting behind unread replies), and a client on
-// another connection is answered throughout. The bound on PING is loose, for a busy machine: the figure
-// itself is logged, and measured by scripts/hostile.sh.
-func TestClientsThatNeverRead(t *testing.T) {
-	p := start(t, nil)
-	pid := p.Cmd.Process.Pid
-	stop := time.Now().Add(6 * time.Second)
-	batch := []byte(strings.Repeat("MGETID 10000\r\n", 1000))
+// attack is what one hostile client does until stop: it dials addr,
+// misbehaves, and dials again whenever the server closes it.
+type attack func(addr string, stop time.Time)
+
+// underAttack runs n clients of a against p for d while a probe on
+// another connection PINGs every 20 ms, and returns p's peak RSS in MiB,
+// the worst PING, and how many clients p closed at a limit (its log).
+func underAttack(t *testing.T, p *process, n int, d time.Duration, a attack) (peak int, worst time.Duration, closed int) {
+	t.Helper()
+	stop := time.Now().Add(d)
 	var wg sync.WaitGroup
-	for range 4 {
-		wg.Go(func() {
-			for time.Now().Before(stop) {
-				c, err := net.Dial("tcp", p.Addr)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				for time.Now().Before(stop) {
-					c.SetWriteDeadline(stop)
-					if _, err := c.Write(batch); err != nil {
-						break // closed at the hard limit
-					}
-				}
-				c.Close()
-			}
-		})
+	for range n {
+		wg.Go(func() { a(p.Addr, stop) })
 	}
 	probe, err := net.Dial("tcp", p.Addr)
 	if err != nil {
@@ -65,7 +50,6 @@ func TestClientsThatNeverRead(t *testing.T) {
 	}
 	defer probe.Close()
 	r := bufio.NewReader(probe)
-	peak, worst, pings := 0, time.Duration(0), 0
 	for time.Now().Before(stop) {
 		begin := time.Now()
 		probe.SetDeadline(begin.Add(10 * time.Second))
@@ -74,25 +58,124 @@ func TestClientsThatNeverRead(t *testing.T) {
 			t.Fatalf("probe: %q, %v", line, err)
 		}
 		worst = max(worst, time.Since(begin))
-		peak = max(peak, rssMB(t, pid))
-		pings++
 		time.Sleep(20 * time.Millisecond)
 	}
 	wg.Wait()
-	closed := 0
 	for _, l := range p.Lines() {
-		if strings.Contains(l, "closing a client at client-output-buffer-limit") || strings.Contains(l, "reached client-query-buffer-limit") {
+		if strings.Contains(l, "closing a client") {
 			closed++
 		}
 	}
-	t.Logf("peak RSS %d MiB, worst PING %v over %d PINGs, %d limit warnings", peak, worst.Round(time.Millisecond), pings, closed)
-	if peak >= 300 {
-		t.Errorf("peak RSS %d MiB, want under 300", peak)
+	return peakMB(t, p.Cmd.Process.Pid), worst, closed
+}
+
+// redial runs session on new connections to addr until stop; a session
+// returns when its connection fails (the server closed it).
+func redial(addr string, stop time.Time, session func(c net.Conn)) {
+	for time.Now().Before(stop) {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			return
+		}
+		c.SetDeadline(stop)
+		session(c)
+		c.Close()
 	}
-	if worst > time.Second {
-		t.Errorf("a PING waited %v", worst)
+}
+
+// writeUntil writes b to c until stop or an error.
+func writeUntil(c net.Conn, b []byte, stop time.Time) {
+	for time.Now().Before(stop) {
+		if _, err := c.Write(b); err != nil {
+			return
+		}
 	}
-	if closed == 0 {
-		t.Error("no client was closed at its output or query buffer limits")
+}
+
+// The attacks of issue 19, each as a client repeats it.
+var (
+	// neverRead pipelines MGETID 10000 and never reads.
+	neverRead attack = func(addr string, stop time.Time) {
+		batch := []byte(strings.Repeat("MGETID 10000\r\n", 1000))
+		redial(addr, stop, func(c net.Conn) { writeUntil(c, batch, stop) })
+	}
+	// multiFlood sends MULTI, then PINGs, and never reads.
+	multiFlood attack = func(addr string, stop time.Time) {
+		batch := []byte(strings.Repeat("PING\r\n", 10000))
+		redial(addr, stop, func(c net.Conn) {
+			if _, err := c.Write([]byte("MULTI\r\n")); err == nil {
+				writeUntil(c, batch, stop)
+			}
+		})
+	}
+	// unfinished sends a legal command of 1024 bulks of 64 KiB, all but
+	// its last byte, and waits.
+	unfinished attack = func(addr string, stop time.Time) {
+		bulk := append(append([]byte("$65536\r\n"), bytes.Repeat([]byte("x"), 64<<10)...), "\r\n"...)
+		redial(addr, stop, func(c net.Conn) {
+			if _, err := c.Write([]byte("*1024\r\n")); err != nil {
+				return
+			}
+			for range 1023 {
+				if _, err := c.Write(bulk); err != nil {
+					return
+				}
+			}
+			c.Write(bulk[:len(bulk)-1])
+			c.Read(make([]byte, 1)) // until closed, or stop
+		})
+	}
+	// bracketSets sends CONFIG GET with 1022 unclosed 64 KiB sets, each
+	// of ranges over every byte, and waits for the reply.
+	bracketSets attack = func(addr string, stop time.Time) {
+		arg := append([]byte("[")[:1:1], bytes.Repeat([]byte("\x00-\xff"), (64<<10)/3)...)
+		var cmd bytes.Buffer
+		fmt.Fprintf(&cmd, "*1024\r\n$6\r\nCONFIG\r\n$3\r\nGET\r\n")
+		for range 1022 {
+			fmt.Fprintf(&cmd, "$%d\r\n%s\r\n", len(arg), arg)
+		}
+		redial(addr, stop, func(c net.Conn) {
+			if _, err := c.Write(cmd.Bytes()); err == nil {
+				c.Read(make([]byte, 1))
+			}
+		})
+	}
+)
+
+// TestHostileClientsMemory runs each attack of issue 19 against the
+// binary on its defaults: 4 clients that never read, 20 MULTI floods, 10
+// unfinished 64 MiB commands, 2 clients of hostile CONFIG GETs. Each
+// leaves the server's peak RSS under its bound (4 clients that never
+// read peaked at 240-319 MiB; 30 unfinished commands held 3.5 GiB; 20
+// MULTI floods 1.3 GiB) and a client on another connection is answered
+// throughout. The worst PING is logged, not asserted tightly: this
+// machine is shared (scripts/hostile.sh prints the figures).
+func TestHostileClientsMemory(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		n     int
+		a     attack
+		bound int // MiB
+	}{
+		{"never read", 4, neverRead, 200},
+		{"MULTI floods", 20, multiFlood, 400},
+		{"unfinished 64 MiB commands", 10, unfinished, 400},
+		{"bracket-set CONFIG GETs", 2, bracketSets, 400},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := start(t, nil)
+			peak, worst, closed := underAttack(t, p, tt.n, 4*time.Second, tt.a)
+			t.Logf("%d clients: peak RSS %d MiB, worst PING %v, %d closes logged (rate-limited), evicted_clients %s",
+				tt.n, peak, worst.Round(time.Millisecond), closed, processInfo(p, "stats", "evicted_clients"))
+			if peak >= tt.bound {
+				t.Errorf("peak RSS %d MiB, want under %d", peak, tt.bound)
+			}
+			if worst > time.Second {
+				t.Errorf("a PING waited %v", worst)
+			}
+			if closed == 0 {
+				t.Error("no client was closed at a limit")
+			}
+		})
 	}
 }

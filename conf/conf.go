@@ -56,6 +56,7 @@ type Config struct {
 	ProtoMaxBulkLen         int           `key:"proto-max-bulk-len" default:"64kb" unit:"bytes" usage:"largest bulk string or inline command a client may send"`
 	ProtoMaxMultibulkLen    int           `key:"proto-max-multibulk-len" default:"1024" usage:"most arguments in one command"`
 	ClientQueryBufferLimit  int           `key:"client-query-buffer-limit" default:"1mb" unit:"bytes" usage:"most bytes a client's input may hold in the server: an unfinished command, and commands waiting behind one that waits; past it, the client is closed"`
+	MaxMemoryClients        int           `key:"maxmemory-clients" default:"64mb" unit:"bytes" usage:"most bytes all clients together may have the server hold (input, replies, transactions); past it, the clients holding the most are closed; the Go runtime's memory limit is twice this plus 128mb unless GOMEMLIMIT is set; 0 = no bound"`
 	ClientOutputBufferLimit OutputLimit   `key:"client-output-buffer-limit" default:"normal 16mb 8mb 60" usage:"normal <hard> <soft> <soft-seconds>: past soft, a client's commands wait until its replies drain; past hard (replies plus waiting requests), or soft for soft-seconds, it is closed; 0 = no limit"`
 	RequirePass             string        `key:"requirepass" default:"" usage:"password clients must AUTH with; empty = none"`
 
@@ -417,6 +418,12 @@ func (c *Config) validate() error {
 				return fmt.Errorf("client-query-buffer-limit %d is below proto-max-bulk-len %d: a bulk that long could never arrive", c.ClientQueryBufferLimit, c.ProtoMaxBulkLen)
 			}
 			return inRange("client-query-buffer-limit", int64(c.ClientQueryBufferLimit), 1024, 1<<30)
+		},
+		func() error {
+			if c.MaxMemoryClients == 0 {
+				return nil
+			}
+			return inRange("maxmemory-clients", int64(c.MaxMemoryClients), 1<<20, 1<<40)
 		},
 		func() error {
 			if strings.TrimSpace(c.Dir) == "" {

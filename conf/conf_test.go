@@ -29,7 +29,7 @@ func defaults() Config {
 		ServerID: 0, IDRange: 2, ShardRange: 9, RandomRange: 10, Epoch: 1420041600000,
 		MaxLead: 5 * time.Second, MaxWait: 100 * time.Millisecond,
 		MGetIDMax: 10000, GetIDReply: "auto", MaxClients: 10000, Timeout: 0, GoMaxProcs: 1,
-		ProtoMaxBulkLen: 64 << 10, ProtoMaxMultibulkLen: 1024, ClientQueryBufferLimit: 1 << 20,
+		ProtoMaxBulkLen: 64 << 10, ProtoMaxMultibulkLen: 1024, ClientQueryBufferLimit: 1 << 20, MaxMemoryClients: 64 << 20,
 		Dir: ".", StateFile: "idserver.state", ReserveAhead: 3 * time.Second, EnableDebugCommand: "no",
 		ClientOutputBufferLimit: OutputLimit{Hard: 16 << 20, Soft: 8 << 20, SoftSeconds: time.Minute},
 		LogLevel:                "notice",

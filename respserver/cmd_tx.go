@@ -1,9 +1,11 @@
 package respserver
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
+	"unsafe"
 
 	"github.com/idserver/idserver/idgen"
 )
@@ -34,25 +36,50 @@ var transactionCommands = []*command{
 	}},
 }
 
-// transaction is what a client queued since MULTI.
+// transaction is what a client queued since MULTI: each command's
+// arguments in one buffer, each after its length, so that what a queued
+// command holds is its bytes and a few more, not an allocation per
+// argument, and bytes tells exactly what the transaction holds.
 type transaction struct {
 	cmds  []queued
-	ids   int64 // the IDs its commands will issue
-	size  int   // the bytes it holds, held to the hard output limit
-	dirty bool  // a command was refused: EXEC discards the transaction
+	raw   []byte // every queued argument, each after its length (a uvarint)
+	ids   int64  // the IDs its commands will issue
+	dirty bool   // a command was refused: EXEC discards the transaction
 }
 
-// queued is one command of a transaction, with its own copy of the
-// arguments: the parser's are reused.
+// queued is one command of a transaction: its arguments are n in raw from
+// at.
 type queued struct {
-	cmd  *command
-	args [][]byte
+	cmd   *command
+	at, n int
 }
 
-// queuedOverhead is what a queued command is counted for beyond its
-// arguments, so that a flood of tiny commands is bounded too: each one
-// adds a reply to EXEC's.
-const queuedOverhead = 64
+// bytes is what tx holds, for the client's accounting (see holds).
+func (tx *transaction) bytes() int {
+	if tx == nil {
+		return 0
+	}
+	return len(tx.cmds)*int(unsafe.Sizeof(queued{})) + len(tx.raw)
+}
+
+// add queues cmd with a copy of args.
+func (tx *transaction) add(cmd *command, args [][]byte) {
+	tx.cmds = append(tx.cmds, queued{cmd: cmd, at: len(tx.raw), n: len(args)})
+	for _, a := range args {
+		tx.raw = append(binary.AppendUvarint(tx.raw, uint64(len(a))), a...)
+	}
+}
+
+// args returns q's arguments in scratch, as slices of tx.raw.
+func (tx *transaction) args(q queued, scratch [][]byte) [][]byte {
+	raw := tx.raw[q.at:]
+	for range q.n {
+		n, k := binary.Uvarint(raw)
+		scratch = append(scratch, raw[k:k+int(n)])
+		raw = raw[k+int(n):]
+	}
+	return scratch
+}
 
 var errExecAbort = errors.New("EXECABORT Transaction discarded because of previous errors.")
 
@@ -72,44 +99,36 @@ func cmdMulti(s *Server, c *client, args [][]byte) error {
 // discards it, as Redis does.
 func (s *Server) enqueue(c *client, cmd *command, args [][]byte, err error) error {
 	tx := c.tx
-	argsLen := 0
-	for _, a := range args {
-		argsLen += len(a)
-	}
 	var ids int64
-	size := queuedOverhead + argsLen
 	if err == nil { // else cmd may be nil: an unknown command
 		ids = s.idsNeeded(cmd, args)
-		err = s.fits(tx, ids, size)
+		err = s.fits(c, ids, args)
 	}
 	if err != nil {
 		tx.dirty = true
 		return err
 	}
-	q := queued{cmd: cmd, args: make([][]byte, len(args))}
-	buf := make([]byte, 0, argsLen)
-	for i, a := range args {
-		buf = append(buf, a...)
-		q.args[i] = buf[len(buf)-len(a):]
-	}
-	tx.cmds = append(tx.cmds, q)
+	tx.add(cmd, args)
 	tx.ids += ids
-	tx.size += size
 	c.queued.Store(int64(len(tx.cmds)))
 	c.writeString("QUEUED")
 	return nil
 }
 
-// fits checks that a transaction may take one more command, which issues
-// ids IDs and holds size bytes: its IDs, like one MGETID's, are at most
-// mgetid-max, and what it holds stays within the client's hard output
-// limit.
-func (s *Server) fits(tx *transaction, ids int64, size int) error {
-	if n := tx.ids + ids; n > int64(s.opts.MGetIDMax) {
+// fits checks that c's transaction may take one more command, which
+// issues ids IDs and has args: its IDs, like one MGETID's, are at most
+// mgetid-max, and what the client holds with it stays within its hard
+// output limit (client-output-buffer-limit).
+func (s *Server) fits(c *client, ids int64, args [][]byte) error {
+	if n := c.tx.ids + ids; n > int64(s.opts.MGetIDMax) {
 		return fmt.Errorf("ERR a transaction issues at most %d IDs (mgetid-max), this one would issue %d", s.opts.MGetIDMax, n)
 	}
-	if hard, n := s.opts.Output.Hard, tx.size+size; hard > 0 && n > hard {
-		return fmt.Errorf("ERR the transaction would hold %d bytes, past the client's hard output limit (client-output-buffer-limit)", n)
+	size := int(unsafe.Sizeof(queued{}))
+	for _, a := range args {
+		size += binary.MaxVarintLen64 + len(a)
+	}
+	if hard, n := s.opts.Output.Hard, c.holds()+size; hard > 0 && n > hard {
+		return fmt.Errorf("ERR the transaction would hold %d bytes with the client's other buffers, past its hard output limit (client-output-buffer-limit)", n)
 	}
 	return nil
 }
@@ -154,11 +173,13 @@ func (s *Server) runTransaction(c *client, ids []int64, err error) error {
 	c.writeArray(len(tx.cmds))
 	for _, q := range tx.cmds {
 		s.commands.Add(1) // each counts as processed when it runs, as in Redis
-		if err := q.cmd.run(s, c, q.args); err != nil {
+		args := tx.args(q, c.execArgs[:0])
+		c.execArgs = args
+		if err := q.cmd.run(s, c, args); err != nil {
 			s.errors.Add(1)
 			c.writeError(replyText(err))
 		}
-		s.feed(c, q.cmd, q.args)
+		s.feed(c, q.cmd, args)
 	}
 	c.inExec, c.txIDs = false, nil
 	return nil

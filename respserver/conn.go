@@ -35,11 +35,12 @@ type client struct {
 	noEvict, noTouch bool
 	shown            atomic.Pointer[shown] // for CLIENT LIST on other connections
 
-	mon    *monitor     // since MONITOR
-	tx     *transaction // since MULTI
-	queued atomic.Int64 // commands in tx, for CLIENT LIST
-	inExec bool         // EXEC is running tx: its commands take txIDs
-	txIDs  []int64      // the IDs EXEC took for the transaction, not yet used
+	mon      *monitor     // since MONITOR
+	tx       *transaction // since MULTI
+	queued   atomic.Int64 // commands in tx, for CLIENT LIST
+	inExec   bool         // EXEC is running tx: its commands take txIDs
+	execArgs [][]byte     // scratch for the arguments of tx's commands
+	txIDs    []int64      // the IDs EXEC took for the transaction, not yet used
 
 	tls    *tlsConn // nil for plain TCP
 	scan   resplimit.Scanner
@@ -61,6 +62,8 @@ type client struct {
 
 	active   atomic.Int64 // Server.tick when it last sent something
 	draining atomic.Bool  // set by Shutdown: finish, flush, close
+	mem      atomic.Int64 // what it holds, as last charged to Server.clientMem
+	evicted  atomic.Bool  // closed at maxmemory-clients: no longer charged
 }
 
 // keepBuf is the largest scratch buffer a client keeps between requests;
@@ -172,7 +175,7 @@ func (e *events) OnTraffic(gc gnet.Conn) gnet.Action {
 	valid, err := c.scan.Scan(data)
 	data, c.bad = data[:valid], err
 	if c.busy || c.held && !e.s.caughtUp(c, gc) {
-		return e.s.queue(c, gc, data)
+		return e.s.queue(c, data)
 	}
 	return e.s.serve(c, gc, data)
 }
@@ -209,15 +212,14 @@ func (s *Server) serve(c *client, gc gnet.Conn, data []byte) gnet.Action {
 	}
 	c.send(gc)
 	c.batch.observe()
-	if c.busy {
-		go s.finish(c, gc)
-		return gnet.None
-	}
-	if len(c.in) > s.opts.QueryBufferLimit { // an unfinished command, or what waits behind a held client
-		return s.closeAtQueryLimit(c, len(c.in))
-	}
 	if c.quit {
 		return gnet.Close // gnet writes what is still buffered first
+	}
+	if a := s.account(c); a != gnet.None {
+		return a
+	}
+	if c.busy {
+		go s.finish(c, gc)
 	}
 	return gnet.None
 }

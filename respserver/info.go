@@ -113,6 +113,8 @@ func (s *Server) infoClients() []stats.Field {
 		stats.G("blocked_clients", st.Blocked, "Clients whose command waits for its IDs (at the lead bound or for the reservation)."),
 		stats.G("clients_over_soft_limit", st.Held, "Clients whose commands wait for their unsent replies to drain below the soft output limit."),
 		stats.G("maxclients", int64(s.opts.MaxClients), "Most clients served at once."),
+		stats.G("mem_clients_normal", st.ClientMem, "Bytes all clients have the server hold: input, unsent replies, queued transactions."),
+		stats.G("maxmemory_clients", int64(s.opts.MaxMemoryClients), "The bound on mem_clients_normal (maxmemory-clients); 0: none."),
 	}
 }
 
@@ -192,6 +194,7 @@ func (s *Server) infoStats() []stats.Field {
 		stats.C("total_error_replies", st.Errors, "Error replies sent."),
 		stats.C("client_query_buffer_limit_disconnections", st.QueryClosed, "Clients closed at client-query-buffer-limit."),
 		stats.C("client_output_buffer_limit_disconnections", st.LimitClosed, "Clients closed at client-output-buffer-limit."),
+		stats.C("evicted_clients", st.Evicted, "Clients closed at maxmemory-clients, those holding the most first."),
 		stats.C("tls_handshake_failures", st.TLSFailed, "TLS handshakes that failed (no or a bad client certificate, plain text on the TLS port, a timeout)."),
 	}
 }

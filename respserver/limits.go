@@ -102,29 +102,21 @@ func (s *Server) wakeHeld() {
 }
 
 // queue keeps data, which c sent while its commands wait (for the clock,
-// or for its replies to drain), to run later. A client past the hard
-// limit, or held at the soft one for longer than SoftFor, is closed.
-func (s *Server) queue(c *client, gc gnet.Conn, data []byte) gnet.Action {
-	lim := s.opts.Output
-	switch {
-	case len(c.in)+len(data) > s.opts.QueryBufferLimit:
-		return s.closeAtQueryLimit(c, len(c.in)+len(data))
-	case lim.Hard > 0 && len(c.in)+len(data)+gc.OutboundBuffered() > lim.Hard:
-		return s.closeAtLimit(c, gc, "its unsent replies and waiting requests passed the hard limit")
-	case c.held && lim.SoftFor > 0 && time.Since(c.heldAt) > lim.SoftFor:
-		return s.closeAtLimit(c, gc, "it did not read its replies below the soft limit for soft-seconds")
-	}
+// or for its replies to drain), to run later, and holds c to its limits
+// (account).
+func (s *Server) queue(c *client, data []byte) gnet.Action {
 	c.in = append(c.in, data...)
-	return gnet.None
+	return s.account(c)
 }
 
-// closeAtLimit closes c, which has reached one of its output limits, as
-// Redis closes a client at client-output-buffer-limit.
-func (s *Server) closeAtLimit(c *client, gc gnet.Conn, why string) gnet.Action {
+// closeAtLimit closes c, which has reached one of its output limits
+// holding held bytes, as Redis closes a client at
+// client-output-buffer-limit.
+func (s *Server) closeAtLimit(c *client, held int, why string) gnet.Action {
 	c.quit = true
 	s.limitClosed.Add(1)
 	if ok, skipped := s.limitLog.allow(); ok {
-		s.log.Warn().Str("client", c.addr).Int("unsent_bytes", gc.OutboundBuffered()).Int("waiting_request_bytes", len(c.in)).
+		s.log.Warn().Str("client", c.addr).Int("bytes", held).Int("waiting_request_bytes", len(c.in)).
 			Uint64("also_closed", skipped).Msg("closing a client at client-output-buffer-limit: " + why)
 	}
 	return gnet.Close

@@ -125,3 +125,43 @@ func floodUntilClosed(t *testing.T, c, other *rawClient, chunk []byte, limit int
 	}
 	t.Fatalf("%s was not closed after %d bytes", what, limit)
 }
+
+// TestMaxMemoryClients: with no per-client limit, clients that together
+// hold more than maxmemory-clients are closed, the one holding the most
+// first; a client holding little goes on, and INFO counts the eviction
+// and what the clients hold.
+func TestMaxMemoryClients(t *testing.T) {
+	s, addr := startServer(t, idgen.Settings{}, Options{MaxMemoryClients: 1 << 20})
+	small, big, other := dialRaw(t, addr), dialRaw(t, addr), dialRaw(t, addr)
+	small.do("MULTI")
+	small.do("PING")
+	other.do("MULTI")
+	for range 5 {
+		other.do("ECHO", strings.Repeat("y", 60<<10)) // 300 KiB: under the bound alone
+	}
+	big.do("MULTI")
+	arg := strings.Repeat("x", 60<<10)
+	for i := 0; ; i++ {
+		big.send(encode("ECHO", arg))
+		v, err := readReply(big.r)
+		if err != nil {
+			break // closed: evicted
+		}
+		if v != "QUEUED" || i > 100 {
+			t.Fatalf("ECHO %d queued in a transaction of %d KiB: %v", i, i*60, v)
+		}
+	}
+	if s.evicted.Load() != 1 {
+		t.Fatalf("evicted_clients %d, want 1: the biggest only", s.evicted.Load())
+	}
+	if v := small.do("EXEC").([]any); len(v) != 1 || v[0] != "PONG" {
+		t.Fatalf("the small client's EXEC: %v", v)
+	}
+	if v := other.do("EXEC").([]any); len(v) != 5 {
+		t.Fatalf("the other client's EXEC: %d replies", len(v))
+	}
+	info := awaitInfo(t, small, "evicted_clients:1\r\n")
+	if !strings.Contains(info, "maxmemory_clients:1048576\r\n") || !strings.Contains(info, "mem_clients_normal:") {
+		t.Fatalf("INFO:\n%s", info)
+	}
+}

@@ -119,6 +119,13 @@ func (m *monitor) add(line []byte, limit int) (wake bool) {
 	return wake
 }
 
+// bytes is what m holds: its pending lines.
+func (m *monitor) bytes() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.pending)
+}
+
 // take returns the lines pending, valid until the next take, and whether
 // m went past its limit.
 func (m *monitor) take() ([]byte, bool) {
@@ -140,13 +147,13 @@ func (s *Server) flushMonitor(c *client, gc gnet.Conn) gnet.Action {
 	lim, unsent := s.opts.Output, gc.OutboundBuffered()
 	switch {
 	case overflow || lim.Hard > 0 && len(lines)+unsent > lim.Hard:
-		return s.closeAtLimit(c, gc, "its unsent MONITOR output passed the hard limit")
+		return s.closeAtLimit(c, len(lines)+unsent, "its unsent MONITOR output passed the hard limit")
 	case lim.Soft == 0 || unsent <= lim.Soft:
 		c.mon.overSoft = time.Time{}
 	case c.mon.overSoft.IsZero():
 		c.mon.overSoft = time.Now()
 	case lim.SoftFor > 0 && time.Since(c.mon.overSoft) > lim.SoftFor:
-		return s.closeAtLimit(c, gc, "it did not read its MONITOR output below the soft limit for soft-seconds")
+		return s.closeAtLimit(c, len(lines)+unsent, "it did not read its MONITOR output below the soft limit for soft-seconds")
 	}
 	c.write(gc, lines)
 	return gnet.None

@@ -70,6 +70,10 @@ type Options struct {
 	// hold: an unfinished command, and the commands waiting behind one
 	// that waits (client-query-buffer-limit). Zero means 1 MiB.
 	QueryBufferLimit int
+	// MaxMemoryClients bounds what all clients together may have the
+	// server hold (maxmemory-clients); past it, those holding the most
+	// are closed. Zero means no bound.
+	MaxMemoryClients int
 
 	// Config lists the configuration for CONFIG GET, beside Redis's own
 	// keys that idserver answers (see redisConfig); nil means none.
@@ -118,6 +122,10 @@ type Server struct {
 	queryClosed atomic.Uint64 // clients closed at client-query-buffer-limit
 	queryLog    limiter
 	limitLog    limiter
+	clientMem   atomic.Int64  // bytes all clients hold, as last charged (account)
+	evicted     atomic.Uint64 // clients closed at maxmemory-clients
+	evictMu     sync.Mutex    // one eviction at a time
+	evictLog    limiter
 	handshakes  atomic.Int64  // TLS handshakes under way
 	lingering   atomic.Int64  // refused connections read to their end (turnAway)
 	tlsFailed   atomic.Uint64 // TLS handshakes that failed
@@ -483,6 +491,7 @@ func (s *Server) forget(c *client) {
 	s.mu.Unlock()
 	s.unhold(c)
 	s.unmonitor(c)
+	s.uncharge(c)
 	if ok {
 		s.clients.Add(-1)
 	}
@@ -604,6 +613,8 @@ type Stats struct {
 	Errors      uint64 // error replies
 	LimitClosed uint64 // clients closed at their output limits
 	QueryClosed uint64 // clients closed at client-query-buffer-limit
+	Evicted     uint64 // clients closed at maxmemory-clients
+	ClientMem   int64  // bytes all clients hold now
 	TLSFailed   uint64 // TLS handshakes that failed
 }
 
@@ -622,6 +633,8 @@ func (s *Server) Stats() Stats {
 		Errors:      s.errors.Load(),
 		LimitClosed: s.limitClosed.Load(),
 		QueryClosed: s.queryClosed.Load(),
+		Evicted:     s.evicted.Load(),
+		ClientMem:   s.clientMem.Load(),
 		TLSFailed:   s.tlsFailed.Load(),
 	}
 }

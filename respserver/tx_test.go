@@ -82,7 +82,7 @@ func TestTransactionWaitsAsAWhole(t *testing.T) {
 // holds at most the hard output limit; past either, the command is
 // refused and EXEC discards the transaction, as for any refused command.
 func TestTransactionBounds(t *testing.T) {
-	_, addr := startServer(t, idgen.Settings{}, Options{MGetIDMax: 100, Output: OutputLimits{Hard: 4096, Soft: 2048}})
+	_, addr := startServer(t, idgen.Settings{}, Options{MGetIDMax: 100, Output: OutputLimits{Hard: 1 << 20, Soft: 512 << 10}})
 	c := dialRaw(t, addr)
 	c.do("MULTI")
 	c.do("MGETID", "60")
@@ -95,9 +95,9 @@ func TestTransactionBounds(t *testing.T) {
 	c.do("MULTI")
 	var refused respError
 	for i := 0; i < 100 && refused == ""; i++ {
-		refused, _ = c.do("ECHO", strings.Repeat("x", 500)).(respError)
+		refused, _ = c.do("ECHO", strings.Repeat("x", 60<<10)).(respError)
 	}
-	if !strings.Contains(string(refused), "past the client's hard output limit") {
+	if !strings.Contains(string(refused), "past its hard output limit") {
 		t.Fatalf("a transaction past the hard limit: %q", refused)
 	}
 	if v := c.do("EXEC"); v != respError(errExecAbort.Error()) {

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Figures for clients that misbehave, in one run, on 127.0.0.1:
-#  - four clients pipelining MGETID 10000 without reading, for 6 s, against
-#    the binary on its defaults: peak RSS and the worst PING on another
-#    connection (memory_test.go);
+#  - against the binary on its defaults, for 4 s each: 4 clients
+#    pipelining MGETID 10000 without reading, 20 MULTI floods never read,
+#    10 unfinished 64 MiB commands, 2 clients of CONFIG GETs of 1022
+#    bracket sets: peak RSS and the worst PING on another connection
+#    (memory_test.go), RUNS times (5 by default);
 #  - 200 pipelined CONFIG GETs of the backtracking glob ('*?' x 24 + '*n')
 #    and 3 of 64 KiB: the server's CPU, and a PING meanwhile (glob_test.go);
 #  - what one glob pattern costs against every configuration key.
 # The tests behind the first two also assert bounds; this prints figures.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-go test -count=1 -run '^TestClientsThatNeverRead$' -v . | grep -E 'peak RSS|^(---|FAIL|ok)'
+go test -count="${RUNS:-5}" -run '^TestHostileClientsMemory$' -v . | grep -E 'peak RSS|^(---|FAIL|ok)'
 go test -count=1 -run '^TestConfigGetHostilePatterns$' -v ./respserver | grep -E 'globs|^(---|FAIL|ok)'
 go test -run '^$' -bench '^BenchmarkConfigGetGlob$' ./respserver | grep -E '^Benchmark'
