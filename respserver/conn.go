@@ -215,13 +215,11 @@ func (s *Server) serve(c *client, gc gnet.Conn, data []byte) gnet.Action {
 	if c.quit {
 		return gnet.Close // gnet writes what is still buffered first
 	}
-	if a := s.account(c); a != gnet.None {
-		return a
-	}
-	if c.busy {
+	if c.busy { // accounted for when what it sends next is queued, or it runs again
 		go s.finish(c, gc)
+		return gnet.None
 	}
-	return gnet.None
+	return s.account(c)
 }
 
 // send writes c.out, in one write.
