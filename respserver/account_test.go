@@ -1,0 +1,140 @@
+package respserver
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idserver/idserver/idgen"
+)
+
+// hostileScripts are what a client of TestAccountantRandomClients may do
+// on one connection: each writes to c until it has written n batches, or
+// the server closes it.
+var hostileScripts = []struct {
+	name  string
+	write func(c net.Conn, r *rand.Rand, n int) error
+}{
+	{"pipeline never read", func(c net.Conn, r *rand.Rand, n int) error {
+		return writeN(c, n, []byte(strings.Repeat("MGETID 1000\r\n", 100)))
+	}},
+	{"transaction never run", func(c net.Conn, r *rand.Rand, n int) error {
+		if _, err := c.Write([]byte("MULTI\r\n")); err != nil {
+			return err
+		}
+		return writeN(c, n, []byte(encode("ECHO", strings.Repeat("t", r.IntN(60<<10)))+"PING\r\nGETID\r\n"))
+	}},
+	{"big arguments", func(c net.Conn, r *rand.Rand, n int) error {
+		return writeN(c, n, []byte(encode("ECHO", strings.Repeat("b", 60<<10))))
+	}},
+	{"unfinished command", func(c net.Conn, r *rand.Rand, n int) error {
+		_, err := fmt.Fprintf(c, "*2\r\n$4\r\nECHO\r\n$65536\r\n%s", strings.Repeat("u", r.IntN(64<<10)))
+		return err
+	}},
+	{"reads its replies", func(c net.Conn, r *rand.Rand, n int) error {
+		buf := make([]byte, 64<<10)
+		for range n {
+			if _, err := c.Write([]byte("MGETID 100\r\n")); err != nil {
+				return err
+			}
+			if _, err := c.Read(buf); err != nil {
+				return err
+			}
+		}
+		return nil
+	}},
+}
+
+// writeN writes b to c n times.
+func writeN(c net.Conn, n int, b []byte) error {
+	for range n {
+		if _, err := c.Write(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TestAccountantRandomClients: 24 clients run scripts drawn from a logged
+// seed (pipelines never read, transactions never run, big arguments,
+// unfinished commands, honest reads), on connections they keep, drop or
+// have closed. The oracle, sampled every 5 ms: no client is charged more
+// than its hard limit, all of them no more than maxmemory-clients plus a
+// hard limit per loop (charged concurrently), and the Go heap stays within
+// a budget; a client on another connection is answered throughout.
+func TestAccountantRandomClients(t *testing.T) {
+	const hard, bound = 1 << 20, 4 << 20
+	s, addr := startServer(t, idgen.Settings{Layout: idgen.Layout{IDBits: 2, ShardBits: 19}}, Options{
+		MaxMemoryClients: bound, QueryBufferLimit: 256 << 10,
+		Output: OutputLimits{Hard: hard, Soft: hard / 2, SoftFor: time.Second},
+	})
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	stop := time.Now().Add(3 * time.Second)
+	var wg sync.WaitGroup
+	ran := make([]int, len(hostileScripts))
+	var ranMu sync.Mutex
+	for i := range 24 {
+		r := rand.New(rand.NewPCG(seed, uint64(i)))
+		wg.Go(func() {
+			for time.Now().Before(stop) {
+				c, err := net.Dial("tcp", addr)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				c.SetDeadline(stop)
+				k := r.IntN(len(hostileScripts))
+				hostileScripts[k].write(c, r, 1+r.IntN(50))
+				ranMu.Lock()
+				ran[k]++
+				ranMu.Unlock()
+				if r.IntN(2) == 0 {
+					c.Close()
+				} else {
+					defer c.Close() // kept open, holding what it sent
+				}
+			}
+		})
+	}
+	probe := dialRaw(t, addr)
+	heapBudget := uint64(64 << 20)
+	var ms runtime.MemStats
+	worstTotal, worstHeap := int64(0), uint64(0)
+	for time.Now().Before(stop) {
+		total := s.clientMem.Load()
+		worstTotal = max(worstTotal, total)
+		if limit := int64(bound + runtime.GOMAXPROCS(0)*hard); total > limit {
+			t.Fatalf("clients charged %d bytes, over maxmemory-clients %d plus a hard limit per loop", total, bound)
+		}
+		s.mu.Lock()
+		for c := range s.conns {
+			if n := c.mem.Load(); n > hard {
+				s.mu.Unlock()
+				t.Fatalf("a client is charged %d bytes, over its hard limit %d", n, hard)
+			}
+		}
+		s.mu.Unlock()
+		runtime.ReadMemStats(&ms)
+		worstHeap = max(worstHeap, ms.HeapInuse)
+		if ms.HeapInuse > heapBudget {
+			t.Fatalf("heap in use %d MiB, over %d MiB", ms.HeapInuse>>20, heapBudget>>20)
+		}
+		if v := probe.do("PING"); v != "PONG" {
+			t.Fatalf("probe: %v", v)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	wg.Wait()
+	st := s.Stats()
+	t.Logf("scripts run %v; clients charged at most %d KiB in all, heap at most %d MiB; closed at the query limit %d, the output limits %d, maxmemory-clients %d",
+		ran, worstTotal>>10, worstHeap>>20, st.QueryClosed, st.LimitClosed, st.Evicted)
+	if st.Evicted+st.LimitClosed+st.QueryClosed == 0 {
+		t.Error("no client was closed at any limit")
+	}
+}
