@@ -137,7 +137,8 @@ func (c *client) publish() {
 }
 
 // infoLine is c's line of CLIENT LIST: Redis's fields that have a meaning
-// here, in Redis's order, and getid-reply.
+// here, in Redis's order (tot-mem: what c holds, as last accounted for),
+// and getid-reply.
 func (s *Server) infoLine(b []byte, c *client) []byte {
 	sh := c.shown.Load()
 	now := s.tick.Load()
@@ -145,8 +146,8 @@ func (s *Server) infoLine(b []byte, c *client) []byte {
 	if strings.Contains(sh.flags, "x") {
 		multi = c.queued.Load()
 	}
-	return fmt.Appendf(b, "id=%d addr=%s laddr=%s fd=%d name=%s age=%d idle=%d flags=%s db=0 sub=0 psub=0 ssub=0 multi=%d user=default redir=%d resp=%d lib-name=%s lib-ver=%s getid-reply=%s\n",
-		c.id, c.addr, c.laddr, c.fd.Load(), sh.name, now-c.born, now-c.active.Load(), sh.flags, multi, sh.redir, sh.resp, sh.libName, sh.libVer, sh.getidReply)
+	return fmt.Appendf(b, "id=%d addr=%s laddr=%s fd=%d name=%s age=%d idle=%d flags=%s db=0 sub=0 psub=0 ssub=0 multi=%d tot-mem=%d user=default redir=%d resp=%d lib-name=%s lib-ver=%s getid-reply=%s\n",
+		c.id, c.addr, c.laddr, c.fd.Load(), sh.name, now-c.born, now-c.active.Load(), sh.flags, multi, c.mem.Load(), sh.redir, sh.resp, sh.libName, sh.libVer, sh.getidReply)
 }
 
 // clientList returns the connected clients, in the order they connected.
