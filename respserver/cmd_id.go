@@ -109,12 +109,16 @@ func (s *Server) issue(c *client, n int64, reply func(*client, []int64)) error {
 	ids := c.scratchIDs(n)
 	err := s.tryNextN(ids)
 	if errors.Is(err, idgen.ErrWouldWait) {
-		c.wait = waiting{n: n, then: func(c *client, ids []int64, err error) error {
-			if err == nil {
-				reply(c, ids)
-			}
-			return err
-		}}
+		c.wait = waiting{
+			off: func() error { return s.nextN(ids) },
+			then: func(c *client, err error) error {
+				if err == nil {
+					reply(c, ids)
+				}
+				c.dropScratchIDs()
+				return err
+			},
+		}
 		return errWait
 	}
 	if err != nil {

@@ -151,7 +151,13 @@ func cmdExec(s *Server, c *client, args [][]byte) error {
 	ids := c.scratchIDs(tx.ids)
 	err := s.tryNextN(ids)
 	if errors.Is(err, idgen.ErrWouldWait) {
-		c.wait = waiting{n: tx.ids, then: s.runTransaction}
+		c.wait = waiting{
+			off: func() error { return s.nextN(ids) },
+			then: func(c *client, err error) error {
+				defer c.dropScratchIDs()
+				return s.runTransaction(c, ids, err)
+			},
+		}
 		return errWait
 	}
 	if err := s.runTransaction(c, ids, err); err != nil {

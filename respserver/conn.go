@@ -15,7 +15,8 @@ import (
 )
 
 // client is the state of one connection. Its loop owns it, except that
-// while busy, the goroutine finishing the waiting command owns out and ids.
+// while busy, the goroutine finishing the waiting command owns what its
+// off touches (the IDs scratch).
 type client struct {
 	id     int64
 	addr   string
@@ -70,16 +71,19 @@ type client struct {
 // a larger one, grown for a rare big request, is let go.
 const keepBuf = 64 << 10
 
-// errWait is returned by a command that cannot finish without waiting
-// for its IDs; it has set client.wait, and finish completes it.
+// errWait is returned by a command that cannot finish on the loop (it
+// would wait for its IDs); it has set client.wait, and finish completes
+// it.
 var errWait = errors.New("respserver: command must wait")
 
-// waiting is a command that must wait for its IDs: finish takes n IDs off
-// the loop, and then, on the loop, then writes the reply with them, or
-// returns the error reply to send if taking them failed (err).
+// waiting is a command that cannot finish on the loop: finish runs off off
+// it (it may block; it owns what it touches of the client until it
+// returns), then then on the loop with off's error, which writes the reply
+// or returns the error reply to send. The loop knows nothing of what the
+// command waits for.
 type waiting struct {
-	n    int64
-	then func(c *client, ids []int64, err error) error
+	off  func() error
+	then func(c *client, err error) error
 
 	cmd   *command  // the command, for its latency
 	start time.Time // when it began
@@ -296,11 +300,11 @@ func (c *client) parse(buf []byte) (args [][]byte, rest []byte, err error) {
 	return args, rest, nil
 }
 
-// finish takes the IDs of a command that had to wait, off the loop, and
-// then has the loop write its reply and go on with the client's commands.
+// finish runs the part of a command that cannot run on the loop, off it,
+// and then has the loop write its reply and go on with the client's
+// commands.
 func (s *Server) finish(c *client, gc gnet.Conn) {
-	ids := c.scratchIDs(c.wait.n)
-	err := s.nextN(ids)
+	err := c.wait.off()
 	gc.AsyncWrite(nil, func(gc gnet.Conn, closed error) error {
 		// On the loop again.
 		c.busy = false
@@ -308,13 +312,12 @@ func (s *Server) finish(c *client, gc gnet.Conn) {
 		if closed != nil {
 			return nil
 		}
-		if err := c.wait.then(c, ids, err); err != nil {
+		if err := c.wait.then(c, err); err != nil {
 			s.errors.Add(1)
 			c.writeError(replyText(err))
 		}
 		c.wait.cmd.latency.Observe(time.Since(c.wait.start))
 		c.wait = waiting{}
-		c.dropScratchIDs()
 		if s.serve(c, gc, nil) == gnet.Close {
 			gc.Close()
 		}
