@@ -51,6 +51,7 @@ func (s *Server) account(c *client) gnet.Action {
 		return s.closeAtLimit(c, held, "it did not read its replies below the soft limit for soft-seconds")
 	}
 	s.charge(c, held)
+	s.watchUnsent(c)
 	return gnet.None
 }
 

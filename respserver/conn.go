@@ -58,8 +58,9 @@ type client struct {
 	wait  waiting // that command
 	batch batch   // the commands run since the last read, for their latency
 
-	held   bool      // its unsent replies reached the soft limit: its commands wait
-	heldAt time.Time // since when
+	held    bool      // its unsent replies reached the soft limit: its commands wait
+	heldAt  time.Time // since when
+	watched bool      // it is in Server.unsent: gnet holds replies of its unwritten
 
 	active   atomic.Int64 // Server.tick when it last sent something
 	draining atomic.Bool  // set by Shutdown: finish, flush, close

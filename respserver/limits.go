@@ -48,10 +48,7 @@ func (s *Server) hold(c *client) {
 	s.heldMu.Lock()
 	s.held[c] = c.gc
 	s.heldMu.Unlock()
-	select {
-	case s.heldSignal <- struct{}{}:
-	default: // wakeHeld is already awake
-	}
+	s.wakeSoon()
 }
 
 // caughtUp reports whether held c's unsent replies are down to half the
@@ -69,12 +66,45 @@ func (s *Server) caughtUp(c *client, gc gnet.Conn) bool {
 func (s *Server) unhold(c *client) {
 	s.heldMu.Lock()
 	delete(s.held, c)
+	delete(s.unsent, c)
 	s.heldMu.Unlock()
 }
 
-// wakeHeld wakes every held client every heldPoll, while there are any, so
-// that each one's loop sees whether its replies have drained: gnet tells
-// nobody when it has written a connection's buffer out.
+// watchUnsent has c woken every heldPoll while gnet holds replies of its
+// that it has not written, and stops once there are none, so that what c
+// holds is accounted for again as they drain: a client charged for replies
+// long since written could be evicted in another's place. On c's loop; it
+// takes the lock only when that changes.
+func (s *Server) watchUnsent(c *client) {
+	unsent := c.gc != nil && c.gc.OutboundBuffered() > 0
+	if unsent == c.watched {
+		return
+	}
+	c.watched = unsent
+	s.heldMu.Lock()
+	if unsent {
+		s.unsent[c] = c.gc
+	} else {
+		delete(s.unsent, c)
+	}
+	s.heldMu.Unlock()
+	if unsent {
+		s.wakeSoon()
+	}
+}
+
+// wakeSoon has wakeHeld run, if it is not running.
+func (s *Server) wakeSoon() {
+	select {
+	case s.heldSignal <- struct{}{}:
+	default: // wakeHeld is already awake
+	}
+}
+
+// wakeHeld wakes every held client, and every client with replies unsent
+// (watchUnsent), every heldPoll while there are any, so that each one's
+// loop sees whether its replies have drained: gnet tells nobody when it
+// has written a connection's buffer out.
 func (s *Server) wakeHeld() {
 	var gcs []gnet.Conn
 	for {
@@ -88,6 +118,11 @@ func (s *Server) wakeHeld() {
 			gcs = gcs[:0]
 			for _, gc := range s.held {
 				gcs = append(gcs, gc)
+			}
+			for c, gc := range s.unsent {
+				if _, held := s.held[c]; !held {
+					gcs = append(gcs, gc)
+				}
 			}
 			s.heldMu.Unlock()
 			if len(gcs) == 0 {

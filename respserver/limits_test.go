@@ -165,3 +165,33 @@ func TestMaxMemoryClients(t *testing.T) {
 		t.Fatalf("INFO:\n%s", info)
 	}
 }
+
+// TestChargeFollowsDrainedReplies: a client charged for replies it has
+// not read yet is charged nothing once it has read them, though it sends
+// nothing more: an idle client must not be evicted for replies long since
+// written.
+func TestChargeFollowsDrainedReplies(t *testing.T) {
+	s, addr := startServer(t, bigLayout, Options{MGetIDMax: 100000})
+	c := dialRaw(t, addr)
+	const n = 50
+	c.send(strings.Repeat(encode("MGETID", "100000"), n))
+	deadline := time.Now().Add(10 * time.Second)
+	for s.clientMem.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("replies never unsent: the client was not charged for them")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Logf("charged %d KiB for unread replies", s.clientMem.Load()>>10)
+	for range n {
+		if ids, ok := c.reply().([]any); !ok || len(ids) != 100000 {
+			t.Fatalf("reply: %d IDs", len(ids))
+		}
+	}
+	for s.clientMem.Load() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("still charged %d bytes after every reply was read", s.clientMem.Load())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

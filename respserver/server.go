@@ -136,6 +136,7 @@ type Server struct {
 	monitoring  atomic.Int32 // len(monitors), read by every command
 	heldMu      sync.Mutex
 	held        map[*client]gnet.Conn // clients whose commands wait for their replies to drain
+	unsent      map[*client]gnet.Conn // clients with replies gnet has not written (watchUnsent)
 	heldSignal  chan struct{}         // a client was held
 
 	mu      sync.Mutex
@@ -181,6 +182,7 @@ func New(opts Options) *Server {
 		drained:    make(chan struct{}),
 		served:     make(chan struct{}),
 		held:       map[*client]gnet.Conn{},
+		unsent:     map[*client]gnet.Conn{},
 		heldSignal: make(chan struct{}, 1),
 	}
 	if g := opts.Generator; g != nil {
