@@ -93,7 +93,7 @@ func TestRepliesLikeRedis(t *testing.T) {
 	_, addr := startServer(t, idgen.Settings{}, Options{})
 	for _, sess := range likeRedis {
 		t.Run(sess.name, func(t *testing.T) {
-			want, got := session(t, sock, sess.resp3, sess.cmds), session(t, addr, sess.resp3, sess.cmds)
+			want, got := runSession(t, sock, sess.resp3, sess.cmds), runSession(t, addr, sess.resp3, sess.cmds)
 			for i, cmd := range sess.cmds {
 				if !reflect.DeepEqual(got[i], want[i]) {
 					t.Errorf("%q: idserver replied %#v, redis-server %#v", cmd, got[i], want[i])
@@ -228,8 +228,8 @@ func infoFields(t *testing.T, addr, section string) [][2]string {
 	return fields
 }
 
-// session runs cmds on a new connection to addr and returns the replies.
-func session(t *testing.T, addr string, resp3 bool, cmds [][]string) []any {
+// runSession runs cmds on a new connection to addr and returns the replies.
+func runSession(t *testing.T, addr string, resp3 bool, cmds [][]string) []any {
 	c := dialRaw(t, addr)
 	if resp3 {
 		if _, ok := c.do("HELLO", "3").(map[string]any); !ok {

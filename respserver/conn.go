@@ -14,10 +14,20 @@ import (
 	"github.com/idserver/idserver/resplimit"
 )
 
-// client is the state of one connection. Its loop owns it, except that
-// while busy, the goroutine finishing the waiting command owns what its
-// off touches (the IDs scratch).
+// client is the state of one connection, in three parts: the
+// connection's own (the connection layer's: framing, buffers, waiting,
+// backpressure, accounting), the session's (what commands set), and the
+// transaction's (MULTI to EXEC). Its loop owns it, except that while
+// busy, the goroutine finishing the waiting command owns what its off
+// touches (the IDs scratch).
 type client struct {
+	connState
+	session
+	txState
+}
+
+// connState is what the connection layer keeps of a client.
+type connState struct {
 	id     int64
 	addr   string
 	laddr  string
@@ -25,23 +35,6 @@ type client struct {
 	fd     atomic.Int64 // set by OnOpen
 	gc     gnet.Conn    // set by OnOpen, under Server.mu
 	opened bool         // OnOpen ran, under Server.mu
-	resp3  bool
-	authed bool
-	name   string
-
-	libName, libVer  string // from CLIENT SETINFO
-	stringIDs        bool   // GETID replies with a bulk string (getid-reply)
-	greeted          bool   // ran a command other than connection setup
-	track            tracking
-	noEvict, noTouch bool
-	shown            atomic.Pointer[shown] // for CLIENT LIST on other connections
-
-	mon      *monitor     // since MONITOR
-	tx       *transaction // since MULTI
-	queued   atomic.Int64 // commands in tx, for CLIENT LIST
-	inExec   bool         // EXEC is running tx: its commands take txIDs
-	execArgs [][]byte     // scratch for the arguments of tx's commands
-	txIDs    []int64      // the IDs EXEC took for the transaction, not yet used
 
 	tls    *tlsConn // nil for plain TCP
 	scan   resplimit.Scanner
@@ -49,12 +42,10 @@ type client struct {
 	out    []byte   // replies not yet written
 	args   [][]byte // the parser's scratch
 	inline []byte   // the unescaped bytes of an inline command's arguments
-	lower  [32]byte // the command name, lower-cased, without allocating
-	ids    []int64  // scratch for MGETID
 	bad    error    // a framing violation, answered after the commands before it
 	quit   bool     // close once the replies are out
 
-	busy  bool    // a command waits for its IDs on a goroutine
+	busy  bool    // a command cannot finish on the loop: it runs off it
 	wait  waiting // that command
 	batch batch   // the commands run since the last read, for their latency
 
@@ -66,6 +57,33 @@ type client struct {
 	draining atomic.Bool  // set by Shutdown: finish, flush, close
 	mem      atomic.Int64 // what it holds, as last charged to Server.clientMem
 	evicted  atomic.Bool  // closed at maxmemory-clients: no longer charged
+}
+
+// session is what a client's commands set and read.
+type session struct {
+	resp3  bool
+	authed bool
+	name   string
+
+	libName, libVer  string // from CLIENT SETINFO
+	stringIDs        bool   // GETID replies with a bulk string (getid-reply)
+	greeted          bool   // ran a command other than connection setup
+	track            tracking
+	noEvict, noTouch bool
+	shown            atomic.Pointer[shown] // for CLIENT LIST on other connections
+	mon              *monitor              // since MONITOR
+
+	lower [32]byte // the command name, lower-cased, without allocating
+	ids   []int64  // scratch for MGETID
+}
+
+// txState is a client's transaction, from MULTI to EXEC.
+type txState struct {
+	tx       *transaction
+	queued   atomic.Int64 // commands in tx, for CLIENT LIST
+	inExec   bool         // EXEC is running tx: its commands take txIDs
+	execArgs [][]byte     // scratch for the arguments of tx's commands
+	txIDs    []int64      // the IDs EXEC took for the transaction, not yet used
 }
 
 // keepBuf is the largest scratch buffer a client keeps between requests;

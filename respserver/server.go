@@ -472,15 +472,15 @@ func (s *Server) admit(nc net.Conn, t *tlsConn) error {
 
 // newClient is the state of a new connection from addr to laddr.
 func (s *Server) newClient(addr, laddr string) *client {
-	c := &client{
-		id:        s.nextID.Add(1),
-		addr:      addr,
-		laddr:     laddr,
-		born:      s.tick.Load(),
-		authed:    s.opts.RequirePass == "",
-		stringIDs: s.opts.GetIDReply == GetIDString,
-		scan:      resplimit.NewScanner(s.opts.Limits),
+	c := &client{}
+	c.connState = connState{
+		id:    s.nextID.Add(1),
+		addr:  addr,
+		laddr: laddr,
+		born:  s.tick.Load(),
+		scan:  resplimit.NewScanner(s.opts.Limits),
 	}
+	c.authed, c.stringIDs = s.opts.RequirePass == "", s.opts.GetIDReply == GetIDString
 	c.publish()
 	return c
 }
