@@ -30,8 +30,14 @@ type OutputLimits struct {
 }
 
 // heldPoll is how often held clients are woken to see whether their
-// replies have drained.
-const heldPoll = 2 * time.Millisecond
+// replies have drained, and unsentEvery how many of those polls a client
+// with replies unsent but not held waits between wakes (250 ms): it is
+// woken only to be accounted for again, and a client that never reads
+// must not cost the loops a wake every heldPoll.
+const (
+	heldPoll    = 2 * time.Millisecond
+	unsentEvery = 125
+)
 
 // room is how many more bytes of replies c may have before its commands
 // stop running.
@@ -101,12 +107,13 @@ func (s *Server) wakeSoon() {
 	}
 }
 
-// wakeHeld wakes every held client, and every client with replies unsent
-// (watchUnsent), every heldPoll while there are any, so that each one's
-// loop sees whether its replies have drained: gnet tells nobody when it
-// has written a connection's buffer out.
+// wakeHeld wakes every held client every heldPoll, and every client with
+// replies unsent (watchUnsent) every unsentEvery polls, while there are
+// any, so that each one's loop sees whether its replies have drained:
+// gnet tells nobody when it has written a connection's buffer out.
 func (s *Server) wakeHeld() {
 	var gcs []gnet.Conn
+	polls := 0
 	for {
 		select {
 		case <-s.done:
@@ -119,13 +126,16 @@ func (s *Server) wakeHeld() {
 			for _, gc := range s.held {
 				gcs = append(gcs, gc)
 			}
-			for c, gc := range s.unsent {
-				if _, held := s.held[c]; !held {
-					gcs = append(gcs, gc)
+			if polls++; polls%unsentEvery == 0 {
+				for c, gc := range s.unsent {
+					if _, held := s.held[c]; !held {
+						gcs = append(gcs, gc)
+					}
 				}
 			}
+			waiting := len(s.held) + len(s.unsent)
 			s.heldMu.Unlock()
-			if len(gcs) == 0 {
+			if waiting == 0 {
 				break
 			}
 			for _, gc := range gcs {

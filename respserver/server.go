@@ -310,16 +310,13 @@ func (s *Server) accept(ln net.Listener, cfg *tls.Config) error {
 	}
 }
 
-// maxHandshakes bounds the TLS handshakes under way: each holds a
-// goroutine and its buffers, and a flood of connections that never finish
-// one must not pile them up. Past it, a connection is closed unanswered (a
-// reply before the handshake would be noise to it).
-const maxHandshakes = 256
-
 // admitTLS does nc's TLS handshake and admits it: a client past
-// maxclients gets Redis's reply through TLS, as on the plain port.
+// maxclients gets Redis's reply through TLS, as on the plain port. The
+// handshakes under way are bounded by maxclients too: each holds a
+// goroutine and its buffers. Past that, a connection is closed unanswered
+// (a reply before the handshake would be noise to it).
 func (s *Server) admitTLS(nc net.Conn, cfg *tls.Config) {
-	if s.handshakes.Add(1) > maxHandshakes {
+	if s.handshakes.Add(1) > int64(s.opts.MaxClients) {
 		s.handshakes.Add(-1)
 		s.rejected.Add(1)
 		nc.Close()
