@@ -137,7 +137,7 @@ func (s *Server) infoMemory() []stats.Field {
 		stats.T("used_memory_human", humanBytes(used)),
 		stats.G("used_memory_rss", int64(rss), "Resident set size, bytes."),
 		stats.T("used_memory_rss_human", humanBytes(rss)),
-		stats.G("maxmemory", limit, "GOMEMLIMIT, bytes; 0: none."),
+		stats.G("maxmemory", limit, "The Go runtime's memory limit (GOMEMLIMIT, or set from maxmemory-clients), bytes; 0: none."),
 		stats.T("maxmemory_human", humanBytes(uint64(limit))),
 		stats.T("maxmemory_policy", "noeviction"),
 		stats.T("mem_allocator", "go-"+runtime.Version()),
