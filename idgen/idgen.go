@@ -623,8 +623,8 @@ func (g *Generator) waitRaise(raised <-chan struct{}, waited *int64) bool {
 func (g *Generator) Stats() Stats {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	now := g.now() // first: it may count a forward step in g.stats
 	s := g.stats
-	now := g.now()
 	if lead := g.last>>g.layout.ShardBits - now; lead > 0 {
 		s.Lead = time.Duration(lead) * time.Millisecond
 	}
@@ -634,7 +634,6 @@ func (g *Generator) Stats() Stats {
 	if g.ceiling != math.MaxInt64 {
 		s.Ceiling = g.ceiling
 	}
-	s.ForwardSteps, s.LastForwardStep = g.stats.ForwardSteps, g.stats.LastForwardStep // counted by g.now above
 	s.StepHeld = time.Duration(g.steps.ahead) * time.Millisecond
 	return s
 }
