@@ -52,6 +52,7 @@ func TestFile(t *testing.T) {
 # a comment
 PORT 7000
 port 7001
+`+"\x00port 7002"+`
 Server-Id 1
 requirepass "p w\"d\x41"
 bind '127.0.0.2'
@@ -355,6 +356,7 @@ func FuzzParse(f *testing.F) {
 	f.Add("port 1\n# c\nid-generator server-id 1 id-range 2\n")
 	f.Add(`requirepass "a\x4"` + "\nbind 'x\\'y'\n")
 	f.Add("\"\n'\n\\")
+	f.Add("\x00") // a line that splits into no words (CI found it)
 	f.Fuzz(func(t *testing.T, text string) {
 		values, err := Parse(strings.NewReader(text))
 		if err != nil {

@@ -46,6 +46,9 @@ func Parse(r io.Reader) (map[string]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("line %d: %w", n, err)
 		}
+		if len(args) == 0 { // a line that starts with a NUL: Redis skips it (argc 0)
+			continue
+		}
 		key := strings.ToLower(args[0])
 		switch {
 		case key == "id-generator":
