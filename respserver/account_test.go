@@ -113,18 +113,16 @@ func TestAccountantRandomClients(t *testing.T) {
 	worstTotal, worstHeap := int64(0), uint64(0)
 	var failure string
 	for time.Now().Before(stop) && failure == "" {
-		total := s.clientMem.Load()
+		total := s.Stats().ClientMem
 		worstTotal = max(worstTotal, total)
 		if limit := int64(bound + runtime.GOMAXPROCS(0)*hard); total > limit {
 			failure = fmt.Sprintf("clients charged %d bytes, over maxmemory-clients %d plus a hard limit per loop", total, bound)
 		}
-		s.mu.Lock()
-		for c := range s.conns {
-			if n := c.mem.Load(); n > hard {
+		for _, c := range s.conns.Conns() {
+			if n := c.Mem(); n > hard {
 				failure = fmt.Sprintf("a client is charged %d bytes, over its hard limit %d", n, hard)
 			}
 		}
-		s.mu.Unlock()
 		metrics.Read(live)
 		grown := live[0].Value.Uint64() - min(base, live[0].Value.Uint64())
 		worstHeap = max(worstHeap, grown)

@@ -141,24 +141,21 @@ func (c *client) publish() {
 // and getid-reply.
 func (s *Server) infoLine(b []byte, c *client) []byte {
 	sh := c.shown.Load()
-	now := s.tick.Load()
 	multi := int64(-1)
 	if strings.Contains(sh.flags, "x") {
 		multi = c.queued.Load()
 	}
 	return fmt.Appendf(b, "id=%d addr=%s laddr=%s fd=%d name=%s age=%d idle=%d flags=%s db=0 sub=0 psub=0 ssub=0 multi=%d tot-mem=%d user=default redir=%d resp=%d lib-name=%s lib-ver=%s getid-reply=%s\n",
-		c.id, c.addr, c.laddr, c.fd.Load(), sh.name, now-c.born, now-c.active.Load(), sh.flags, multi, c.mem.Load(), sh.redir, sh.resp, sh.libName, sh.libVer, sh.getidReply)
+		c.ID(), c.RemoteAddr(), c.LocalAddr(), c.FD(), sh.name, c.Age(), c.Idle(), sh.flags, multi, c.Mem(), sh.redir, sh.resp, sh.libName, sh.libVer, sh.getidReply)
 }
 
 // clientList returns the connected clients, in the order they connected.
 func (s *Server) clientList() []*client {
-	s.mu.Lock()
-	all := make([]*client, 0, len(s.conns))
-	for c := range s.conns {
-		all = append(all, c)
+	var all []*client
+	for _, cn := range s.conns.Conns() {
+		all = append(all, cn.Session)
 	}
-	s.mu.Unlock()
-	slices.SortFunc(all, func(a, b *client) int { return int(a.id - b.id) })
+	slices.SortFunc(all, func(a, b *client) int { return int(a.ID() - b.ID()) })
 	return all
 }
 
@@ -190,7 +187,7 @@ func cmdClientList(s *Server, c *client, args [][]byte) error {
 			}
 			ids = append(ids, id)
 		}
-		all = slices.DeleteFunc(all, func(o *client) bool { return !slices.Contains(ids, o.id) })
+		all = slices.DeleteFunc(all, func(o *client) bool { return !slices.Contains(ids, o.ID()) })
 	default:
 		return errSyntax
 	}
@@ -211,8 +208,8 @@ type killFilter struct {
 }
 
 func (f killFilter) matches(self, o *client) bool {
-	return !f.noneOfType && (f.id == 0 || o.id == f.id) && (f.addr == "" || o.addr == f.addr) &&
-		(f.laddr == "" || o.laddr == f.laddr) && !(f.skipMe && o == self)
+	return !f.noneOfType && (f.id == 0 || o.ID() == f.id) && (f.addr == "" || o.RemoteAddr() == f.addr) &&
+		(f.laddr == "" || o.LocalAddr() == f.laddr) && !(f.skipMe && o == self)
 }
 
 // cmdClientKill is CLIENT KILL addr:port, which replies OK or an error,
@@ -229,15 +226,10 @@ func cmdClientKill(s *Server, c *client, args [][]byte) error {
 		}
 		killed++
 		if o == c {
-			c.quit = true // after the reply, as Redis does
+			c.Quit() // after the reply, as Redis does
 			continue
 		}
-		s.mu.Lock()
-		gc := o.gc
-		s.mu.Unlock()
-		if gc != nil {
-			gc.Close()
-		}
+		o.Close()
 	}
 	switch {
 	case len(args) > 3:
@@ -369,7 +361,7 @@ func cmdClientGetName(s *Server, c *client, args [][]byte) error {
 }
 
 func cmdClientID(s *Server, c *client, args [][]byte) error {
-	c.writeInt64(c.id)
+	c.writeInt64(c.ID())
 	return nil
 }
 

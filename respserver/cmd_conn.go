@@ -62,7 +62,7 @@ func cmdEcho(s *Server, c *client, args [][]byte) error {
 
 func cmdQuit(s *Server, c *client, args [][]byte) error {
 	c.writeString("OK")
-	c.quit = true // after the reply
+	c.Quit() // after the reply
 	return nil
 }
 
@@ -169,7 +169,7 @@ func cmdHello(s *Server, c *client, args [][]byte) error {
 	c.writeBulkString("proto")
 	c.writeInt(c.proto())
 	c.writeBulkString("id")
-	c.writeInt64(c.id)
+	c.writeInt64(c.ID())
 	c.writeBulkString("mode")
 	c.writeBulkString("standalone")
 	c.writeBulkString("role")

@@ -166,7 +166,7 @@ func (c *client) dropScratchIDs() {
 // writeGetID writes GETID's reply.
 func writeGetID(c *client, ids []int64) {
 	if c.stringIDs {
-		c.out = appendBulkID(c.out, ids[0])
+		c.Out = appendBulkID(c.Out, ids[0])
 		return
 	}
 	c.writeInt64(ids[0])
@@ -174,14 +174,14 @@ func writeGetID(c *client, ids []int64) {
 
 // appendIDs appends MGETID's reply: the IDs as bulk strings.
 func (c *client) appendIDs(ids []int64) {
-	b := append(c.out, '*')
+	b := append(c.Out, '*')
 	b = strconv.AppendInt(b, int64(len(ids)), 10)
 	b = append(b, '\r', '\n')
 	var f bulkIDs
 	for _, id := range ids {
 		b = f.append(b, id)
 	}
-	c.out = b
+	c.Out = b
 }
 
 func cmdDecodeID(s *Server, c *client, args [][]byte) error {

@@ -172,7 +172,7 @@ func (s *Server) debugAllowed(c *client) bool {
 	case "yes":
 		return true
 	case "local":
-		host, _, err := net.SplitHostPort(c.addr)
+		host, _, err := net.SplitHostPort(c.RemoteAddr())
 		ip := net.ParseIP(host)
 		return err == nil && ip != nil && ip.IsLoopback()
 	}
@@ -201,7 +201,7 @@ func cmdDebug(s *Server, c *client, args [][]byte) error {
 		if g, _ := s.generator(); g != nil {
 			g.SetClockOffset(time.Duration(ms) * time.Millisecond)
 		}
-		s.log.Warn().Int64("offset_ms", ms).Str("client", c.addr).Msg("DEBUG CLOCK-OFFSET: generator clock shifted")
+		s.log.Warn().Int64("offset_ms", ms).Str("client", c.RemoteAddr()).Msg("DEBUG CLOCK-OFFSET: generator clock shifted")
 		c.writeString("OK")
 	default:
 		return errArity("debug|clock-offset")
@@ -223,7 +223,7 @@ func cmdShutdown(s *Server, c *client, args [][]byte) error {
 			return fmt.Errorf("ERR syntax error, unsupported SHUTDOWN option '%.128s'", a)
 		}
 	}
-	s.log.Info().Str("client", c.addr).Msg("SHUTDOWN requested")
+	s.log.Info().Str("client", c.RemoteAddr()).Msg("SHUTDOWN requested")
 	s.opts.Shutdown()
 	return nil
 }

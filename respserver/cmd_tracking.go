@@ -96,10 +96,8 @@ func (old tracking) compatible(t tracking) error {
 }
 
 func (s *Server) clientExists(id int64) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for c := range s.conns {
-		if c.id == id {
+	for _, c := range s.conns.Conns() {
+		if c.ID() == id {
 			return true
 		}
 	}

@@ -127,7 +127,7 @@ func (s *Server) fits(c *client, ids int64, args [][]byte) error {
 	for _, a := range args {
 		size += binary.MaxVarintLen64 + len(a)
 	}
-	if hard, n := s.opts.Output.Hard, c.holds()+size; hard > 0 && n > hard {
+	if hard, n := s.opts.Output.Hard, c.Holds()+size; hard > 0 && n > hard {
 		return fmt.Errorf("ERR the transaction would hold %d bytes with the client's other buffers, past its hard output limit (client-output-buffer-limit)", n)
 	}
 	return nil

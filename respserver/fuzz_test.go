@@ -10,26 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/panjf2000/gnet/v2"
-
 	"github.com/idserver/idserver/idgen"
 	"github.com/idserver/idserver/resplimit"
+	"github.com/idserver/idserver/respserver/internal/conns"
 )
-
-// fakeConn stands in for the gnet.Conn of one connection: OnTraffic reads
-// what the client sent from in, and its replies collect in out. Any other
-// method of gnet.Conn would panic on the nil interface.
-type fakeConn struct {
-	gnet.Conn
-	ctx any
-	in  []byte
-	out []byte
-}
-
-func (f *fakeConn) Context() any                { return f.ctx }
-func (f *fakeConn) OutboundBuffered() int       { return 0 }
-func (f *fakeConn) Next(int) ([]byte, error)    { b := f.in; f.in = nil; return b, nil }
-func (f *fakeConn) Write(b []byte) (int, error) { f.out = append(f.out, b...); return len(b), nil }
 
 // fuzzLimits keep the fuzzer's inputs near the limits.
 var fuzzLimits = resplimit.Limits{MaxBulkLen: 1024, MaxMultibulkLen: 16}
@@ -46,28 +30,24 @@ func FuzzConnection(f *testing.F) {
 		f.Fatal(err)
 	}
 	s := New(Options{Generator: g, MGetIDMax: 100, Limits: fuzzLimits, Config: [][2]string{{"port", "6551"}, {"maxclients", "10000"}}})
-	ev := &events{s: s}
 	var last int64 // every ID handed out is above the ones before
 	f.Fuzz(func(t *testing.T, data []byte, cuts uint64) {
 		want := expectedReplies(data)
-		c := testClient(s)
-		defer s.forget(c) // its connection ends: a MONITOR it ran ends too
-		fc := &fakeConn{ctx: c}
+		p := testPipe(s)
+		defer p.Close() // its connection ends: a MONITOR it ran ends too
 		r := rand.New(rand.NewPCG(cuts, 1))
 		closed := false
 		for rest := data; len(rest) > 0 && !closed; {
 			n := 1 + r.IntN(len(rest))
-			fc.in, rest = rest[:n], rest[n:]
-			closed = ev.OnTraffic(fc) == gnet.Close
+			var chunk []byte
+			chunk, rest = rest[:n], rest[n:]
+			closed = p.Send(chunk)
 		}
-		if c.busy || c.held {
-			t.Fatalf("%q: the client waits (busy %v, held %v): nothing here should", data, c.busy, c.held)
-		}
-		br := bufio.NewReader(bytes.NewReader(fc.out))
+		br := bufio.NewReader(bytes.NewReader(p.Written()))
 		for i, w := range want.replies {
 			v, err := readReplyPastMonitor(br)
 			if err != nil {
-				t.Fatalf("%q: reply %d of %d: %v; out %q", data, i+1, len(want.replies), err, fc.out)
+				t.Fatalf("%q: reply %d of %d: %v; out %q", data, i+1, len(want.replies), err, p.Written())
 			}
 			if err := w(v, &last); err != "" {
 				t.Fatalf("%q: reply %d, %.100v: %s", data, i+1, v, err)
@@ -113,11 +93,11 @@ func expectedReplies(data []byte) expectation {
 	sc := resplimit.NewScanner(fuzzLimits)
 	valid, framing := sc.Scan(data)
 	buf := data[:valid-sc.Partial()]
-	p := &client{}
+	var p conns.Splitter
 	var e expectation
 	inMulti, monitoring := false, false
 	for len(buf) > 0 {
-		args, rest, err := p.parse(buf)
+		args, rest, err := p.Next(buf)
 		if err != nil {
 			return expectation{append(e.replies, isError(err.Error())), true}
 		}

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"math"
 	"net"
 	"runtime"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/idserver/idserver/idgen"
+	"github.com/idserver/idserver/respserver/internal/conns"
 )
 
 // cpuTime is the CPU time this process has used so far.
@@ -110,8 +110,8 @@ func TestHostileInput(t *testing.T) {
 	if used > 3*time.Second {
 		t.Errorf("hostile clients cost %v of CPU; the limits should make them cheap", used)
 	}
-	if s.clients.Load() != 1 {
-		t.Errorf("%d clients connected, want only the good one", s.clients.Load())
+	if s.Stats().Clients != 1 {
+		t.Errorf("%d clients connected, want only the good one", s.Stats().Clients)
 	}
 }
 
@@ -157,18 +157,18 @@ func TestConnectionFlood(t *testing.T) {
 	}
 	// The loop sees the flood's connections close a moment after they do.
 	deadline := time.Now().Add(10 * time.Second)
-	for s.clients.Load() != 1 {
+	for s.Stats().Clients != 1 {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d clients still counted 10 s after the flood", s.clients.Load())
+			t.Fatalf("%d clients still counted 10 s after the flood", s.Stats().Clients)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 }
 
-// testClient is a connection's state without a socket, for driving the
-// command layer directly.
-func testClient(s *Server) *client {
-	return s.newClient("127.0.0.1:1", "127.0.0.1:6551")
+// testPipe is a connection without a socket, for driving the command
+// layer through the connection layer's framing directly.
+func testPipe(s *Server) *conns.Pipe[*client] {
+	return s.conns.Pipe("127.0.0.1:1", "127.0.0.1:6551")
 }
 
 // FuzzCommand runs arbitrary arguments through the command layer, as a
@@ -195,16 +195,14 @@ func FuzzCommand(f *testing.F) {
 	var last int64
 	f.Fuzz(func(t *testing.T, in string) {
 		args := bytes.Split([]byte(in), []byte{0})
-		c := testClient(s)
-		defer s.forget(c) // its connection ends: a MONITOR it ran ends too
+		p := testPipe(s)
+		defer p.Close() // its connection ends: a MONITOR it ran ends too
 		var strs []string
 		for _, a := range args {
 			strs = append(strs, string(a))
 		}
-		if rest := s.runCommands(c, []byte(encode(strs...)), math.MaxInt); len(rest) > 0 || c.busy {
-			t.Fatalf("%q: left %q unrun, busy %v", in, rest, c.busy)
-		}
-		out := c.out
+		p.Send([]byte(encode(strs...)))
+		out := p.Written()
 		r := bufio.NewReader(bytes.NewReader(out))
 		v, err := readReply(r)
 		if err != nil {
@@ -245,7 +243,8 @@ func isErrorCode(e string) bool {
 }
 
 // BenchmarkHandle measures the command layer alone, without sockets: one
-// GETID or MGETID 100 through the parser, dispatch and the reply.
+// GETID or MGETID 100 through the framing checks, the parser, dispatch
+// and the reply, as the connection layer runs one read.
 func BenchmarkHandle(b *testing.B) {
 	for _, args := range [][]string{{"GETID"}, {"MGETID", "100"}} {
 		b.Run(strings.Join(args, "_"), func(b *testing.B) {
@@ -254,14 +253,12 @@ func BenchmarkHandle(b *testing.B) {
 				b.Fatal(err)
 			}
 			s := New(Options{Generator: g})
-			c := testClient(s)
+			p := testPipe(s)
 			cmd := []byte(encode(args...))
 			b.ReportAllocs()
-			for b.Loop() { // as serve does for one read
-				c.batch.start = time.Now()
-				s.runCommands(c, cmd, math.MaxInt)
-				c.out = c.out[:0]
-				c.batch.observe()
+			for b.Loop() {
+				p.Send(cmd)
+				p.Reset()
 			}
 		})
 	}

@@ -99,7 +99,7 @@ func (s *Server) infoServer() []stats.Field {
 		stats.T("go_version", runtime.Version()),
 		stats.G("gomaxprocs", int64(runtime.GOMAXPROCS(0)), "CPU cores the Go runtime runs on."),
 		stats.G("process_id", int64(os.Getpid()), "The process id."),
-		stats.G("event_loops", s.loops.Load(), "Event loops serving clients."),
+		stats.G("event_loops", s.conns.Stats().Loops, "Event loops serving clients."),
 		stats.G("tcp_port", s.port.Load(), "The plain TCP port; 0: none."),
 		stats.G("uptime_in_seconds", int64(up.Seconds()), "Time since start."),
 		stats.G("uptime_in_days", int64(up.Hours()/24), "Time since start, in whole days."),

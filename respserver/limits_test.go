@@ -151,8 +151,8 @@ func TestMaxMemoryClients(t *testing.T) {
 			t.Fatalf("ECHO %d queued in a transaction of %d KiB: %v", i, i*60, v)
 		}
 	}
-	if s.evicted.Load() != 1 {
-		t.Fatalf("evicted_clients %d, want 1: the biggest only", s.evicted.Load())
+	if s.Stats().Evicted != 1 {
+		t.Fatalf("evicted_clients %d, want 1: the biggest only", s.Stats().Evicted)
 	}
 	if v := small.do("EXEC").([]any); len(v) != 1 || v[0] != "PONG" {
 		t.Fatalf("the small client's EXEC: %v", v)
@@ -176,21 +176,21 @@ func TestChargeFollowsDrainedReplies(t *testing.T) {
 	const n = 50
 	c.send(strings.Repeat(encode("MGETID", "100000"), n))
 	deadline := time.Now().Add(60 * time.Second) // 50 replies of 100,000 IDs take seconds under -race
-	for s.clientMem.Load() == 0 {
+	for s.Stats().ClientMem == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("replies never unsent: the client was not charged for them")
 		}
 		time.Sleep(time.Millisecond)
 	}
-	t.Logf("charged %d KiB for unread replies", s.clientMem.Load()>>10)
+	t.Logf("charged %d KiB for unread replies", s.Stats().ClientMem>>10)
 	for range n {
 		if ids, ok := c.reply().([]any); !ok || len(ids) != 100000 {
 			t.Fatalf("reply: %d IDs", len(ids))
 		}
 	}
-	for s.clientMem.Load() != 0 {
+	for s.Stats().ClientMem != 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("still charged %d bytes after every reply was read", s.clientMem.Load())
+			t.Fatalf("still charged %d bytes after every reply was read", s.Stats().ClientMem)
 		}
 		time.Sleep(time.Millisecond)
 	}

@@ -262,8 +262,8 @@ func TestCloseDuringShutdown(t *testing.T) {
 // command waits is closed at the hard limit; other clients are served
 // throughout.
 func TestHardLimitWhileWaiting(t *testing.T) {
-	s, a, b, _, _ := startWaiting(t, Options{Output: OutputLimits{Hard: 1 << 20}}, encode("MGETID", "1000"))
-	addr := s.lns[0].Addr().String()
+	_, a, b, _, _ := startWaiting(t, Options{Output: OutputLimits{Hard: 1 << 20}}, encode("MGETID", "1000"))
+	addr := a.conn.RemoteAddr().String()
 	flood := []byte(strings.Repeat(encode("PING"), 1<<14)) // 224 KiB
 	sent := 0
 	for ; sent < 4<<20; sent += len(flood) {

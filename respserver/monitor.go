@@ -7,8 +7,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/panjf2000/gnet/v2"
 )
 
 // MONITOR streams every command any client runs to the clients that asked
@@ -35,14 +33,11 @@ var monitorCommand = &command{
 // monitor is what a monitoring client has been sent but not yet written.
 // Other loops append to it; only the monitor's loop takes from it.
 type monitor struct {
-	gc gnet.Conn
-
 	mu       sync.Mutex
 	pending  []byte // lines to write
 	spare    []byte // the buffer taken last, reused
 	woken    bool   // a wake is on its way to the monitor's loop
 	overflow bool   // pending reached the hard limit: close the monitor
-	overSoft time.Time
 }
 
 var errMonitorInMulti = errors.New("ERR MONITOR isn't allowed for DENY BLOCKING client")
@@ -56,7 +51,7 @@ func cmdMonitor(s *Server, c *client, args [][]byte) error {
 	case c.mon != nil:
 		return nil
 	}
-	c.mon = &monitor{gc: c.gc}
+	c.mon = &monitor{}
 	s.monMu.Lock()
 	s.monitors = append(s.monitors, c)
 	s.monitoring.Store(int32(len(s.monitors)))
@@ -90,13 +85,12 @@ func (s *Server) feed(c *client, cmd *command, args [][]byte) {
 
 func (s *Server) feedMonitors(c *client, cmd *command, args [][]byte) {
 	limit := s.opts.Output.Hard
-	line := monitorLine(nil, time.Now(), c.addr, cmd, args, limit)
+	line := monitorLine(nil, time.Now(), c.RemoteAddr(), cmd, args, limit)
 	s.monMu.Lock()
 	defer s.monMu.Unlock()
 	for _, m := range s.monitors {
-		if m.mon.add(line, limit) && m.mon.gc != nil { // nil: a test's client without a connection
-
-			m.mon.gc.Wake(nil) // its OnTraffic writes the lines out
+		if m.mon.add(line, limit) {
+			m.Wake() // its loop writes the lines out (Handler.Pending)
 		}
 	}
 }
@@ -138,25 +132,6 @@ func (m *monitor) take() ([]byte, bool) {
 	}
 	m.woken = false
 	return lines, m.overflow
-}
-
-// flushMonitor writes c's pending monitor lines, on its loop, or closes c
-// if they and its unsent output passed its limits.
-func (s *Server) flushMonitor(c *client, gc gnet.Conn) gnet.Action {
-	lines, overflow := c.mon.take()
-	lim, unsent := s.opts.Output, gc.OutboundBuffered()
-	switch {
-	case overflow || lim.Hard > 0 && len(lines)+unsent > lim.Hard:
-		return s.closeAtLimit(c, len(lines)+unsent, "its unsent MONITOR output passed the hard limit")
-	case lim.Soft == 0 || unsent <= lim.Soft:
-		c.mon.overSoft = time.Time{}
-	case c.mon.overSoft.IsZero():
-		c.mon.overSoft = time.Now()
-	case lim.SoftFor > 0 && time.Since(c.mon.overSoft) > lim.SoftFor:
-		return s.closeAtLimit(c, len(lines)+unsent, "it did not read its MONITOR output below the soft limit for soft-seconds")
-	}
-	c.write(gc, lines)
-	return gnet.None
 }
 
 // monitorLine appends the line MONITOR shows for a command from addr at

@@ -106,5 +106,5 @@ func (c *client) writeMap(n int) {
 		c.writeArray(2 * n)
 		return
 	}
-	c.out = append(strconv.AppendInt(append(c.out, '%'), int64(n), 10), '\r', '\n')
+	c.Out = append(strconv.AppendInt(append(c.Out, '%'), int64(n), 10), '\r', '\n')
 }

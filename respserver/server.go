@@ -3,15 +3,12 @@
 // connection-level commands redis-cli, redis-benchmark and the common
 // client libraries send, so they connect and work unchanged.
 //
-// Connections are served by gnet event loops (epoll), one per CPU the
-// process may use, the way Redis serves them from one thread: a request
-// costs one read and one write system call, where a goroutine per
-// connection costs a third read that finds nothing, and a pipeline's
-// replies go out in one write. resplimit checks the framing of what is
-// read, then redcon's parser splits whole commands. A GETID or MGETID
-// that would wait (at the lead bound, or for the reservation on disk) is
-// finished on a goroutine, so a loop never sleeps; that connection's later
-// commands wait for it, in order.
+// Connections are served by the connection layer (internal/conns: gnet
+// event loops, TLS, framing, backpressure and the accountant); this
+// package gives the commands their meaning. A GETID or MGETID that would
+// wait (at the lead bound, or for the reservation on disk) is finished off
+// the loop (conns.Conn.Wait), so a loop never sleeps; that connection's
+// later commands wait for it, in order.
 package respserver
 
 import (
@@ -19,20 +16,17 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
-	"github.com/panjf2000/gnet/v2"
 	"github.com/rs/zerolog"
 
 	"github.com/idserver/idserver/idgen"
 	"github.com/idserver/idserver/resplimit"
+	"github.com/idserver/idserver/respserver/internal/conns"
 	"github.com/idserver/idserver/stats"
 )
 
@@ -93,10 +87,11 @@ type Options struct {
 	Shutdown func()
 }
 
-// Server is an ID server on one listener.
+// Server is an ID server on any number of listeners.
 type Server struct {
-	opts Options
-	log  zerolog.Logger
+	opts  Options
+	log   zerolog.Logger
+	conns *conns.Server[*client]
 
 	src       atomic.Pointer[source] // the generator, or why there is none
 	offset    atomic.Int64           // ms, DEBUG CLOCK-OFFSET, for every generator
@@ -108,83 +103,45 @@ type Server struct {
 	config       [][2]string // what CONFIG GET answers: Options.Config and Redis's keys (redisConfig)
 	configKeyLen int         // the longest key in config
 	port         atomic.Int64
-	loops        atomic.Int64 // event loops serving clients
-	nextID       atomic.Int64 // client ids, as CLIENT ID shows
-	tick         atomic.Int64 // seconds since started, moved by watch: the idle clock
 
-	clients     atomic.Int64
-	blocked     atomic.Int64 // clients whose command waits for its IDs off the loop
-	accepted    atomic.Uint64
-	rejected    atomic.Uint64
-	commands    atomic.Uint64
-	errors      atomic.Uint64
-	limitClosed atomic.Uint64 // clients closed at their output limits
-	queryClosed atomic.Uint64 // clients closed at client-query-buffer-limit
-	queryLog    limiter
-	limitLog    limiter
-	clientMem   atomic.Int64  // bytes all clients hold, as last charged (account)
-	evicted     atomic.Uint64 // clients closed at maxmemory-clients
-	evictMu     sync.Mutex    // one eviction at a time
-	evictLog    limiter
-	handshakes  atomic.Int64  // TLS handshakes under way
-	lingering   atomic.Int64  // refused connections read to their end (turnAway)
-	tlsFailed   atomic.Uint64 // TLS handshakes that failed
-	tlsLog      limiter
-	deniedLog   limiter
-	monMu       sync.Mutex
-	monitors    []*client    // clients that ran MONITOR
-	monitoring  atomic.Int32 // len(monitors), read by every command
-	heldMu      sync.Mutex
-	held        map[*client]gnet.Conn // clients whose commands wait for their replies to drain
-	unsent      map[*client]gnet.Conn // clients with replies gnet has not written (watchUnsent)
-	heldSignal  chan struct{}         // a client was held
-
-	mu      sync.Mutex
-	serving bool
-	served  chan struct{} // closed when serving becomes true
-	closed  bool
-	lns     []net.Listener
-	eng     *gnet.Client // the event loops; set by Serve
-	conns   map[*client]struct{}
-	done    chan struct{} // closed by Close or Shutdown
-	drained chan struct{} // closed when Close or Shutdown has finished with the clients
-	drainMu sync.Once
-	stopMu  sync.Once
+	commands   atomic.Uint64
+	errors     atomic.Uint64 // error replies to commands
+	deniedLog  conns.Limiter
+	monMu      sync.Mutex
+	monitors   []*client    // clients that ran MONITOR
+	monitoring atomic.Int32 // len(monitors), read by every command
+	watching   sync.Once
 }
 
 // ErrServerClosed is returned by Serve after Close or Shutdown.
-var ErrServerClosed = errors.New("respserver: server closed")
+var ErrServerClosed = conns.ErrServerClosed
+
+// OutputLimits bounds what a client that does not read its replies may
+// hold in the server: see conns.OutputLimits.
+type OutputLimits = conns.OutputLimits
 
 // New returns a Server for opts.
 func New(opts Options) *Server {
 	if opts.MGetIDMax == 0 {
 		opts.MGetIDMax = 10000
 	}
-	if opts.MaxClients == 0 {
-		opts.MaxClients = 10000
-	}
-	if opts.Limits.MaxBulkLen == 0 {
-		opts.Limits.MaxBulkLen = 64 << 10
-	}
-	if opts.Limits.MaxMultibulkLen == 0 {
-		opts.Limits.MaxMultibulkLen = 1024
-	}
-	if opts.QueryBufferLimit == 0 {
-		opts.QueryBufferLimit = 1 << 20
-	}
 	s := &Server{
-		opts:       opts,
-		log:        opts.Logger,
-		started:    time.Now(),
-		replID:     replicationID(),
-		conns:      map[*client]struct{}{},
-		done:       make(chan struct{}),
-		drained:    make(chan struct{}),
-		served:     make(chan struct{}),
-		held:       map[*client]gnet.Conn{},
-		unsent:     map[*client]gnet.Conn{},
-		heldSignal: make(chan struct{}, 1),
+		opts:    opts,
+		log:     opts.Logger,
+		started: time.Now(),
+		replID:  replicationID(),
 	}
+	s.conns = conns.New(conns.Options{
+		Logger:           opts.Logger,
+		MaxClients:       opts.MaxClients,
+		IdleTimeout:      opts.IdleTimeout,
+		Limits:           opts.Limits,
+		Output:           opts.Output,
+		QueryBufferLimit: opts.QueryBufferLimit,
+		MaxMemoryClients: opts.MaxMemoryClients,
+		Refuse:           s.refuse,
+	}, handler{s})
+	s.opts.MaxClients = s.conns.MaxClients()
 	if g := opts.Generator; g != nil {
 		s.opts.Layout, s.opts.Epoch = g.Layout(), g.Epoch()
 		s.offset.Store(g.ClockOffset().Milliseconds())
@@ -197,7 +154,6 @@ func New(opts Options) *Server {
 	for _, kv := range s.config {
 		s.configKeyLen = max(s.configKeyLen, len(kv[0]))
 	}
-	s.fitMaxClients()
 	return s
 }
 
@@ -205,376 +161,73 @@ func New(opts Options) *Server {
 // non-nil error: ErrServerClosed after Close or Shutdown, once they have
 // finished with the clients. Serve and ServeTLS may each be called for
 // any number of listeners; all share the event loops.
-func (s *Server) Serve(ln net.Listener) error { return s.serveOn(ln, nil) }
+func (s *Server) Serve(ln net.Listener) error {
+	if a, ok := ln.Addr().(*net.TCPAddr); ok {
+		s.port.CompareAndSwap(0, int64(a.Port))
+	}
+	s.startWatch()
+	return s.conns.Serve(ln)
+}
 
 // ServeTLS is Serve for a listener whose clients speak TLS, with cfg.
-func (s *Server) ServeTLS(ln net.Listener, cfg *tls.Config) error { return s.serveOn(ln, cfg) }
-
-func (s *Server) serveOn(ln net.Listener, cfg *tls.Config) error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		ln.Close()
-		return ErrServerClosed
-	}
-	if err := s.startLoops(); err != nil {
-		s.mu.Unlock()
-		ln.Close()
-		return err
-	}
-	s.lns = append(s.lns, ln)
-	if a, ok := ln.Addr().(*net.TCPAddr); ok && cfg == nil {
-		s.port.Store(int64(a.Port))
-	}
-	s.mu.Unlock()
-
-	// Accepting runs on its own goroutine: handing a connection to a loop
-	// waits for the loop, and a loop stopped meanwhile must not keep Serve
-	// from returning.
-	accepted := make(chan error, 1)
-	go func() { accepted <- s.accept(ln, cfg) }()
-	select {
-	case err := <-accepted:
-		if err != nil {
-			return err
-		}
-	case <-s.done:
-	}
-	<-s.drained
-	return ErrServerClosed
+func (s *Server) ServeTLS(ln net.Listener, cfg *tls.Config) error {
+	s.startWatch()
+	return s.conns.ServeTLS(ln, cfg)
 }
 
-// startLoops starts the event loops, once; s.mu is held.
-func (s *Server) startLoops() error {
-	if s.serving {
-		return nil
-	}
-	loops := max(runtime.GOMAXPROCS(0), 1)
-	eng, err := gnet.NewClient(&events{s: s},
-		gnet.WithNumEventLoop(loops),
-		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
-		gnet.WithLogger(gnetLogger{s.log}))
-	if err == nil {
-		err = eng.Start()
-	}
-	if err != nil {
-		return fmt.Errorf("respserver: start event loops: %w", err)
-	}
-	s.serving, s.eng = true, eng
-	close(s.served)
-	s.loops.Store(int64(loops))
-	go s.watch()
-	go s.wakeHeld()
-	return nil
-}
-
-// accept takes connections from ln until it is closed (then it returns
-// nil) or fails for good. With cfg, each one's TLS handshake runs on a
-// goroutine of its own before it is admitted.
-func (s *Server) accept(ln net.Listener, cfg *tls.Config) error {
-	fds := newFDReserve(s)
-	defer fds.release()
-	var backoff time.Duration
-	var failedLog limiter
-	for {
-		nc, err := ln.Accept()
-		if outOfFDs(err) && fds.refusePending(ln) {
-			continue
-		}
-		if err != nil {
+// startWatch starts watch, once the server serves.
+func (s *Server) startWatch() {
+	s.watching.Do(func() {
+		go func() {
 			select {
-			case <-s.done:
-				return nil
-			default:
+			case <-s.conns.Serving():
+				s.watch()
+			case <-s.conns.Done():
 			}
-			if !transient(err) {
-				return fmt.Errorf("respserver: accept: %w", err)
-			}
-			// Out of file descriptors with none in reserve, or the like:
-			// wait, as net/http does, rather than spin; the clients
-			// already connected go on, the new ones wait in the backlog.
-			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-			if ok, _ := failedLog.allow(); ok {
-				s.log.Warn().Err(err).Dur("retry_in", backoff).Msg("accept failed; new connections wait")
-			}
-			time.Sleep(backoff)
-			fds.retake()
-			continue
-		}
-		backoff = 0
-		if cfg != nil {
-			go s.admitTLS(nc, cfg)
-			continue
-		}
-		fds.handOver(nc)
-	}
+		}()
+	})
 }
 
-// admitTLS does nc's TLS handshake and admits it: a client past
-// maxclients gets Redis's reply through TLS, as on the plain port. The
-// handshakes under way are bounded by maxclients too: each holds a
-// goroutine and its buffers. Past that, a connection is closed unanswered
-// (a reply before the handshake would be noise to it).
-func (s *Server) admitTLS(nc net.Conn, cfg *tls.Config) {
-	if s.handshakes.Add(1) > int64(s.opts.MaxClients) {
-		s.handshakes.Add(-1)
-		s.rejected.Add(1)
-		nc.Close()
-		return
-	}
-	t, err := handshake(nc, cfg)
-	s.handshakes.Add(-1)
-	if err != nil {
-		s.tlsFailed.Add(1)
-		if ok, skipped := s.tlsLog.allow(); ok {
-			s.log.Warn().Err(err).Str("client", nc.RemoteAddr().String()).Uint64("also_failed", skipped).Msg("TLS handshake failed")
-		}
-		nc.Close()
-		return
-	}
-	if err := s.admit(nc, t); err != nil {
-		s.log.Debug().Err(err).Str("client", nc.RemoteAddr().String()).Msg("TLS connection not served")
-	}
-}
+// errDenied is Redis 7's protected-mode reply, with the remedies idserver
+// has (it has no CONFIG SET).
+const errDenied = "-DENIED idserver is running in protected mode because protected mode is enabled and no password is set for the default user. " +
+	"In this mode connections are only accepted from the loopback interface. " +
+	"If you want to connect from external computers to idserver you may adopt one of the following solutions: " +
+	"1) Just disable protected mode by editing the idserver configuration file, and setting the protected mode option to 'no', and then restarting the server, " +
+	"however MAKE SURE idserver is not publicly accessible from internet if you do so. " +
+	"2) If you started the server manually just for testing, restart it with the '--protected-mode no' option. " +
+	"3) Set up an authentication password for the default user (requirepass). " +
+	"NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside.\r\n"
 
-// transient reports whether an Accept error may go away by itself.
-func transient(err error) bool {
-	for _, e := range []error{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM, syscall.ECONNABORTED, syscall.EINTR} {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
-}
-
-// Replies to connections refused before they are served.
-const (
-	errMaxClients = "-ERR max number of clients reached\r\n"
-	// errDenied is Redis 7's protected-mode reply, with the remedies
-	// idserver has (it has no CONFIG SET).
-	errDenied = "-DENIED idserver is running in protected mode because protected mode is enabled and no password is set for the default user. " +
-		"In this mode connections are only accepted from the loopback interface. " +
-		"If you want to connect from external computers to idserver you may adopt one of the following solutions: " +
-		"1) Just disable protected mode by editing the idserver configuration file, and setting the protected mode option to 'no', and then restarting the server, " +
-		"however MAKE SURE idserver is not publicly accessible from internet if you do so. " +
-		"2) If you started the server manually just for testing, restart it with the '--protected-mode no' option. " +
-		"3) Set up an authentication password for the default user (requirepass). " +
-		"NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside.\r\n"
-)
-
-// refuse answers a connection it will not serve with reply (through TLS
-// if t is set) and closes it at once: out of file descriptors, its socket
-// is needed back.
-func (s *Server) refuse(nc net.Conn, t *tlsConn, reply string) {
-	s.answer(nc, t, reply)
-	nc.Close()
-}
-
-// answer writes reply to a connection that will not be served.
-func (s *Server) answer(nc net.Conn, t *tlsConn, reply string) {
-	s.rejected.Add(1)
-	nc.SetDeadline(time.Now().Add(time.Second))
-	if t != nil {
-		t.tc.Write([]byte(reply))
-	} else {
-		nc.Write([]byte(reply))
-	}
-}
-
-// maxLingering bounds the refused connections read to their end at once.
-const maxLingering = 256
-
-// turnAway answers a connection it will not serve with reply and closes
-// it once the client has closed its side, or a second has passed: closed
-// with what the client sent unread (a TLS client's first command, right
-// behind the handshake), the socket would be reset, and the reply lost
-// with it. Past maxLingering such, it closes at once.
-func (s *Server) turnAway(nc net.Conn, t *tlsConn, reply string) {
-	s.answer(nc, t, reply)
-	if s.lingering.Add(1) > maxLingering {
-		s.lingering.Add(-1)
-		nc.Close()
-		return
-	}
-	go func() {
-		defer s.lingering.Add(-1)
-		if tc, ok := nc.(*net.TCPConn); ok {
-			tc.CloseWrite()
-		}
-		io.Copy(io.Discard, io.LimitReader(nc, 64<<10))
-		nc.Close()
-	}()
-}
-
-// denied reports whether protected mode refuses a client from addr: no
-// password is set and the client is not on loopback, as in Redis.
-func (s *Server) denied(addr net.Addr) bool {
+// refuse is protected mode, as in Redis: while no password is set, a
+// client not on loopback gets -DENIED.
+func (s *Server) refuse(addr net.Addr) string {
 	if !s.opts.ProtectedMode || s.opts.RequirePass != "" {
-		return false
+		return ""
 	}
-	a, ok := addr.(*net.TCPAddr)
-	return ok && !a.IP.IsLoopback()
-}
-
-// admit hands a new connection to an event loop, or refuses it. t is its
-// TLS state, nil for plain TCP. It returns the error of the hand-over, if
-// it failed.
-func (s *Server) admit(nc net.Conn, t *tlsConn) error {
-	switch {
-	case s.clients.Load() >= int64(s.opts.MaxClients):
-		s.turnAway(nc, t, errMaxClients)
-		return nil
-	case s.denied(nc.RemoteAddr()):
-		s.turnAway(nc, t, errDenied)
-		if ok, skipped := s.deniedLog.allow(); ok {
-			s.log.Warn().Str("client", nc.RemoteAddr().String()).Uint64("also_denied", skipped).
-				Msg("protected mode: refused a client that is not on loopback (set requirepass, or protected-mode no)")
-		}
-		return nil
+	if a, ok := addr.(*net.TCPAddr); !ok || a.IP.IsLoopback() {
+		return ""
 	}
-	c := s.newClient(nc.RemoteAddr().String(), nc.LocalAddr().String())
-	if t != nil {
-		t.detach()
-		c.tls = t
+	if ok, skipped := s.deniedLog.Allow(); ok {
+		s.log.Warn().Str("client", addr.String()).Uint64("also_denied", skipped).
+			Msg("protected mode: refused a client that is not on loopback (set requirepass, or protected-mode no)")
 	}
-	// Registered under the lock Shutdown takes, so it either sees this
-	// client or the client's OnOpen sees the server closed.
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		nc.Close()
-		return nil
-	}
-	s.conns[c] = struct{}{}
-	s.clients.Add(1)
-	s.mu.Unlock()
-	// Counted before the loop serves it, so that its own INFO counts it,
-	// as Redis counts a connection when it accepts it.
-	s.accepted.Add(1)
-	// The loop takes a duplicate of the socket and closes nc.
-	_, err := s.eng.EnrollContext(nc, c)
-	s.mu.Lock()
-	opened := c.opened
-	s.mu.Unlock()
-	if err != nil || !opened {
-		// Never reached the loop (or the poller refused it): no OnClose
-		// will come for it.
-		s.forget(c)
-		s.log.Debug().Err(err).Str("client", c.addr).Msg("connection not served")
-		return err
-	}
-	return nil
-}
-
-// newClient is the state of a new connection from addr to laddr.
-func (s *Server) newClient(addr, laddr string) *client {
-	c := &client{}
-	c.connState = connState{
-		id:    s.nextID.Add(1),
-		addr:  addr,
-		laddr: laddr,
-		born:  s.tick.Load(),
-		scan:  resplimit.NewScanner(s.opts.Limits),
-	}
-	c.authed, c.stringIDs = s.opts.RequirePass == "", s.opts.GetIDReply == GetIDString
-	c.publish()
-	return c
-}
-
-// forget unregisters c; it is safe to call twice.
-func (s *Server) forget(c *client) {
-	s.mu.Lock()
-	_, ok := s.conns[c]
-	delete(s.conns, c)
-	s.mu.Unlock()
-	s.unhold(c)
-	s.unmonitor(c)
-	s.uncharge(c)
-	if ok {
-		s.clients.Add(-1)
-	}
+	return errDenied
 }
 
 // Close stops accepting and drops every open connection at once, also
 // those a Shutdown in progress is still waiting for.
-func (s *Server) Close() error {
-	s.markClosed()
-	s.stopLoops()
-	s.drainMu.Do(func() { close(s.drained) })
-	return nil
-}
-
-// markClosed marks the server closed and closes the listener; ok is false
-// if it already was closed. It returns the open connections.
-func (s *Server) markClosed() (conns []*client, ok bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return nil, false
-	}
-	s.closed = true
-	close(s.done)
-	for _, ln := range s.lns {
-		ln.Close()
-	}
-	for c := range s.conns {
-		conns = append(conns, c)
-	}
-	return conns, true
-}
-
-// stopLoops closes the event loops and every connection still open (each
-// gets what was already written to it first).
-func (s *Server) stopLoops() {
-	s.mu.Lock()
-	eng := s.eng
-	s.mu.Unlock()
-	if eng == nil {
-		return
-	}
-	s.stopMu.Do(func() {
-		if err := eng.Stop(); err != nil {
-			s.log.Debug().Err(err).Msg("event loops stopped")
-		}
-	})
-}
+func (s *Server) Close() error { return s.conns.Close() }
 
 // Shutdown stops gracefully: it stops accepting, lets each client finish
 // the commands it has sent, writes their replies and closes it, and
 // returns when all are closed, or when ctx is done (then the rest are
 // dropped).
-func (s *Server) Shutdown(ctx context.Context) error {
-	conns, ok := s.markClosed()
-	if !ok {
-		return nil
-	}
-	defer s.drainMu.Do(func() { close(s.drained) })
-	defer s.stopLoops()
-	for _, c := range conns {
-		c.draining.Store(true)
-		s.mu.Lock()
-		gc := c.gc
-		s.mu.Unlock()
-		if gc != nil { // else its OnOpen, still to come, sees the server closed
-			gc.Wake(nil) // on its loop: finish what was read, flush, close
-		}
-	}
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for s.clients.Load() > 0 {
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("shutdown: %d clients still open: %w", s.clients.Load(), ctx.Err())
-		case <-tick.C:
-		}
-	}
-	return nil
-}
+func (s *Server) Shutdown(ctx context.Context) error { return s.conns.Shutdown(ctx) }
 
 // Serving is closed once the server serves: its event loops run, and
 // Ready answers for the generator rather than "not serving yet".
-func (s *Server) Serving() <-chan struct{} { return s.served }
+func (s *Server) Serving() <-chan struct{} { return s.conns.Serving() }
 
 // ErrShuttingDown is Ready's answer once Close or Shutdown has begun.
 var ErrShuttingDown = errors.New("shutting down")
@@ -582,13 +235,14 @@ var ErrShuttingDown = errors.New("shutting down")
 // Ready reports whether a GETID would be answered now: nil, or why not
 // (not serving yet, shutting down, or the generator's reason).
 func (s *Server) Ready() error {
-	s.mu.Lock()
-	serving, closed := s.serving, s.closed
-	s.mu.Unlock()
-	switch {
-	case closed:
+	select {
+	case <-s.conns.Done():
 		return ErrShuttingDown
-	case !serving:
+	default:
+	}
+	select {
+	case <-s.conns.Serving():
+	default:
 		return errors.New("not serving yet")
 	}
 	g, err := s.generator()
@@ -619,27 +273,24 @@ type Stats struct {
 
 // Stats returns the server's counters.
 func (s *Server) Stats() Stats {
-	s.heldMu.Lock()
-	held := int64(len(s.held))
-	s.heldMu.Unlock()
+	st := s.conns.Stats()
 	return Stats{
-		Clients:     s.clients.Load(),
-		Blocked:     s.blocked.Load(),
-		Held:        held,
-		Accepted:    s.accepted.Load(),
-		Rejected:    s.rejected.Load(),
+		Clients:     st.Clients,
+		Blocked:     st.Blocked,
+		Held:        st.Held,
+		Accepted:    st.Accepted,
+		Rejected:    st.Rejected,
 		Commands:    s.commands.Load(),
-		Errors:      s.errors.Load(),
-		LimitClosed: s.limitClosed.Load(),
-		QueryClosed: s.queryClosed.Load(),
-		Evicted:     s.evicted.Load(),
-		ClientMem:   s.clientMem.Load(),
-		TLSFailed:   s.tlsFailed.Load(),
+		Errors:      s.errors.Load() + st.ProtocolErrors,
+		LimitClosed: st.LimitClosed,
+		QueryClosed: st.QueryClosed,
+		Evicted:     st.Evicted,
+		ClientMem:   st.ClientMem,
+		TLSFailed:   st.TLSFailed,
 	}
 }
 
-// watch moves the idle clock, closes idle clients, and logs what the
-// generator did that an operator should know about, at most one line per
+// watch logs what the generator did that an operator should know about, at most one line per
 // kind per second: never a line per ID.
 func (s *Server) watch() {
 	t := time.NewTicker(time.Second)
@@ -647,13 +298,9 @@ func (s *Server) watch() {
 	prev := s.genStats()
 	for {
 		select {
-		case <-s.done:
+		case <-s.conns.Done():
 			return
 		case <-t.C:
-		}
-		now := s.tick.Add(1)
-		if s.opts.IdleTimeout > 0 {
-			s.closeIdle(now)
 		}
 		st := s.genStats()
 		if n := st.Borrowed - prev.Borrowed; n > 0 {
@@ -691,27 +338,3 @@ func borrowedWhy(st idgen.Stats) string {
 	}
 	return "issuing IDs ahead of the clock: more IDs were asked for in a millisecond than its shard slots, or the clock stepped back"
 }
-
-// closeIdle closes the clients that sent nothing for IdleTimeout. The
-// clock has one-second steps, so a client gets between IdleTimeout and a
-// second more, as in Redis.
-func (s *Server) closeIdle(now int64) {
-	limit := int64((s.opts.IdleTimeout + time.Second - 1) / time.Second)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for c := range s.conns {
-		if c.gc != nil && now-c.active.Load() > limit {
-			c.gc.Close()
-		}
-	}
-}
-
-// gnetLogger sends gnet's own log lines to the server's logger. Its Info
-// lines (loops starting) are debug detail here; Fatalf does not exit.
-type gnetLogger struct{ log zerolog.Logger }
-
-func (l gnetLogger) Debugf(format string, args ...any) { l.log.Debug().Msgf(format, args...) }
-func (l gnetLogger) Infof(format string, args ...any)  { l.log.Debug().Msgf(format, args...) }
-func (l gnetLogger) Warnf(format string, args ...any)  { l.log.Warn().Msgf(format, args...) }
-func (l gnetLogger) Errorf(format string, args ...any) { l.log.Error().Msgf(format, args...) }
-func (l gnetLogger) Fatalf(format string, args ...any) { l.log.Error().Msgf(format, args...) }

@@ -329,8 +329,8 @@ func TestMaxClients(t *testing.T) {
 	if got := a.do("GETID"); got.(int64) <= 0 {
 		t.Fatalf("GETID on an accepted client: %v", got)
 	}
-	if s.rejected.Load() != 1 {
-		t.Fatalf("rejected_connections %d, want 1", s.rejected.Load())
+	if s.Stats().Rejected != 1 {
+		t.Fatalf("rejected_connections %d, want 1", s.Stats().Rejected)
 	}
 }
 

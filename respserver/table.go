@@ -133,7 +133,7 @@ func (c *client) lookup(args [][]byte) (*command, error) {
 	return cmd, nil
 }
 
-// dispatch runs one command, appending its reply to c.out; an error is
+// dispatch runs one command, appending its reply to c.Out; an error is
 // the error reply to send. Inside MULTI, it queues the command instead.
 func (s *Server) dispatch(c *client, args [][]byte) error {
 	cmd, err := c.lookup(args)
@@ -157,7 +157,7 @@ func (s *Server) dispatch(c *client, args [][]byte) error {
 	err = cmd.run(s, c, args)
 	s.feed(c, cmd, args)
 	if err == errWait { // finish observes it, once it has its IDs
-		c.wait.cmd, c.wait.start = cmd, c.batch.start
+		c.wait.cmd, c.wait.start = cmd, c.Start()
 		return err
 	}
 	c.batch.add(cmd)

@@ -1,4 +1,4 @@
-package respserver
+package conns
 
 import (
 	"math"
@@ -41,26 +41,26 @@ const (
 
 // room is how many more bytes of replies c may have before its commands
 // stop running.
-func (s *Server) room(gc gnet.Conn) int {
+func (s *Server[S]) room(c *Conn[S]) int {
 	if s.opts.Output.Soft == 0 {
 		return math.MaxInt
 	}
-	return s.opts.Output.Soft - gc.OutboundBuffered()
+	return s.opts.Output.Soft - c.link.OutboundBuffered()
 }
 
 // hold stops running c's commands until its replies drain.
-func (s *Server) hold(c *client) {
+func (s *Server[S]) hold(c *Conn[S]) {
 	c.held, c.heldAt = true, time.Now()
 	s.heldMu.Lock()
-	s.held[c] = c.gc
+	s.held[c] = c.link
 	s.heldMu.Unlock()
 	s.wakeSoon()
 }
 
 // caughtUp reports whether held c's unsent replies are down to half the
 // soft limit, and if they are, runs its commands again from now on.
-func (s *Server) caughtUp(c *client, gc gnet.Conn) bool {
-	if gc.OutboundBuffered() > s.opts.Output.Soft/2 {
+func (s *Server[S]) caughtUp(c *Conn[S]) bool {
+	if c.link.OutboundBuffered() > s.opts.Output.Soft/2 {
 		return false
 	}
 	c.held = false
@@ -69,7 +69,7 @@ func (s *Server) caughtUp(c *client, gc gnet.Conn) bool {
 }
 
 // unhold forgets that c is held; it is safe to call for any client.
-func (s *Server) unhold(c *client) {
+func (s *Server[S]) unhold(c *Conn[S]) {
 	s.heldMu.Lock()
 	delete(s.held, c)
 	delete(s.unsent, c)
@@ -81,15 +81,15 @@ func (s *Server) unhold(c *client) {
 // holds is accounted for again as they drain: a client charged for replies
 // long since written could be evicted in another's place. On c's loop; it
 // takes the lock only when that changes.
-func (s *Server) watchUnsent(c *client) {
-	unsent := c.gc != nil && c.gc.OutboundBuffered() > 0
+func (s *Server[S]) watchUnsent(c *Conn[S]) {
+	unsent := c.link != nil && c.link.OutboundBuffered() > 0
 	if unsent == c.watched {
 		return
 	}
 	c.watched = unsent
 	s.heldMu.Lock()
 	if unsent {
-		s.unsent[c] = c.gc
+		s.unsent[c] = c.link
 	} else {
 		delete(s.unsent, c)
 	}
@@ -100,7 +100,7 @@ func (s *Server) watchUnsent(c *client) {
 }
 
 // wakeSoon has wakeHeld run, if it is not running.
-func (s *Server) wakeSoon() {
+func (s *Server[S]) wakeSoon() {
 	select {
 	case s.heldSignal <- struct{}{}:
 	default: // wakeHeld is already awake
@@ -111,8 +111,8 @@ func (s *Server) wakeSoon() {
 // replies unsent (watchUnsent) every unsentEvery polls, while there are
 // any, so that each one's loop sees whether its replies have drained:
 // gnet tells nobody when it has written a connection's buffer out.
-func (s *Server) wakeHeld() {
-	var gcs []gnet.Conn
+func (s *Server[S]) wakeHeld() {
+	var links []link
 	polls := 0
 	for {
 		select {
@@ -122,14 +122,14 @@ func (s *Server) wakeHeld() {
 		}
 		for {
 			s.heldMu.Lock()
-			gcs = gcs[:0]
-			for _, gc := range s.held {
-				gcs = append(gcs, gc)
+			links = links[:0]
+			for _, l := range s.held {
+				links = append(links, l)
 			}
 			if polls++; polls%unsentEvery == 0 {
-				for c, gc := range s.unsent {
+				for c, l := range s.unsent {
 					if _, held := s.held[c]; !held {
-						gcs = append(gcs, gc)
+						links = append(links, l)
 					}
 				}
 			}
@@ -138,8 +138,8 @@ func (s *Server) wakeHeld() {
 			if waiting == 0 {
 				break
 			}
-			for _, gc := range gcs {
-				gc.Wake(nil) // OnTraffic, with nothing read
+			for _, l := range links {
+				l.Wake(nil) // OnTraffic, with nothing read
 			}
 			time.Sleep(heldPoll)
 		}
@@ -149,7 +149,7 @@ func (s *Server) wakeHeld() {
 // queue keeps data, which c sent while its commands wait (for the clock,
 // or for its replies to drain), to run later, and holds c to its limits
 // (account).
-func (s *Server) queue(c *client, data []byte) gnet.Action {
+func (s *Server[S]) queue(c *Conn[S], data []byte) gnet.Action {
 	c.in = append(c.in, data...)
 	return s.account(c)
 }
@@ -157,40 +157,59 @@ func (s *Server) queue(c *client, data []byte) gnet.Action {
 // closeAtLimit closes c, which has reached one of its output limits
 // holding held bytes, as Redis closes a client at
 // client-output-buffer-limit.
-func (s *Server) closeAtLimit(c *client, held int, why string) gnet.Action {
+func (s *Server[S]) closeAtLimit(c *Conn[S], held int, why string) gnet.Action {
 	c.quit = true
 	s.limitClosed.Add(1)
-	if ok, skipped := s.limitLog.allow(); ok {
+	if ok, skipped := s.limitLog.Allow(); ok {
 		s.log.Warn().Str("client", c.addr).Int("bytes", held).Int("waiting_request_bytes", len(c.in)).
 			Uint64("also_closed", skipped).Msg("closing a client at client-output-buffer-limit: " + why)
 	}
 	return gnet.Close
 }
 
-// closeAtQueryLimit closes c, whose input held in the server (held bytes)
-// passed client-query-buffer-limit, as Redis closes a client at its max
-// query buffer length: without a reply.
-func (s *Server) closeAtQueryLimit(c *client, held int) gnet.Action {
+// closeAtQueryLimit closes c, whose input held in the server passed
+// client-query-buffer-limit, as Redis closes a client at its max query
+// buffer length: without a reply.
+func (s *Server[S]) closeAtQueryLimit(c *Conn[S]) gnet.Action {
 	c.quit = true
 	s.queryClosed.Add(1)
-	if ok, skipped := s.queryLog.allow(); ok {
-		s.log.Warn().Str("client", c.addr).Int("input_bytes", held).Int("limit", s.opts.QueryBufferLimit).
+	if ok, skipped := s.queryLog.Allow(); ok {
+		s.log.Warn().Str("client", c.addr).Int("input_bytes", len(c.in)).Int("limit", s.opts.QueryBufferLimit).
 			Uint64("also_closed", skipped).Msg("closing a client that reached client-query-buffer-limit")
 	}
 	return gnet.Close
 }
 
-// limiter lets a log line through at most once a second, and counts the
+// flushPending writes out, the handler's Pending output for c, or closes c
+// if it overflowed, or if it and c's unsent output passed the hard limit,
+// or stayed over the soft limit for soft-seconds. On c's loop.
+func (s *Server[S]) flushPending(c *Conn[S], out []byte, overflow bool) gnet.Action {
+	lim, unsent := s.opts.Output, c.link.OutboundBuffered()
+	switch {
+	case overflow || lim.Hard > 0 && len(out)+unsent > lim.Hard:
+		return s.closeAtLimit(c, len(out)+unsent, "its unsent output (MONITOR's) passed the hard limit")
+	case lim.Soft == 0 || unsent <= lim.Soft:
+		c.overSoft = time.Time{}
+	case c.overSoft.IsZero():
+		c.overSoft = time.Now()
+	case lim.SoftFor > 0 && time.Since(c.overSoft) > lim.SoftFor:
+		return s.closeAtLimit(c, len(out)+unsent, "it did not read its output (MONITOR's) below the soft limit for soft-seconds")
+	}
+	c.write(out)
+	return gnet.None
+}
+
+// Limiter lets a log line through at most once a second, and counts the
 // ones it held back. It is safe for concurrent use.
-type limiter struct {
+type Limiter struct {
 	mu      sync.Mutex
 	last    time.Time
 	skipped uint64
 }
 
-// allow reports whether a line may be logged now and, if so, how many
+// Allow reports whether a line may be logged now and, if so, how many
 // were held back since the last one.
-func (l *limiter) allow() (ok bool, skipped uint64) {
+func (l *Limiter) Allow() (ok bool, skipped uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if time.Since(l.last) < time.Second {

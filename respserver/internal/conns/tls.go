@@ -1,4 +1,4 @@
-package respserver
+package conns
 
 import (
 	"context"
@@ -47,7 +47,7 @@ var errNotYet net.Error = notYet{}
 
 type notYet struct{}
 
-func (notYet) Error() string   { return "respserver: no more TLS input yet" }
+func (notYet) Error() string   { return "conns: no more TLS input yet" }
 func (notYet) Timeout() bool   { return false }
 func (notYet) Temporary() bool { return true }
 

@@ -1,4 +1,4 @@
-package respserver
+package conns
 
 import (
 	"errors"
@@ -16,7 +16,7 @@ const reservedFDs = 32
 // limit cannot hold that many clients beside reservedFDs: clients past it
 // then get Redis's maxclients error, and the server keeps the descriptors
 // it needs to renew its reservation.
-func (s *Server) fitMaxClients() {
+func (s *Server[S]) fitMaxClients() {
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil || uint64(s.opts.MaxClients)+reservedFDs <= lim.Cur {
 		return
@@ -42,27 +42,27 @@ func outOfFDs(err error) bool {
 // has no other: to let a pending connection in and refuse it with a reply,
 // rather than leave it hanging, and to let gnet duplicate the socket of a
 // connection it takes over. It belongs to the accepting goroutine.
-type fdReserve struct {
-	s     *Server
+type fdReserve[S any] struct {
+	s     *Server[S]
 	spare *os.File // nil while released, or while none could be had
-	log   limiter
+	log   Limiter
 }
 
-func newFDReserve(s *Server) *fdReserve {
-	r := &fdReserve{s: s}
+func newFDReserve[S any](s *Server[S]) *fdReserve[S] {
+	r := &fdReserve[S]{s: s}
 	r.retake()
 	return r
 }
 
 // retake opens the spare if it is not held.
-func (r *fdReserve) retake() {
+func (r *fdReserve[S]) retake() {
 	if r.spare == nil {
 		r.spare, _ = os.Open(os.DevNull)
 	}
 }
 
 // release frees the spare and reports whether there was one.
-func (r *fdReserve) release() bool {
+func (r *fdReserve[S]) release() bool {
 	if r.spare == nil {
 		return false
 	}
@@ -74,7 +74,7 @@ func (r *fdReserve) release() bool {
 // refusePending, when accept has just failed for want of descriptors,
 // frees the spare to accept the pending connection and refuse it. It
 // reports whether it did; if not, accept should back off.
-func (r *fdReserve) refusePending(ln net.Listener) bool {
+func (r *fdReserve[S]) refusePending(ln net.Listener) bool {
 	if !r.release() {
 		return false
 	}
@@ -89,7 +89,7 @@ func (r *fdReserve) refusePending(ln net.Listener) bool {
 
 // handOver admits nc. gnet takes a connection over by dup(2): the spare
 // makes room for that.
-func (r *fdReserve) handOver(nc net.Conn) {
+func (r *fdReserve[S]) handOver(nc net.Conn) {
 	r.release()
 	if err := r.s.admit(nc, nil); outOfFDs(err) {
 		r.s.rejected.Add(1) // gnet has closed it already
@@ -99,8 +99,8 @@ func (r *fdReserve) handOver(nc net.Conn) {
 }
 
 // refused warns, at most once a second, that connections are refused.
-func (r *fdReserve) refused() {
-	if ok, skipped := r.log.allow(); ok {
+func (r *fdReserve[S]) refused() {
+	if ok, skipped := r.log.Allow(); ok {
 		var lim syscall.Rlimit
 		syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
 		r.s.log.Warn().Uint64("refused", skipped+1).Uint64("rlimit_nofile", lim.Cur).

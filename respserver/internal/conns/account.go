@@ -1,4 +1,4 @@
-package respserver
+package conns
 
 import (
 	"cmp"
@@ -9,29 +9,26 @@ import (
 )
 
 // The accountant. Every byte the server holds on a client's behalf is
-// counted in one place, holds; account holds each client to its limits
+// counted in one place, Holds; account holds each client to its limits
 // with it after every batch of its commands (and every read it only
 // queues), and the server to maxmemory-clients: past it, the clients that
 // hold the most are closed first, as Redis 7 does.
 
-// holds is every byte the server holds for c: input not run yet (an
+// Holds is every byte the server holds for c: input not run yet (an
 // unfinished command, or what waits behind a command that waits), replies
-// not written yet (gnet's buffer, and the batch being made), the queued
-// transaction, the arguments being run, TLS's buffers, MONITOR's pending
-// lines. It counts contents, not the capacity of the buffers that hold
-// them: append may double one, and a scratch buffer of up to keepBuf is
-// kept between requests, so a client may cost up to twice what it holds
-// plus a few times keepBuf. On c's loop.
-func (c *client) holds() int {
-	n := len(c.in) + len(c.out) + len(c.inline) + c.tx.bytes() + len(c.ids)*8
-	if c.gc != nil {
-		n += c.gc.OutboundBuffered()
+// not written yet (gnet's buffer, and the batch being made), the
+// arguments being run, TLS's buffers, and what the handler's session
+// holds (Handler.Holds). It counts contents, not the capacity of the
+// buffers that hold them: append may double one, and a scratch buffer of
+// up to keepBuf is kept between requests, so a client may cost up to
+// twice what it holds plus a few times keepBuf. On c's loop.
+func (c *Conn[S]) Holds() int {
+	n := len(c.in) + len(c.Out) + len(c.split.inline) + c.s.h.Holds(c)
+	if c.link != nil {
+		n += c.link.OutboundBuffered()
 	}
 	if c.tls != nil {
 		n += len(c.tls.plain) + len(c.tls.shim.out)
-	}
-	if c.mon != nil {
-		n += c.mon.bytes()
 	}
 	return n
 }
@@ -40,11 +37,11 @@ func (c *client) holds() int {
 // it holds passed the hard output limit, or if it stayed held at the soft
 // limit for soft-seconds; otherwise it charges what c holds to the
 // server's total. On c's loop.
-func (s *Server) account(c *client) gnet.Action {
-	lim, held := s.opts.Output, c.holds()
+func (s *Server[S]) account(c *Conn[S]) gnet.Action {
+	lim, held := s.opts.Output, c.Holds()
 	switch {
 	case len(c.in) > s.opts.QueryBufferLimit:
-		return s.closeAtQueryLimit(c, len(c.in))
+		return s.closeAtQueryLimit(c)
 	case lim.Hard > 0 && held > lim.Hard:
 		return s.closeAtLimit(c, held, "what it holds (unsent replies, waiting requests, queued commands) passed the hard limit")
 	case c.held && lim.SoftFor > 0 && time.Since(c.heldAt) > lim.SoftFor:
@@ -57,7 +54,7 @@ func (s *Server) account(c *client) gnet.Action {
 
 // charge records that c holds n bytes, and evicts clients if the total
 // passed maxmemory-clients.
-func (s *Server) charge(c *client, n int) {
+func (s *Server[S]) charge(c *Conn[S], n int) {
 	if c.evicted.Load() {
 		return // no longer counted: its close is on its way
 	}
@@ -68,18 +65,18 @@ func (s *Server) charge(c *client, n int) {
 }
 
 // uncharge takes a closed client off the total.
-func (s *Server) uncharge(c *client) { s.clientMem.Add(-c.mem.Swap(0)) }
+func (s *Server[S]) uncharge(c *Conn[S]) { s.clientMem.Add(-c.mem.Swap(0)) }
 
 // evict closes the clients that hold the most until the total is back
 // under maxmemory-clients, as Redis's client eviction does. One eviction
 // runs at a time; a client closed is off the total at once.
-func (s *Server) evict() {
+func (s *Server[S]) evict() {
 	if !s.evictMu.TryLock() {
 		return
 	}
 	defer s.evictMu.Unlock()
 	type charged struct {
-		c *client
+		c *Conn[S]
 		n int64
 	}
 	s.mu.Lock()
@@ -99,15 +96,10 @@ func (s *Server) evict() {
 		e.c.evicted.Store(true)
 		s.uncharge(e.c)
 		s.evicted.Add(1)
-		if ok, skipped := s.evictLog.allow(); ok {
+		if ok, skipped := s.evictLog.Allow(); ok {
 			s.log.Warn().Str("client", e.c.addr).Int64("bytes", e.n).Int("maxmemory_clients", s.opts.MaxMemoryClients).
 				Uint64("also_closed", skipped).Msg("closing a client: the clients together hold more than maxmemory-clients, and this one the most")
 		}
-		s.mu.Lock()
-		gc := e.c.gc
-		s.mu.Unlock()
-		if gc != nil {
-			gc.Close()
-		}
+		e.c.Close()
 	}
 }

@@ -1,0 +1,201 @@
+package respserver
+
+import (
+	"errors"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/tidwall/redcon"
+
+	"github.com/idserver/idserver/respserver/internal/conns"
+)
+
+// client is the state of one connection: the connection layer's (conns:
+// framing, buffers, backpressure, accounting), the session's (what
+// commands set), and the transaction's (MULTI to EXEC). Its loop owns it,
+// except that while a command waits off the loop, the goroutine finishing
+// it owns what its off touches (the IDs scratch).
+type client struct {
+	*conns.Conn[*client]
+	session
+	txState
+
+	wait  waiting // the command that waits off the loop
+	batch batch   // the commands run since the last read, for their latency
+}
+
+// session is what a client's commands set and read.
+type session struct {
+	resp3  bool
+	authed bool
+	name   string
+
+	libName, libVer  string // from CLIENT SETINFO
+	stringIDs        bool   // GETID replies with a bulk string (getid-reply)
+	greeted          bool   // ran a command other than connection setup
+	track            tracking
+	noEvict, noTouch bool
+	shown            atomic.Pointer[shown] // for CLIENT LIST on other connections
+	mon              *monitor              // since MONITOR
+
+	lower [32]byte // the command name, lower-cased, without allocating
+	ids   []int64  // scratch for MGETID
+}
+
+// txState is a client's transaction, from MULTI to EXEC.
+type txState struct {
+	tx       *transaction
+	queued   atomic.Int64 // commands in tx, for CLIENT LIST
+	inExec   bool         // EXEC is running tx: its commands take txIDs
+	execArgs [][]byte     // scratch for the arguments of tx's commands
+	txIDs    []int64      // the IDs EXEC took for the transaction, not yet used
+}
+
+// keepBuf is the largest scratch buffer a client keeps between requests;
+// a larger one, grown for a rare big request, is let go.
+const keepBuf = 64 << 10
+
+// errWait is returned by a command that cannot finish on the loop (it
+// would wait for its IDs); it has set client.wait, which the connection
+// layer finishes (conns.Conn.Wait).
+var errWait = errors.New("respserver: command must wait")
+
+// waiting is a command that cannot finish on the loop: off runs off it
+// (it may block; it owns what it touches of the client until it returns),
+// then then on the loop with off's error, which writes the reply or
+// returns the error reply to send.
+type waiting struct {
+	off  func() error
+	then func(c *client, err error) error
+
+	cmd   *command  // the command, for its latency
+	start time.Time // when it began
+}
+
+// batch is the commands that ran on one read (or wake) of a client,
+// whose replies go out in one write. Their latency is that of the batch,
+// from its start (conns.Conn.Start) to that write, as the client sees it:
+// timing the batch, not each command, keeps the clock readings to two per
+// read.
+type batch struct {
+	ran []ran // consecutive runs of one command
+}
+
+type ran struct {
+	cmd *command
+	n   uint64
+}
+
+func (b *batch) add(cmd *command) {
+	if k := len(b.ran) - 1; k >= 0 && b.ran[k].cmd == cmd {
+		b.ran[k].n++
+		return
+	}
+	b.ran = append(b.ran, ran{cmd, 1})
+}
+
+// observe counts the batch's latency, since start, for each command in
+// it, and empties it.
+func (b *batch) observe(start time.Time) {
+	if len(b.ran) == 0 {
+		return
+	}
+	d := time.Since(start)
+	for _, r := range b.ran {
+		r.cmd.latency.ObserveN(d, r.n)
+	}
+	b.ran = b.ran[:0]
+}
+
+// handler runs the commands of the connections conns serves.
+type handler struct{ *Server }
+
+// Open is a new connection's client.
+func (h handler) Open(cn *conns.Conn[*client]) *client {
+	c := &client{Conn: cn}
+	c.authed, c.stringIDs = h.opts.RequirePass == "", h.opts.GetIDReply == GetIDString
+	c.publish()
+	return c
+}
+
+// Command runs one command; one that waits is handed to the connection
+// layer to finish.
+func (h handler) Command(cn *conns.Conn[*client], args [][]byte) {
+	c := cn.Session
+	h.commands.Add(1)
+	err := h.dispatch(c, args)
+	switch {
+	case err == errWait:
+		cn.Wait(c.wait.off, func(err error) { h.finished(c, err) })
+	case err != nil:
+		h.errors.Add(1)
+		c.writeError(replyText(err))
+	}
+}
+
+// finished ends a command that waited, on its loop again.
+func (s *Server) finished(c *client, err error) {
+	if err := c.wait.then(c, err); err != nil {
+		s.errors.Add(1)
+		c.writeError(replyText(err))
+	}
+	c.wait.cmd.latency.Observe(time.Since(c.wait.start))
+	c.wait = waiting{}
+}
+
+// Sent counts the latency of the batch whose replies were just written.
+func (handler) Sent(cn *conns.Conn[*client]) { cn.Session.batch.observe(cn.Start()) }
+
+// Closed ends what the client's session started: MONITOR.
+func (h handler) Closed(cn *conns.Conn[*client]) { h.unmonitor(cn.Session) }
+
+// Holds is what the session holds: the queued transaction, MGETID's
+// scratch, MONITOR's pending lines.
+func (handler) Holds(cn *conns.Conn[*client]) int {
+	c := cn.Session
+	n := c.tx.bytes() + len(c.ids)*8
+	if c.mon != nil {
+		n += c.mon.bytes()
+	}
+	return n
+}
+
+// Pending is the MONITOR lines waiting for a monitor.
+func (handler) Pending(cn *conns.Conn[*client]) ([]byte, bool) {
+	if m := cn.Session.mon; m != nil {
+		return m.take()
+	}
+	return nil, false
+}
+
+// Replies, appended to c.Out.
+
+func (c *client) writeString(s string)     { c.Out = redcon.AppendString(c.Out, s) }
+func (c *client) writeError(s string)      { c.Out = redcon.AppendError(c.Out, s) }
+func (c *client) writeBulk(b []byte)       { c.Out = redcon.AppendBulk(c.Out, b) }
+func (c *client) writeBulkString(s string) { c.Out = redcon.AppendBulkString(c.Out, s) }
+func (c *client) writeInt(n int)           { c.Out = redcon.AppendInt(c.Out, int64(n)) }
+func (c *client) writeInt64(n int64)       { c.Out = redcon.AppendInt(c.Out, n) }
+func (c *client) writeArray(n int)         { c.Out = redcon.AppendArray(c.Out, n) }
+func (c *client) writeNull()               { c.Out = redcon.AppendNull(c.Out) }
+
+// writeVerbatim writes text as RESP3's verbatim string of format txt, or
+// a bulk string in RESP2, as Redis replies to CLIENT LIST and INFO.
+func (c *client) writeVerbatim(text []byte) {
+	if !c.resp3 {
+		c.writeBulk(text)
+		return
+	}
+	c.Out = append(strconv.AppendInt(append(c.Out, '='), int64(len(text)+4), 10), "\r\ntxt:"...)
+	c.Out = append(append(c.Out, text...), '\r', '\n')
+}
+
+// writeSet writes the header of a set of n elements: an array in RESP2.
+func (c *client) writeSet(n int) {
+	if !c.resp3 {
+		c.writeArray(n)
+		return
+	}
+	c.Out = append(strconv.AppendInt(append(c.Out, '~'), int64(n), 10), '\r', '\n')
+}

@@ -1,0 +1,306 @@
+package conns
+
+import (
+	"errors"
+	"io"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+	"github.com/tidwall/redcon"
+
+	"github.com/idserver/idserver/resplimit"
+)
+
+// Conn is one connection: what the connection layer keeps of it, and the
+// handler's Session. Its loop owns it, except that while a command waits
+// off the loop (Wait), the goroutine running off owns what off touches.
+type Conn[S any] struct {
+	// Session is the handler's state of the connection, from Open.
+	Session S
+	// Out is the replies not yet written: the handler appends to it.
+	Out []byte
+
+	s      *Server[S]
+	id     int64
+	addr   string
+	laddr  string
+	born   int64        // Server.tick when it connected
+	fd     atomic.Int64 // set by OnOpen
+	link   link         // set by OnOpen, under Server.mu
+	opened bool         // OnOpen ran, under Server.mu
+
+	tls   *tlsConn // nil for plain TCP
+	scan  resplimit.Scanner
+	split Splitter
+	in    []byte // read but not yet run: an unfinished command, or what came while busy
+	bad   error  // a framing violation, answered after the commands before it
+	quit  bool   // close once the replies are out
+	start time.Time
+
+	busy bool         // a command cannot finish on the loop: it runs off it
+	off  func() error // that command's part off the loop
+	then func(error)  // and its end, on the loop again
+
+	held     bool      // its unsent replies reached the soft limit: its commands wait
+	heldAt   time.Time // since when
+	watched  bool      // it is in Server.unsent: gnet holds replies of its unwritten
+	overSoft time.Time // since when its unsent output, with Pending's, is over the soft limit
+
+	active   atomic.Int64 // Server.tick when it last sent something
+	draining atomic.Bool  // set by Shutdown: finish, flush, close
+	mem      atomic.Int64 // what it holds, as last charged to Server.clientMem
+	evicted  atomic.Bool  // closed at maxmemory-clients: no longer charged
+}
+
+// link is what a Conn needs of its socket: a gnet.Conn, or a Pipe's
+// memory.
+type link interface {
+	Write(b []byte) (int, error)
+	OutboundBuffered() int
+	Wake(cb gnet.AsyncCallback) error
+	AsyncWrite(b []byte, cb gnet.AsyncCallback) error
+	Close() error
+}
+
+// keepBuf is the largest scratch buffer a connection keeps between
+// requests; a larger one, grown for a rare big request, is let go.
+const keepBuf = 64 << 10
+
+// ID is c's connection id, counting from 1 in the order they came.
+func (c *Conn[S]) ID() int64 { return c.id }
+
+// RemoteAddr is the client's address, host:port.
+func (c *Conn[S]) RemoteAddr() string { return c.addr }
+
+// LocalAddr is the address the client connected to.
+func (c *Conn[S]) LocalAddr() string { return c.laddr }
+
+// FD is c's file descriptor, or 0 before its loop took it.
+func (c *Conn[S]) FD() int64 { return c.fd.Load() }
+
+// Age is how many seconds ago c connected, and Idle how many seconds ago
+// it last sent something.
+func (c *Conn[S]) Age() int64  { return c.s.tick.Load() - c.born }
+func (c *Conn[S]) Idle() int64 { return c.s.tick.Load() - c.active.Load() }
+
+// Mem is what c holds, as last accounted for.
+func (c *Conn[S]) Mem() int64 { return c.mem.Load() }
+
+// Start is when the batch of commands running now began: the read that
+// brought them.
+func (c *Conn[S]) Start() time.Time { return c.start }
+
+// Quit closes c once its replies so far are written. On c's loop.
+func (c *Conn[S]) Quit() { c.quit = true }
+
+// Wait finishes the command running now off the loop: off runs on a
+// goroutine of its own (it may block; it owns what it touches of the
+// session until it returns), then then runs on the loop with off's error,
+// to write the reply. c's later commands wait for it, in order. On c's
+// loop, from Handler.Command.
+func (c *Conn[S]) Wait(off func() error, then func(error)) {
+	c.busy, c.off, c.then = true, off, then
+}
+
+// Close closes c from any goroutine; what was written to it is sent
+// first.
+func (c *Conn[S]) Close() {
+	if l := c.liveLink(); l != nil {
+		l.Close()
+	}
+}
+
+// Wake has c's loop ask the handler for Pending output, from any
+// goroutine.
+func (c *Conn[S]) Wake() {
+	if l := c.liveLink(); l != nil {
+		l.Wake(nil) // OnTraffic, with nothing read
+	}
+}
+
+// liveLink is c's link, or nil before its loop took it.
+func (c *Conn[S]) liveLink() link {
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	return c.link
+}
+
+// events is the gnet event handler: it runs on the event loops.
+type events[S any] struct {
+	gnet.BuiltinEventEngine
+	s *Server[S]
+}
+
+func (e *events[S]) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
+	c := gc.Context().(*Conn[S])
+	c.active.Store(e.s.tick.Load())
+	c.fd.Store(int64(gc.Fd()))
+	e.s.mu.Lock()
+	defer e.s.mu.Unlock()
+	c.link, c.opened = gc, true
+	if e.s.closed { // Shutdown began after admit: it never saw this connection
+		return nil, gnet.Close
+	}
+	if c.tls != nil {
+		// Requests sent right behind the handshake may be read already:
+		// nothing on the socket would trigger OnTraffic for them.
+		gc.Wake(nil)
+	}
+	return nil, gnet.None
+}
+
+func (e *events[S]) OnClose(gc gnet.Conn, err error) gnet.Action {
+	c := gc.Context().(*Conn[S])
+	e.s.forget(c)
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) {
+		e.s.log.Debug().Err(err).Str("client", c.addr).Msg("connection closed")
+	}
+	return gnet.None
+}
+
+func (e *events[S]) OnTraffic(gc gnet.Conn) gnet.Action {
+	data, _ := gc.Next(-1) // gnet's read buffer, valid until we return
+	return e.s.traffic(gc.Context().(*Conn[S]), data)
+}
+
+// traffic takes what c's loop read (nothing, when woken): it writes
+// Pending output, decrypts, checks the framing, and runs or queues the
+// commands.
+func (s *Server[S]) traffic(c *Conn[S], data []byte) gnet.Action {
+	if out, overflow := s.h.Pending(c); out != nil || overflow || !c.overSoft.IsZero() {
+		if s.flushPending(c, out, overflow) == gnet.Close {
+			return gnet.Close
+		}
+	}
+	if len(data) > 0 {
+		c.active.Store(s.tick.Load())
+	}
+	if c.tls != nil {
+		var err error
+		if data, err = c.tls.open(data); err != nil {
+			// A bad record, an alert or close_notify: the stream is over.
+			s.log.Debug().Err(err).Str("client", c.addr).Msg("TLS connection ends")
+			return gnet.Close
+		}
+	}
+	if c.bad != nil || c.quit {
+		return gnet.None // what follows a violation is not read
+	}
+	valid, err := c.scan.Scan(data)
+	data, c.bad = data[:valid], err
+	if c.busy || c.held && !s.caughtUp(c) {
+		return s.queue(c, data)
+	}
+	return s.serve(c, data)
+}
+
+// serve runs the whole commands in c.in and data, in order, and writes
+// their replies in one write. It keeps an unfinished command, and
+// everything after a command that must wait, in c.in.
+func (s *Server[S]) serve(c *Conn[S], data []byte) gnet.Action {
+	c.start = time.Now()
+	buf := data
+	if len(c.in) > 0 {
+		c.in = append(c.in, data...)
+		buf = c.in
+	}
+	whole := len(buf) - c.scan.Partial()
+	rest := s.runCommands(c, buf[:whole], s.room(c))
+	if c.quit {
+		c.in = c.in[:0]
+	} else {
+		// May move bytes of c.in to its front: append copies as memmove does.
+		c.in = append(c.in[:0], buf[whole-len(rest):]...)
+	}
+	if cap(c.in) > keepBuf && len(c.in) == 0 {
+		c.in = nil
+	}
+	if !c.busy && !c.quit && !c.held {
+		if c.bad != nil {
+			s.protoErrors.Add(1)
+			c.Out = redcon.AppendError(c.Out, c.bad.Error())
+			c.quit = true
+		} else if c.draining.Load() {
+			c.quit = true
+		}
+	}
+	c.send()
+	s.h.Sent(c)
+	if c.quit {
+		return gnet.Close // gnet writes what is still buffered first
+	}
+	if c.busy { // accounted for when what it sends next is queued, or it runs again
+		go s.finish(c)
+		return gnet.None
+	}
+	return s.account(c)
+}
+
+// send writes c.Out, in one write.
+func (c *Conn[S]) send() {
+	c.write(c.Out)
+	c.Out = c.Out[:0]
+	if cap(c.Out) > keepBuf {
+		c.Out = nil
+	}
+}
+
+// write writes out to c's socket, through TLS if c speaks it.
+func (c *Conn[S]) write(out []byte) {
+	if c.tls != nil {
+		out = c.tls.seal(out)
+		c.tls.shrink()
+	}
+	if len(out) > 0 {
+		c.link.Write(out) // what the socket does not take at once, gnet copies
+	}
+}
+
+// runCommands runs the commands in buf, which holds whole ones only, until
+// their replies fill room. It returns what is left when a command must
+// wait, the replies fill room, or the client is to close.
+func (s *Server[S]) runCommands(c *Conn[S], buf []byte, room int) []byte {
+	for len(buf) > 0 && !c.quit {
+		if len(c.Out) >= room {
+			s.hold(c)
+			return buf
+		}
+		args, rest, err := c.split.Next(buf)
+		if err != nil {
+			c.bad = err
+			return nil
+		}
+		buf = rest
+		if len(args) == 0 {
+			continue // an empty line
+		}
+		s.h.Command(c, args)
+		if c.busy {
+			s.blocked.Add(1)
+			return buf
+		}
+	}
+	return buf
+}
+
+// finish runs the part of a command that cannot run on the loop, off it,
+// and then has the loop end it and go on with the client's commands.
+func (s *Server[S]) finish(c *Conn[S]) {
+	err := c.off()
+	c.link.AsyncWrite(nil, func(_ gnet.Conn, closed error) error {
+		// On the loop again.
+		then := c.then
+		c.busy, c.off, c.then = false, nil, nil
+		s.blocked.Add(-1)
+		if closed != nil {
+			return nil
+		}
+		then(err)
+		if s.serve(c, nil) == gnet.Close {
+			c.link.Close()
+		}
+		return nil
+	})
+}

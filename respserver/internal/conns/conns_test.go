@@ -1,0 +1,340 @@
+package conns
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tidwall/redcon"
+
+	"github.com/idserver/idserver/resplimit"
+)
+
+// echo is a trivial Handler: ECHO x replies x, BIG n replies n bytes,
+// WAIT finishes off the loop once the test releases it, QUIT closes, and
+// any other command gets an error. Its session counts the commands run.
+type echo struct {
+	release chan struct{} // WAIT's off returns when it receives
+	pending atomic.Pointer[[]byte]
+	overrun atomic.Bool
+	closed  atomic.Int64
+}
+
+type session struct{ commands int }
+
+func (h *echo) Open(c *Conn[*session]) *session { return &session{} }
+
+func (h *echo) Command(c *Conn[*session], args [][]byte) {
+	c.Session.commands++
+	switch strings.ToUpper(string(args[0])) {
+	case "ECHO":
+		c.Out = redcon.AppendBulk(c.Out, args[1])
+	case "BIG":
+		n, _ := strconv.Atoi(string(args[1]))
+		c.Out = redcon.AppendBulkString(c.Out, strings.Repeat("x", n))
+	case "WAIT":
+		c.Wait(func() error { <-h.release; return nil }, func(err error) {
+			c.Out = redcon.AppendString(c.Out, "DONE")
+		})
+	case "QUIT":
+		c.Out = redcon.AppendString(c.Out, "OK")
+		c.Quit()
+	default:
+		c.Out = redcon.AppendError(c.Out, "ERR unknown command")
+	}
+}
+
+func (h *echo) Sent(c *Conn[*session])   {}
+func (h *echo) Closed(c *Conn[*session]) { h.closed.Add(1) }
+func (h *echo) Holds(c *Conn[*session]) int {
+	if p := h.pending.Load(); p != nil {
+		return len(*p)
+	}
+	return 0
+}
+
+func (h *echo) Pending(c *Conn[*session]) ([]byte, bool) {
+	if p := h.pending.Swap(nil); p != nil {
+		return *p, h.overrun.Load()
+	}
+	return nil, h.overrun.Load()
+}
+
+// start serves h on a new loopback listener with opts, and returns the
+// server and its address; the test's end closes it.
+func start(t *testing.T, opts Options, h *echo) (*Server[*session], string) {
+	t.Helper()
+	if h.release == nil {
+		h.release = make(chan struct{})
+	}
+	s := New[*session](opts, h)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(ln)
+	t.Cleanup(func() { s.Close() })
+	return s, ln.Addr().String()
+}
+
+// client is a test's connection, reading replies as lines: a bulk
+// string's header and its body are one reply.
+type client struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func dial(t *testing.T, addr string) *client {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.SetDeadline(time.Now().Add(60 * time.Second))
+	t.Cleanup(func() { nc.Close() })
+	return &client{nc, bufio.NewReader(nc)}
+}
+
+// reply reads one reply: a bulk string's body, or a status or error line.
+func (c *client) reply() (string, error) {
+	line, err := c.r.ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	line = strings.TrimSuffix(line, "\r\n")
+	if !strings.HasPrefix(line, "$") {
+		return line, nil
+	}
+	n, _ := strconv.Atoi(line[1:])
+	body := make([]byte, n+2)
+	_, err = io.ReadFull(c.r, body)
+	return string(body[:n]), err
+}
+
+func (c *client) expect(t *testing.T, want ...string) {
+	t.Helper()
+	for i, w := range want {
+		got, err := c.reply()
+		if err != nil || got != w {
+			t.Fatalf("reply %d: %q, %v; want %q", i, got, err, w)
+		}
+	}
+}
+
+func cmd(args ...string) string {
+	var b []byte
+	b = redcon.AppendArray(b, len(args))
+	for _, a := range args {
+		b = redcon.AppendBulkString(b, a)
+	}
+	return string(b)
+}
+
+// poll waits up to a minute for cond.
+func poll(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("still not %s after a minute", what)
+		}
+	}
+}
+
+// TestPipelineInOrder: a pipeline of RESP and inline commands, cut at
+// every byte, is answered in order, and empty commands get nothing.
+func TestPipelineInOrder(t *testing.T) {
+	_, addr := start(t, Options{}, &echo{})
+	c := dial(t, addr)
+	in := cmd("ECHO", "a") + "*0\r\n" + "ECHO \"b c\"\r\n" + "\r\n" + cmd("ECHO", "") + "*-1\r\n" + cmd("nope")
+	for i := range len(in) {
+		if _, err := c.Write([]byte(in[i : i+1])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.expect(t, "a", "b c", "", "-ERR unknown command")
+}
+
+// TestFramingError: a violation of the framing limits is answered after
+// the commands before it, then the connection is closed.
+func TestFramingError(t *testing.T) {
+	s, addr := start(t, Options{Limits: resplimitSmall}, &echo{})
+	c := dial(t, addr)
+	c.Write([]byte(cmd("ECHO", "a") + "*1\r\n$2000\r\n"))
+	c.expect(t, "a", "-ERR Protocol error: invalid bulk length")
+	if _, err := c.reply(); err != io.EOF {
+		t.Fatalf("after the error: %v, want EOF", err)
+	}
+	if st := s.Stats(); st.ProtocolErrors != 1 {
+		t.Fatalf("protocol errors %d, want 1", st.ProtocolErrors)
+	}
+}
+
+// TestWaitOffTheLoop: a command that waits off the loop holds back only
+// its own connection's later commands, which then run in order.
+func TestWaitOffTheLoop(t *testing.T) {
+	h := &echo{}
+	s, addr := start(t, Options{}, h)
+	a, b := dial(t, addr), dial(t, addr)
+	a.Write([]byte(cmd("WAIT") + cmd("ECHO", "after")))
+	poll(t, "blocked", func() bool { return s.Stats().Blocked == 1 })
+	b.Write([]byte(cmd("ECHO", "other")))
+	b.expect(t, "other")
+	h.release <- struct{}{}
+	a.expect(t, "+DONE", "after")
+	poll(t, "unblocked", func() bool { return s.Stats().Blocked == 0 })
+}
+
+// TestQueryBufferLimit: a command left unfinished past the query buffer
+// limit closes its connection without a reply.
+func TestQueryBufferLimit(t *testing.T) {
+	s, addr := start(t, Options{QueryBufferLimit: 32 << 10}, &echo{})
+	c := dial(t, addr)
+	c.Write([]byte("*2\r\n$4\r\nECHO\r\n$60000\r\n" + strings.Repeat("x", 40000)))
+	if got, err := c.reply(); !errors.Is(err, io.EOF) && !isReset(err) {
+		t.Fatalf("got %q, %v; want the connection closed", got, err)
+	}
+	if st := s.Stats(); st.QueryClosed != 1 {
+		t.Fatalf("query_closed %d, want 1", st.QueryClosed)
+	}
+}
+
+// TestHardLimit: a client that asks for replies and never reads them is
+// closed once they pass the hard limit; another is served throughout.
+func TestHardLimit(t *testing.T) {
+	s, addr := start(t, Options{Output: OutputLimits{Soft: 256 << 10, Hard: 1 << 20}}, &echo{})
+	a, b := dial(t, addr), dial(t, addr)
+	go func() {
+		for {
+			if _, err := a.Write([]byte(strings.Repeat(cmd("BIG", "65536"), 16))); err != nil {
+				return
+			}
+		}
+	}()
+	poll(t, "closed at the hard limit", func() bool { return s.Stats().LimitClosed == 1 })
+	b.Write([]byte(cmd("ECHO", "x")))
+	b.expect(t, "x")
+}
+
+// TestMaxMemoryClients: past maxmemory-clients the client holding the
+// most is closed, and the others go on.
+func TestMaxMemoryClients(t *testing.T) {
+	s, addr := start(t, Options{MaxMemoryClients: 2 << 20, QueryBufferLimit: 8 << 20}, &echo{})
+	small, big := dial(t, addr), dial(t, addr)
+	small.Write([]byte("*2\r\n$4\r\nECHO\r\n$60000\r\n" + strings.Repeat("x", 1000)))
+	poll(t, "charged", func() bool { return s.Stats().ClientMem > 0 })
+	// An unfinished command of 2.4 MB: 40 bulks of 60000 bytes, the last
+	// one short.
+	bulk := "$60000\r\n" + strings.Repeat("x", 60000) + "\r\n"
+	big.Write([]byte("*42\r\n$4\r\nECHO\r\n" + strings.Repeat(bulk, 40) + "$60000\r\n"))
+	poll(t, "evicted", func() bool { return s.Stats().Evicted == 1 })
+	if _, err := big.reply(); err == nil {
+		t.Fatal("the biggest client got a reply")
+	}
+	small.Write([]byte(strings.Repeat("x", 59000) + "\r\n"))
+	if got, err := small.reply(); err != nil || len(got) != 60000 {
+		t.Fatalf("the small client: %d bytes, %v", len(got), err)
+	}
+}
+
+// TestPendingOverflow: a connection whose handler's pending output
+// overflows is closed; pending output is written before what is read.
+func TestPendingOverflow(t *testing.T) {
+	h := &echo{}
+	s, addr := start(t, Options{Output: OutputLimits{Hard: 1 << 20}}, h)
+	c := dial(t, addr)
+	c.Write([]byte(cmd("ECHO", "a")))
+	c.expect(t, "a")
+	conn := s.Conns()[0]
+	lines := []byte("+line\r\n")
+	h.pending.Store(&lines)
+	conn.Wake()
+	c.expect(t, "+line")
+	h.overrun.Store(true)
+	conn.Wake()
+	if got, err := c.reply(); err == nil {
+		t.Fatalf("got %q after the overflow", got)
+	}
+	poll(t, "closed", func() bool { return s.Stats().LimitClosed == 1 && h.closed.Load() == 1 })
+}
+
+// TestMaxClients: past maxclients a connection gets Redis's reply.
+func TestMaxClients(t *testing.T) {
+	s, addr := start(t, Options{MaxClients: 1}, &echo{})
+	a := dial(t, addr)
+	a.Write([]byte(cmd("ECHO", "a")))
+	a.expect(t, "a")
+	b := dial(t, addr)
+	b.expect(t, "-ERR max number of clients reached")
+	if st := s.Stats(); st.Rejected != 1 || st.Clients != 1 {
+		t.Fatalf("rejected %d, clients %d; want 1, 1", st.Rejected, st.Clients)
+	}
+}
+
+// TestRefuse: a connection Refuse answers gets the reply and is closed.
+func TestRefuse(t *testing.T) {
+	refuse := func(net.Addr) string { return "-DENIED go away\r\n" }
+	_, addr := start(t, Options{Refuse: refuse}, &echo{})
+	c := dial(t, addr)
+	c.expect(t, "-DENIED go away")
+}
+
+// TestShutdownDrains: Shutdown lets a waiting command finish and its
+// reply, and the commands behind it, go out before the close.
+func TestShutdownDrains(t *testing.T) {
+	h := &echo{}
+	s, addr := start(t, Options{}, h)
+	c := dial(t, addr)
+	c.Write([]byte(cmd("WAIT") + cmd("ECHO", "last")))
+	poll(t, "blocked", func() bool { return s.Stats().Blocked == 1 })
+	done := make(chan error, 1)
+	go func() { done <- s.Shutdown(context.Background()) }()
+	h.release <- struct{}{}
+	c.expect(t, "+DONE", "last")
+	if _, err := c.reply(); err != io.EOF {
+		t.Fatalf("after the last reply: %v, want EOF", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if h.closed.Load() != 1 {
+		t.Fatalf("Closed called %d times, want 1", h.closed.Load())
+	}
+}
+
+// TestPipe: a Pipe runs bytes through the layer as a read does,
+// finishing a command that waits before Send returns.
+func TestPipe(t *testing.T) {
+	h := &echo{release: make(chan struct{}, 1)}
+	s := New[*session](Options{}, h)
+	p := s.Pipe("127.0.0.1:1", "127.0.0.1:2")
+	h.release <- struct{}{}
+	for _, chunk := range []string{"*2\r\n$4\r\nEC", "HO\r\n$1\r\na\r\n" + cmd("WAIT") + cmd("ECHO", "b"), cmd("QUIT") + cmd("ECHO", "c")} {
+		if p.Send([]byte(chunk)) {
+			break
+		}
+	}
+	if got, want := string(p.Written()), "$1\r\na\r\n+DONE\r\n$1\r\nb\r\n+OK\r\n"; got != want {
+		t.Fatalf("written %q, want %q", got, want)
+	}
+	if n := p.Conn().Session.commands; n != 4 {
+		t.Fatalf("%d commands ran, want 4", n)
+	}
+	p.Close()
+	if st := s.Stats(); st.Clients != 0 || h.closed.Load() != 1 {
+		t.Fatalf("after Close: %d clients, Closed %d times", st.Clients, h.closed.Load())
+	}
+}
+
+func isReset(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "connection reset")
+}
+
+// resplimitSmall are framing limits small enough to pass in a test.
+var resplimitSmall = resplimit.Limits{MaxBulkLen: 1024, MaxMultibulkLen: 16}

@@ -1,0 +1,74 @@
+package conns
+
+import (
+	"github.com/panjf2000/gnet/v2"
+)
+
+// Pipe is a connection without a socket, for testing and fuzzing a
+// Handler through the whole connection layer but the loops: Send hands it
+// bytes as its loop hands it a read, and what it writes collects in
+// Written. It is not safe for concurrent use.
+type Pipe[S any] struct {
+	c *Conn[S]
+	m *memLink
+}
+
+// Pipe opens a connection from addr to laddr without a socket.
+func (s *Server[S]) Pipe(addr, laddr string) *Pipe[S] {
+	c := s.newConn(addr, laddr)
+	m := &memLink{finished: make(chan gnet.AsyncCallback, 1)}
+	c.link, c.opened = m, true
+	s.register(c)
+	return &Pipe[S]{c: c, m: m}
+}
+
+// Conn is the pipe's connection.
+func (p *Pipe[S]) Conn() *Conn[S] { return p.c }
+
+// Send runs data through the connection as one read, and whatever its
+// commands' waits and wakes bring after it, and reports whether the
+// connection closed.
+func (p *Pipe[S]) Send(data []byte) (closed bool) {
+	s := p.c.s
+	closed = s.traffic(p.c, data) == gnet.Close
+	for !closed && (p.c.busy || p.m.woken) {
+		if p.c.busy {
+			(<-p.m.finished)(nil, nil) // on "the loop": here
+		}
+		if p.m.woken {
+			p.m.woken = false
+			closed = s.traffic(p.c, nil) == gnet.Close
+		}
+		closed = closed || p.m.closed
+	}
+	return closed || p.m.closed
+}
+
+// Written is what the connection wrote since the last Reset.
+func (p *Pipe[S]) Written() []byte { return p.m.out }
+
+// Reset empties Written.
+func (p *Pipe[S]) Reset() { p.m.out = p.m.out[:0] }
+
+// Close ends the connection, as its loop's OnClose would.
+func (p *Pipe[S]) Close() { p.c.s.forget(p.c) }
+
+// memLink is a Pipe's link: writes collect in out, a wake is a flag, and
+// the callback of a command that waited is passed back to Send.
+type memLink struct {
+	out      []byte
+	woken    bool
+	closed   bool
+	finished chan gnet.AsyncCallback
+}
+
+func (m *memLink) Write(b []byte) (int, error) { m.out = append(m.out, b...); return len(b), nil }
+func (m *memLink) OutboundBuffered() int       { return 0 }
+func (m *memLink) Close() error                { m.closed = true; return nil }
+
+func (m *memLink) Wake(gnet.AsyncCallback) error { m.woken = true; return nil }
+
+func (m *memLink) AsyncWrite(_ []byte, cb gnet.AsyncCallback) error {
+	m.finished <- cb
+	return nil
+}
