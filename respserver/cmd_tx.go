@@ -54,7 +54,7 @@ type queued struct {
 	at, n int
 }
 
-// bytes is what tx holds, for the client's accounting (see holds).
+// bytes is what tx holds, for the client's accounting (handler.Holds).
 func (tx *transaction) bytes() int {
 	if tx == nil {
 		return 0

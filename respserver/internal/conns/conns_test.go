@@ -3,6 +3,7 @@ package conns
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/tidwall/redcon"
 
+	"github.com/idserver/idserver/internal/testpki"
 	"github.com/idserver/idserver/resplimit"
 )
 
@@ -338,3 +340,35 @@ func isReset(err error) bool {
 
 // resplimitSmall are framing limits small enough to pass in a test.
 var resplimitSmall = resplimit.Limits{MaxBulkLen: 1024, MaxMultibulkLen: 16}
+
+// TestTLS: over TLS, a pipeline sent right behind the handshake is
+// answered in order, with a large reply, and past maxclients a client
+// gets Redis's reply through TLS.
+func TestTLS(t *testing.T) {
+	pki := testpki.New(t)
+	cert, err := tls.LoadX509KeyPair(pki.File("server.crt"), pki.File("server.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New[*session](Options{MaxClients: 1}, &echo{release: make(chan struct{})})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.ServeTLS(ln, &tls.Config{Certificates: []tls.Certificate{cert}})
+	t.Cleanup(func() { s.Close() })
+	dialTLS := func() *client {
+		nc, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{InsecureSkipVerify: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nc.SetDeadline(time.Now().Add(60 * time.Second))
+		t.Cleanup(func() { nc.Close() })
+		return &client{nc, bufio.NewReader(nc)}
+	}
+	a := dialTLS()
+	a.Write([]byte(cmd("ECHO", "a") + cmd("BIG", "100000") + cmd("ECHO", "b")))
+	a.expect(t, "a", strings.Repeat("x", 100000), "b")
+	b := dialTLS()
+	b.expect(t, "-ERR max number of clients reached")
+}
