@@ -77,7 +77,9 @@ type Config struct {
 	Log       zerolog.Logger
 }
 
-// Target is what a Member drives: the protocol server.
+// Target is what a Member drives: the protocol server. SetGenerator has
+// it issue IDs with a generator; Standby stops it, for the reason why
+// (the protocol server tells its clients, in its own terms).
 type Target interface {
 	SetGenerator(*idgen.Generator)
 	Standby(why error)
@@ -128,7 +130,7 @@ func Start(cfg Config, target Target) *Member {
 		state: "connecting", held: -1, known: newKnown(),
 		cancel: cancel, done: make(chan struct{}),
 	}
-	target.Standby(errors.New("CLUSTERDOWN no server-id held yet: connecting to etcd"))
+	target.Standby(errors.New("no server-id held yet: connecting to etcd"))
 	go m.run(ctx)
 	go m.pollEtcd(ctx)
 	return m
@@ -217,11 +219,7 @@ func (m *Member) standby(why error) {
 	m.mu.Lock()
 	m.held, m.state = -1, "standby"
 	m.mu.Unlock()
-	msg := why.Error()
-	if !strings.HasPrefix(msg, "CLUSTERDOWN ") {
-		msg = "CLUSTERDOWN no server-id held: " + msg
-	}
-	m.target.Standby(errors.New(msg))
+	m.target.Standby(fmt.Errorf("no server-id held: %w", why))
 }
 
 // session takes a lease, claims an id (waiting as a standby while none is
@@ -282,7 +280,7 @@ func (m *Member) waitForClaim(ctx context.Context, lease clientv3.LeaseID, prefe
 		}
 		m.refreshSeen(ctx)
 		why := m.allHeld()
-		m.standby(fmt.Errorf("CLUSTERDOWN no server-id held: %s; standing by until one frees up", why))
+		m.standby(fmt.Errorf("%s; standing by until one frees up", why))
 		m.logOnce(zerolog.InfoLevel, nil, "cluster: standing by: "+why)
 		// Any claim key deleted (a holder's lease expired or was revoked)
 		// may free one: try again then, or after a lease's time anyway.
@@ -401,7 +399,7 @@ func (m *Member) hold(ctx context.Context, c claimed, lease clientv3.LeaseID, ka
 	why := m.watchClaim(ctx, c.id, lease, ka, st.fenced)
 	// Stop at once, and INFO says so in the same step: the final write
 	// below may wait for etcd.
-	lost := fmt.Errorf("CLUSTERDOWN lost server-id %d: %s; claiming again", c.id, why)
+	lost := fmt.Errorf("lost server-id %d: %s; claiming again", c.id, why)
 	m.mu.Lock()
 	m.target.Standby(lost)
 	m.held, m.state = -1, "standby"

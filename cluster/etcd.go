@@ -48,7 +48,7 @@ func (k keys) idOf(key []byte) (int64, bool) {
 
 // errLayout is the reason a server stands by when another layout or epoch
 // uses the prefix: IDs of two layouts can collide.
-var errLayout = errors.New("CLUSTERDOWN no server-id held: etcd-prefix is used by servers of another layout or epoch")
+var errLayout = errors.New("etcd-prefix is used by servers of another layout or epoch")
 
 // errAllHeld is claim's answer when no id it may take is free.
 var errAllHeld = errors.New("every server-id is held")

@@ -56,17 +56,18 @@ const (
 
 // ErrOverflow is wrapped by the errors of a generator whose 42-bit time
 // field is used up: the clock or the reservation is at or past End.
-var ErrOverflow = errors.New("idgen: the 42-bit time field is used up")
+var ErrOverflow = errors.New("the 42-bit time field is used up")
 
-// ErrNotReserved is returned when IDs would pass the ceiling (the
-// reservation on disk) and no larger one arrived within MaxWait.
-var ErrNotReserved = errors.New("idgen: IDs ahead are not yet reserved durably (the write to the state file, or to etcd in cluster mode, is slow or failing); retry shortly")
+// ErrNotReserved is returned when IDs would pass the ceiling (the durable
+// reservation) and no larger one arrived within MaxWait. It is wrapped
+// with the cause once a write of the reservation failed (SetReserveFailure).
+var ErrNotReserved = errors.New("IDs ahead are not yet reserved durably")
 
 // reserveError is ErrNotReserved with why the latest write failed.
 type reserveError struct{ why string }
 
 func (e *reserveError) Error() string {
-	return "idgen: IDs ahead are not yet reserved durably: the last write failed: " + e.why + "; retry shortly"
+	return ErrNotReserved.Error() + ": the last write failed: " + e.why
 }
 
 func (e *reserveError) Is(target error) bool { return target == ErrNotReserved }
@@ -75,13 +76,13 @@ func (e *reserveError) Is(target error) bool { return target == ErrNotReserved }
 // have to wait, for the clock or for a larger Ceiling. Nothing was issued
 // or counted: the same call to Next or NextN, on a goroutine that may
 // block, waits and succeeds or fails as usual.
-var ErrWouldWait = errors.New("idgen: the call would wait")
+var ErrWouldWait = errors.New("the call would wait")
 
 // ErrClosed is returned after Close.
-var ErrClosed = errors.New("idgen: generator closed")
+var ErrClosed = errors.New("generator closed")
 
 // ErrLeadExceeded is wrapped by every *LeadError.
-var ErrLeadExceeded = errors.New("idgen: lead bound exceeded")
+var ErrLeadExceeded = errors.New("lead bound exceeded")
 
 // LeadError is returned when issuing the requested IDs would put their time
 // field more than MaxLead ahead of the clock, and waiting up to MaxWait did
@@ -230,10 +231,10 @@ func New(st Settings) (*Generator, error) {
 		st.Layout = DefaultLayout
 	}
 	if err := st.Layout.Validate(); err != nil {
-		return nil, fmt.Errorf("idgen: %w", err)
+		return nil, err
 	}
 	if st.ServerID < 0 || st.ServerID > st.Layout.MaxServerID() {
-		return nil, fmt.Errorf("idgen: server-id %d out of range 0..%d (id-range %d)",
+		return nil, fmt.Errorf("server-id %d out of range 0..%d (id-range %d)",
 			st.ServerID, st.Layout.MaxServerID(), st.Layout.IDBits)
 	}
 	if st.Epoch.IsZero() {
@@ -243,7 +244,7 @@ func New(st Settings) (*Generator, error) {
 		st.MaxLead = DefaultMaxLead
 	}
 	if st.MaxLead < time.Millisecond {
-		return nil, fmt.Errorf("idgen: max lead %v must be at least 1ms", st.MaxLead)
+		return nil, fmt.Errorf("max lead %v must be at least 1ms", st.MaxLead)
 	}
 	if st.MaxWait == 0 {
 		st.MaxWait = DefaultMaxWait
@@ -646,10 +647,10 @@ func (g *Generator) Decode(id int64) (Parts, error) {
 // Decode splits id into its fields under layout l and epoch.
 func Decode(id int64, l Layout, epoch time.Time) (Parts, error) {
 	if id < 0 {
-		return Parts{}, fmt.Errorf("idgen: id %d is negative", id)
+		return Parts{}, fmt.Errorf("id %d is negative", id)
 	}
 	if err := l.Validate(); err != nil {
-		return Parts{}, fmt.Errorf("idgen: %w", err)
+		return Parts{}, err
 	}
 	return Parts{
 		Time:     time.UnixMilli(epoch.UnixMilli() + id>>Bits),
@@ -672,12 +673,12 @@ func (g *Generator) Range(first, last time.Time) (lo, hi int64, err error) {
 // the counter starts at unit 1, so that no ID is 0.
 func Range(l Layout, epoch, first, last time.Time) (lo, hi int64, err error) {
 	if err := l.Validate(); err != nil {
-		return 0, 0, fmt.Errorf("idgen: %w", err)
+		return 0, 0, err
 	}
 	from, to := first.UnixMilli()-epoch.UnixMilli(), last.UnixMilli()-epoch.UnixMilli()
 	switch {
 	case from > to:
-		return 0, 0, fmt.Errorf("idgen: the window starts after it ends (%d > %d)", first.UnixMilli(), last.UnixMilli())
+		return 0, 0, fmt.Errorf("the window starts after it ends (%d > %d)", first.UnixMilli(), last.UnixMilli())
 	case from < 0 || to >= 1<<TimeBits:
 		return 0, 0, fmt.Errorf("%w: a window must lie within %d..%d (%s .. %s)", ErrOutsideTimeField,
 			epoch.UnixMilli(), End(epoch).UnixMilli()-1, epoch.UTC().Format(time.RFC3339), End(epoch).Add(-time.Millisecond).UTC().Format(time.RFC3339Nano))
@@ -691,4 +692,4 @@ func Range(l Layout, epoch, first, last time.Time) (lo, hi int64, err error) {
 
 // ErrOutsideTimeField is wrapped by the error of Range for a window
 // before the epoch or past the end of the time field.
-var ErrOutsideTimeField = errors.New("idgen: outside the time field")
+var ErrOutsideTimeField = errors.New("outside the time field")

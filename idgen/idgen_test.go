@@ -420,7 +420,7 @@ func TestSettingsErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		_, err := New(tt.st)
-		if err == nil || err.Error() != "idgen: "+tt.want {
+		if err == nil || err.Error() != tt.want {
 			t.Errorf("New(%+v) = %v, want %q", tt.st, err, tt.want)
 		}
 	}

@@ -1,7 +1,6 @@
 package respserver
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -176,14 +175,14 @@ func cmdClientList(s *Server, c *client, args [][]byte) error {
 		case "master", "replica", "slave", "pubsub":
 			all = nil
 		default:
-			return fmt.Errorf("ERR Unknown client type '%.128s'", args[3])
+			return errReplyf("ERR", "Unknown client type '%.128s'", args[3])
 		}
 	case len(args) > 3 && strings.EqualFold(string(args[2]), "id"):
 		var ids []int64
 		for _, a := range args[3:] {
 			id, ok := parseInt(a)
 			if !ok {
-				return errors.New("ERR Invalid client ID")
+				return errReply("ERR", "Invalid client ID")
 			}
 			ids = append(ids, id)
 		}
@@ -235,7 +234,7 @@ func cmdClientKill(s *Server, c *client, args [][]byte) error {
 	case len(args) > 3:
 		c.writeInt(killed)
 	case killed == 0:
-		return errors.New("ERR No such client")
+		return errReply("ERR", "No such client")
 	default:
 		c.writeString("OK")
 	}
@@ -256,7 +255,7 @@ func parseKillFilter(args [][]byte) (killFilter, error) {
 		case "id":
 			id, ok := parseInt(args[i+1])
 			if !ok || id < 1 {
-				return f, errors.New("ERR client-id should be greater than 0")
+				return f, errReply("ERR", "client-id should be greater than 0")
 			}
 			f.id = id
 		case "type":
@@ -265,7 +264,7 @@ func parseKillFilter(args [][]byte) (killFilter, error) {
 			case "master", "replica", "slave", "pubsub":
 				f.noneOfType = true
 			default:
-				return f, fmt.Errorf("ERR Unknown client type '%.128s'", v)
+				return f, errReplyf("ERR", "Unknown client type '%.128s'", v)
 			}
 		case "addr":
 			f.addr = v
@@ -273,7 +272,7 @@ func parseKillFilter(args [][]byte) (killFilter, error) {
 			f.laddr = v
 		case "user":
 			if v != "default" {
-				return f, fmt.Errorf("ERR No such user '%.128s'", v)
+				return f, errReplyf("ERR", "No such user '%.128s'", v)
 			}
 		case "skipme":
 			switch strings.ToLower(v) {
@@ -294,9 +293,9 @@ func parseKillFilter(args [][]byte) (killFilter, error) {
 func cmdClientSetInfo(s *Server, c *client, args [][]byte) error {
 	attr := strings.ToLower(string(args[2]))
 	if attr != "lib-name" && attr != "lib-ver" {
-		return fmt.Errorf("ERR Unrecognized option '%.128s'", args[2])
+		return errReplyf("ERR", "Unrecognized option '%.128s'", args[2])
 	}
-	if err := checkClientAttr(args[3], "ERR "+attr+" cannot contain spaces, newlines or special characters."); err != nil {
+	if err := checkClientAttr(args[3], attr+" cannot contain spaces, newlines or special characters."); err != nil {
 		return err
 	}
 	if attr == "lib-ver" {
@@ -342,7 +341,7 @@ func (s *Server) greet(c *client, args [][]byte) {
 }
 
 func cmdClientSetName(s *Server, c *client, args [][]byte) error {
-	if err := checkClientAttr(args[2], "ERR Client names cannot contain spaces, newlines or special characters."); err != nil {
+	if err := checkClientAttr(args[2], "Client names cannot contain spaces, newlines or special characters."); err != nil {
 		return err
 	}
 	c.name = string(args[2])

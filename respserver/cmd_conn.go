@@ -2,8 +2,6 @@ package respserver
 
 import (
 	"crypto/subtle"
-	"errors"
-	"fmt"
 	"strings"
 )
 
@@ -87,7 +85,7 @@ func cmdSelect(s *Server, c *client, args [][]byte) error {
 	case !ok:
 		return errNotInteger
 	case db != 0:
-		return errors.New("ERR DB index is out of range")
+		return errReply("ERR", "DB index is out of range")
 	}
 	c.writeString("OK")
 	return nil
@@ -130,10 +128,10 @@ func cmdHello(s *Server, c *client, args [][]byte) error {
 	if len(args) > 1 {
 		v, ok := parseInt(args[1])
 		if !ok {
-			return errors.New("ERR Protocol version is not an integer or out of range")
+			return errReply("ERR", "Protocol version is not an integer or out of range")
 		}
 		if v != 2 && v != 3 {
-			return errors.New("NOPROTO unsupported protocol version")
+			return errReply("NOPROTO", "unsupported protocol version")
 		}
 		resp3 = v == 3
 	}
@@ -147,17 +145,17 @@ func cmdHello(s *Server, c *client, args [][]byte) error {
 			authed = true
 			i += 2
 		case opt == "setname" && i+1 < len(args):
-			if err := checkClientAttr(args[i+1], "ERR Client names cannot contain spaces, newlines or special characters."); err != nil {
+			if err := checkClientAttr(args[i+1], "Client names cannot contain spaces, newlines or special characters."); err != nil {
 				return err
 			}
 			name = string(args[i+1])
 			i++
 		default:
-			return fmt.Errorf("ERR Syntax error in HELLO option '%.128s'", args[i])
+			return errReplyf("ERR", "Syntax error in HELLO option '%.128s'", args[i])
 		}
 	}
 	if !authed {
-		return errors.New("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time")
+		return errReply("NOAUTH", "HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time")
 	}
 	c.resp3, c.authed, c.name = resp3, authed, name
 	c.publish()
@@ -184,7 +182,7 @@ func cmdHello(s *Server, c *client, args [][]byte) error {
 func checkClientAttr(v []byte, reply string) error {
 	for _, ch := range v {
 		if ch < '!' || ch > '~' {
-			return errors.New(reply)
+			return errReply("ERR", reply)
 		}
 	}
 	return nil

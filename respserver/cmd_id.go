@@ -2,7 +2,6 @@ package respserver
 
 import (
 	"errors"
-	"fmt"
 	"strconv"
 	"time"
 
@@ -79,7 +78,7 @@ func (s *Server) mgetidCount(args [][]byte) (int64, error) {
 		return 0, errNotInteger
 	}
 	if n < 1 || n > int64(s.opts.MGetIDMax) {
-		return 0, fmt.Errorf("ERR count %d out of range, must be 1..%d (mgetid-max)", n, s.opts.MGetIDMax)
+		return 0, errReplyf("ERR", "count %d out of range, must be 1..%d (mgetid-max)", n, s.opts.MGetIDMax)
 	}
 	return n, nil
 }
@@ -191,7 +190,7 @@ func cmdDecodeID(s *Server, c *client, args [][]byte) error {
 	}
 	p, err := idgen.Decode(id, s.opts.Layout, s.opts.Epoch)
 	if err != nil {
-		return fmt.Errorf("ERR invalid id: %w", err)
+		return errReplyf("ERR", "invalid id: %w", err)
 	}
 	c.writeMap(5)
 	c.writeBulkString("unix-ms")

@@ -3,8 +3,6 @@ package respserver
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
-	"fmt"
 	"net"
 	"strconv"
 	"strings"
@@ -125,7 +123,7 @@ func redisConfig() [][2]string {
 }
 
 func cmdConfigSet(s *Server, c *client, args [][]byte) error {
-	return fmt.Errorf("ERR CONFIG SET is not supported: idserver reads its configuration at start ('%.128s')", args[2])
+	return errReplyf("ERR", "CONFIG SET is not supported: idserver reads its configuration at start ('%.128s')", args[2])
 }
 
 // cmdDBSize and cmdScan answer redis-cli's --bigkeys, --memkeys and
@@ -139,7 +137,7 @@ func cmdDBSize(s *Server, c *client, args [][]byte) error {
 // as Redis checks it: the one page is empty and ends the iteration.
 func cmdScan(s *Server, c *client, args [][]byte) error {
 	if _, err := strconv.ParseUint(string(args[1]), 10, 64); err != nil {
-		return errors.New("ERR invalid cursor")
+		return errReply("ERR", "invalid cursor")
 	}
 	for i := 2; i < len(args); i += 2 {
 		if i+1 == len(args) {
@@ -184,7 +182,7 @@ func (s *Server) debugAllowed(c *client) bool {
 // can be tested black-box against clock steps.
 func cmdDebug(s *Server, c *client, args [][]byte) error {
 	if !s.debugAllowed(c) {
-		return errors.New(`ERR DEBUG command not allowed. If the enable-debug-command option is set to "local", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.`)
+		return errReply("ERR", `DEBUG command not allowed. If the enable-debug-command option is set to "local", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.`)
 	}
 	if strings.ToLower(string(args[1])) != "clock-offset" {
 		return errSubcommand(args[1], "debug")
@@ -214,13 +212,13 @@ func cmdDebug(s *Server, c *client, args [][]byte) error {
 // reply; the connection closes.
 func cmdShutdown(s *Server, c *client, args [][]byte) error {
 	if s.opts.Shutdown == nil || !s.debugAllowed(c) && s.opts.RequirePass == "" {
-		return errors.New("ERR SHUTDOWN is not allowed: set requirepass, or enable-debug-command yes or local")
+		return errReply("ERR", "SHUTDOWN is not allowed: set requirepass, or enable-debug-command yes or local")
 	}
 	for _, a := range args[1:] {
 		switch strings.ToLower(string(a)) {
 		case "nosave", "save", "now", "force":
 		default:
-			return fmt.Errorf("ERR syntax error, unsupported SHUTDOWN option '%.128s'", a)
+			return errReplyf("ERR", "syntax error, unsupported SHUTDOWN option '%.128s'", a)
 		}
 	}
 	s.log.Info().Str("client", c.RemoteAddr()).Msg("SHUTDOWN requested")

@@ -1,7 +1,6 @@
 package respserver
 
 import (
-	"errors"
 	"strings"
 )
 
@@ -49,14 +48,14 @@ func (s *Server) parseTracking(args [][]byte) (tracking, error) {
 		case opt == "redirect" && more:
 			j++
 			if t.redirect != 0 {
-				return t, errors.New("ERR A client can only redirect to a single other client")
+				return t, errReply("ERR", "A client can only redirect to a single other client")
 			}
 			id, ok := parseInt(args[j])
 			if !ok {
 				return t, errNotInteger
 			}
 			if !s.clientExists(id) {
-				return t, errors.New("ERR The client ID you want redirect to does not exist")
+				return t, errReply("ERR", "The client ID you want redirect to does not exist")
 			}
 			t.redirect = id
 		case opt == "bcast":
@@ -82,15 +81,15 @@ func (s *Server) parseTracking(args [][]byte) (tracking, error) {
 func (old tracking) compatible(t tracking) error {
 	switch {
 	case !t.bcast && len(t.prefixes) > 0:
-		return errors.New("ERR PREFIX option requires BCAST mode to be enabled")
+		return errReply("ERR", "PREFIX option requires BCAST mode to be enabled")
 	case old.on && old.bcast != t.bcast:
-		return errors.New("ERR You can't switch BCAST mode on/off before disabling tracking for this client, and then re-enabling it with a different mode.")
+		return errReply("ERR", "You can't switch BCAST mode on/off before disabling tracking for this client, and then re-enabling it with a different mode.")
 	case t.bcast && (t.optin || t.optout):
-		return errors.New("ERR OPTIN and OPTOUT are not compatible with BCAST")
+		return errReply("ERR", "OPTIN and OPTOUT are not compatible with BCAST")
 	case t.optin && t.optout:
-		return errors.New("ERR You can't specify both OPTIN mode and OPTOUT mode")
+		return errReply("ERR", "You can't specify both OPTIN mode and OPTOUT mode")
 	case old.on && (t.optin && old.optout || t.optout && old.optin):
-		return errors.New("ERR You can't switch OPTIN/OPTOUT mode before disabling tracking for this client, and then re-enabling it with a different mode.")
+		return errReply("ERR", "You can't switch OPTIN/OPTOUT mode before disabling tracking for this client, and then re-enabling it with a different mode.")
 	}
 	return nil
 }
@@ -108,15 +107,15 @@ func (s *Server) clientExists(id int64) bool {
 // tracking modes.
 func cmdClientCaching(s *Server, c *client, args [][]byte) error {
 	if !c.track.on {
-		return errors.New("ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled")
+		return errReply("ERR", "CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled")
 	}
 	switch opt := strings.ToLower(string(args[2])); {
 	case opt == "yes" && c.track.optin, opt == "no" && c.track.optout:
 		c.track.caching = opt
 	case opt == "yes":
-		return errors.New("ERR CLIENT CACHING YES is only valid when tracking is enabled in OPTIN mode.")
+		return errReply("ERR", "CLIENT CACHING YES is only valid when tracking is enabled in OPTIN mode.")
 	case opt == "no":
-		return errors.New("ERR CLIENT CACHING NO is only valid when tracking is enabled in OPTOUT mode.")
+		return errReply("ERR", "CLIENT CACHING NO is only valid when tracking is enabled in OPTOUT mode.")
 	default:
 		return errSyntax
 	}

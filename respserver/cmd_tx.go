@@ -3,7 +3,6 @@ package respserver
 import (
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"strings"
 	"unsafe"
 
@@ -81,11 +80,11 @@ func (tx *transaction) args(q queued, scratch [][]byte) [][]byte {
 	return scratch
 }
 
-var errExecAbort = errors.New("EXECABORT Transaction discarded because of previous errors.")
+var errExecAbort = errReply("EXECABORT", "Transaction discarded because of previous errors.")
 
 func cmdMulti(s *Server, c *client, args [][]byte) error {
 	if c.tx != nil {
-		return errors.New("ERR MULTI calls can not be nested")
+		return errReply("ERR", "MULTI calls can not be nested")
 	}
 	c.tx = &transaction{}
 	c.queued.Store(0)
@@ -121,14 +120,14 @@ func (s *Server) enqueue(c *client, cmd *command, args [][]byte, err error) erro
 // output limit (client-output-buffer-limit).
 func (s *Server) fits(c *client, ids int64, args [][]byte) error {
 	if n := c.tx.ids + ids; n > int64(s.opts.MGetIDMax) {
-		return fmt.Errorf("ERR a transaction issues at most %d IDs (mgetid-max), this one would issue %d", s.opts.MGetIDMax, n)
+		return errReplyf("ERR", "a transaction issues at most %d IDs (mgetid-max), this one would issue %d", s.opts.MGetIDMax, n)
 	}
 	size := int(unsafe.Sizeof(queued{}))
 	for _, a := range args {
 		size += binary.MaxVarintLen64 + len(a)
 	}
 	if hard, n := s.opts.Output.Hard, c.Holds()+size; hard > 0 && n > hard {
-		return fmt.Errorf("ERR the transaction would hold %d bytes with the client's other buffers, past its hard output limit (client-output-buffer-limit)", n)
+		return errReplyf("ERR", "the transaction would hold %d bytes with the client's other buffers, past its hard output limit (client-output-buffer-limit)", n)
 	}
 	return nil
 }
@@ -140,7 +139,7 @@ func cmdExec(s *Server, c *client, args [][]byte) error {
 	tx := c.tx
 	switch {
 	case tx == nil:
-		return errors.New("ERR EXEC without MULTI")
+		return errReply("ERR", "EXEC without MULTI")
 	case tx.dirty:
 		c.endTransaction()
 		return errExecAbort
@@ -195,7 +194,7 @@ func (s *Server) runTransaction(c *client, ids []int64, err error) error {
 // Redis does: the transaction, if any, is discarded.
 func (c *client) abortTransaction(err error) error {
 	c.endTransaction()
-	return fmt.Errorf("EXECABORT Transaction discarded because of: %s", strings.TrimPrefix(err.Error(), "ERR "))
+	return errReplyf("EXECABORT", "Transaction discarded because of: %s", strings.TrimPrefix(replyText(err), "ERR "))
 }
 
 // endTransaction leaves MULTI.
@@ -206,7 +205,7 @@ func (c *client) endTransaction() {
 
 func cmdDiscard(s *Server, c *client, args [][]byte) error {
 	if c.tx == nil {
-		return errors.New("ERR DISCARD without MULTI")
+		return errReply("ERR", "DISCARD without MULTI")
 	}
 	c.endTransaction()
 	c.writeString("OK")
@@ -215,7 +214,7 @@ func cmdDiscard(s *Server, c *client, args [][]byte) error {
 
 func cmdWatch(s *Server, c *client, args [][]byte) error {
 	if c.tx != nil {
-		return errors.New("ERR WATCH inside MULTI is not allowed")
+		return errReply("ERR", "WATCH inside MULTI is not allowed")
 	}
 	c.writeString("OK")
 	return nil

@@ -1,7 +1,6 @@
 package respserver
 
 import (
-	"errors"
 	"slices"
 	"strconv"
 	"strings"
@@ -40,7 +39,7 @@ type monitor struct {
 	overflow bool   // pending reached the hard limit: close the monitor
 }
 
-var errMonitorInMulti = errors.New("ERR MONITOR isn't allowed for DENY BLOCKING client")
+var errMonitorInMulti = errReply("ERR", "MONITOR isn't allowed for DENY BLOCKING client")
 
 // cmdMonitor makes c a monitor. Inside a transaction it is refused, and a
 // second MONITOR gets no reply, as in Redis.

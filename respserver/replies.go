@@ -11,51 +11,77 @@ import (
 
 // Replies whose wording clients and users know from Redis.
 var (
-	errNotInteger = errors.New("ERR value is not an integer or out of range")
-	errNoAuth     = errors.New("NOAUTH Authentication required.")
-	errWrongPass  = errors.New("WRONGPASS invalid username-password pair or user is disabled.")
-	errNoPassword = errors.New("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
-	errSyntax     = errors.New("ERR syntax error")
+	errNotInteger = errReply("ERR", "value is not an integer or out of range")
+	errNoAuth     = errReply("NOAUTH", "Authentication required.")
+	errWrongPass  = errReply("WRONGPASS", "invalid username-password pair or user is disabled.")
+	errNoPassword = errReply("ERR", "AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
+	errSyntax     = errReply("ERR", "syntax error")
 )
 
 func errArity(name string) error {
-	return fmt.Errorf("ERR wrong number of arguments for '%s' command", name)
+	return errReplyf("ERR", "wrong number of arguments for '%s' command", name)
 }
 
 func errSubcommand(sub []byte, cmd string) error {
-	return fmt.Errorf("ERR unknown subcommand '%.128s'. Try %s HELP.", sub, strings.ToUpper(cmd))
+	return errReplyf("ERR", "unknown subcommand '%.128s'. Try %s HELP.", sub, strings.ToUpper(cmd))
 }
 
 // errUnknown words the reply as Redis 7 does, quoting what the client sent.
 func errUnknown(args [][]byte) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "ERR unknown command '%.128s', with args beginning with: ", args[0])
+	fmt.Fprintf(&b, "unknown command '%.128s', with args beginning with: ", args[0])
 	for _, a := range args[1:] {
 		if b.Len() > 256 {
 			break
 		}
 		fmt.Fprintf(&b, "'%.128s' ", a)
 	}
-	return errors.New(b.String())
+	return errReply("ERR", b.String())
 }
 
-// replyText turns an error into the text of an error reply: a Redis error
-// code first, and no CR or LF, which would break the framing.
+// replyError is an error reply of respserver's own: Redis's error code
+// (ERR, NOAUTH, EXECABORT, ...) and the error, whose text is the rest of
+// the reply, in Redis's words where Redis has the same reply.
+type replyError struct {
+	code string
+	err  error
+}
+
+func (e *replyError) Error() string { return e.code + " " + e.err.Error() }
+func (e *replyError) Unwrap() error { return e.err }
+
+// errReply is the error reply code text.
+func errReply(code, text string) error { return &replyError{code, errors.New(text)} }
+
+// errReplyf is the error reply code and the text format makes of args
+// (%w wraps, as in fmt.Errorf).
+func errReplyf(code, format string, args ...any) error {
+	return &replyError{code, fmt.Errorf(format, args...)}
+}
+
+// replyText turns an error into the text of an error reply: its Redis
+// error code first, and no CR or LF, which would break the framing. The
+// errors of respserver carry their code (replyError); the errors of other
+// packages a command returns get theirs here, and any other is an ERR.
 func replyText(err error) string {
+	var re *replyError
 	var le *idgen.LeadError
 	var msg string
 	switch {
+	case errors.As(err, &re):
+		msg = re.Error()
 	case errors.As(err, &le):
 		msg = "BUSY " + le.Error()
 	case errors.Is(err, idgen.ErrNotReserved):
-		msg = "BUSY " + strings.TrimPrefix(err.Error(), "idgen: ")
+		msg = "BUSY " + err.Error()
+		if err == idgen.ErrNotReserved { // no write failed yet: it is slow
+			msg += " (the write to the state file, or to etcd in cluster mode, is slow or failing)"
+		}
+		msg += "; retry shortly"
 	case errors.Is(err, idgen.ErrClosed):
 		msg = "ERR server is shutting down"
 	default:
-		msg = strings.TrimPrefix(err.Error(), "idgen: ")
-		if i := strings.IndexByte(msg, ' '); i <= 0 || strings.ToUpper(msg[:i]) != msg[:i] {
-			msg = "ERR " + msg
-		}
+		msg = "ERR " + err.Error()
 	}
 	return strings.Map(func(r rune) rune {
 		if r == '\r' || r == '\n' {

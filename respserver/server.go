@@ -148,7 +148,7 @@ func New(opts Options) *Server {
 		s.src.Store(&source{gen: g})
 	} else {
 		s.offset.Store(opts.ClockOffset.Milliseconds())
-		s.src.Store(&source{why: errors.New("ERR no generator yet")})
+		s.src.Store(&source{why: errReply("ERR", "no generator yet")})
 	}
 	s.config = slices.Concat(opts.Config, redisConfig())
 	for _, kv := range s.config {

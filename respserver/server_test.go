@@ -118,7 +118,7 @@ func TestErrors(t *testing.T) {
 		{[]string{"MGETID", "99999999999999999999"}, "ERR value is not an integer or out of range"},
 		{[]string{"MGETID", "1.5"}, "ERR value is not an integer or out of range"},
 		{[]string{"MGETID", ""}, "ERR value is not an integer or out of range"},
-		{[]string{"DECODEID", "-5"}, "ERR invalid id: idgen: id -5 is negative"},
+		{[]string{"DECODEID", "-5"}, "ERR invalid id: id -5 is negative"},
 		{[]string{"DECODEID", "x"}, "ERR value is not an integer or out of range"},
 		{[]string{"FOO", "a", "b"}, "ERR unknown command 'FOO', with args beginning with: 'a' 'b' "},
 		{[]string{"FOO\r\nBAR"}, "ERR unknown command 'FOO  BAR', with args beginning with: "},
@@ -555,10 +555,10 @@ func TestStandbyAndSwitch(t *testing.T) {
 	if ids, ok := c.do("MGETID", "3").([]any); !ok || len(ids) != 3 {
 		t.Fatalf("MGETID 3: %v", ids)
 	}
-	why := errors.New("CLUSTERDOWN no server-id held: both are held by other servers")
+	why := errors.New("no server-id held: both are held by other servers")
 	s.Standby(why)
 	for _, cmd := range [][]string{{"GETID"}, {"MGETID", "2"}} {
-		if got := c.do(cmd...); fmt.Sprint(got) != why.Error() {
+		if got := c.do(cmd...); fmt.Sprint(got) != "CLUSTERDOWN "+why.Error() {
 			t.Fatalf("%v standing by: %v, want %q", cmd, got, why)
 		}
 	}

@@ -25,9 +25,10 @@ func (s *Server) SetGenerator(g *idgen.Generator) {
 	s.swap(&source{gen: g})
 }
 
-// Standby stops issuing IDs: ID commands get the error why (its text is
-// the reply, with its Redis error code) until SetGenerator.
-func (s *Server) Standby(why error) { s.swap(&source{why: why}) }
+// Standby stops issuing IDs, in cluster mode: ID commands get
+// -CLUSTERDOWN with why, as Redis Cluster replies while it cannot serve,
+// until SetGenerator.
+func (s *Server) Standby(why error) { s.swap(&source{why: &replyError{"CLUSTERDOWN", why}}) }
 
 func (s *Server) swap(next *source) {
 	s.retiredMu.Lock()
