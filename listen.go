@@ -57,11 +57,11 @@ func (l *listeners) close() {
 	}
 }
 
-// clientAuth maps tls-auth-clients, which conf checked.
-var clientAuth = map[string]tls.ClientAuthType{
-	"yes":      tls.RequireAndVerifyClientCert,
-	"optional": tls.VerifyClientCertIfGiven,
-	"no":       tls.NoClientCert,
+// clientAuth is crypto/tls's value of each tls-auth-clients.
+var clientAuth = [...]tls.ClientAuthType{
+	conf.TLSAuthYes:      tls.RequireAndVerifyClientCert,
+	conf.TLSAuthOptional: tls.VerifyClientCertIfGiven,
+	conf.TLSAuthNo:       tls.NoClientCert,
 }
 
 // tlsConfig reads the certificate, its key and the CA of cfg; nil

@@ -15,8 +15,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
-	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -24,14 +22,12 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/pflag"
 
-	"github.com/idserver/idserver/cluster"
 	"github.com/idserver/idserver/conf"
 	"github.com/idserver/idserver/idgen"
 	"github.com/idserver/idserver/metrics"
 	"github.com/idserver/idserver/reservation"
 	"github.com/idserver/idserver/resplimit"
 	"github.com/idserver/idserver/respserver"
-	"github.com/idserver/idserver/stats"
 )
 
 // version is idserver's version, shown in INFO.
@@ -62,7 +58,7 @@ func versionLine() string {
 }
 
 func run(args []string) int {
-	cfg, err := conf.Load(args)
+	cfg, err := conf.Load(args, os.Environ())
 	switch {
 	case errors.Is(err, pflag.ErrHelp):
 		return 0
@@ -92,112 +88,41 @@ func run(args []string) int {
 		// take twice its size in buffers, and the server itself some more.
 		debug.SetMemoryLimit(2*int64(cfg.MaxMemoryClients) + 128<<20)
 	}
-
-	if cfg.EtcdEndpoints != "" {
-		return runCluster(cfg, tc, log)
-	}
-	return runSingle(cfg, tc, log)
+	return runMode(cfg, tc, log)
 }
 
-// runSingle serves with the server-id of cfg and the reservation in the
-// state file.
-func runSingle(cfg *conf.Config, tc *tls.Config, log zerolog.Logger) int {
-	// In this order: the lock first, so that nothing reads the state file
-	// while another process serves from it; then every address, so that a
-	// start that fails leaves the state file as it found it; and only then
-	// the first write.
-	identity := reservation.State{ServerID: int64(cfg.ServerID), Layout: layout(cfg), Epoch: cfg.Epoch}
-	store, gen, err := openState(cfg, identity, log)
+// runMode serves in cfg's mode until stopped. In this order: the mode's
+// state first (in single-server mode the lock, so that nothing reads the
+// state file while another process serves from it), then every address,
+// so that a start that fails leaves the state as it found it, and only
+// then the first write of the reservation.
+func runMode(cfg *conf.Config, tc *tls.Config, log zerolog.Logger) int {
+	m, err := newMode(cfg, log)
 	if err != nil {
 		log.Error().Err(err).Msg("refusing to start")
 		return 1
 	}
-	defer store.Close()
+	defer m.close()
 	lns, err := listen(cfg, tc)
 	if err != nil {
 		log.Error().Err(err).Msg("cannot listen")
 		return 1
 	}
 	defer lns.close()
-	keeper, err := reservation.Start(gen, store, identity, cfg.ReserveAhead, log)
+	opts, err := m.reserve(lns)
 	if err != nil {
 		log.Error().Err(err).Msg("refusing to start: cannot write the reservation (is dir writable?)")
 		return 1
 	}
-	persist := sync.OnceValue(func() bool {
-		if err := keeper.Close(context.Background()); err != nil {
-			log.Error().Err(err).Msg("could not write the final reservation; the last renewal stands, so no ID repeats")
-			return false
-		}
-		return true
-	})
-	defer persist()
-
+	defer m.finish()
 	stop := make(stopper, 1)
-	srv := newServer(cfg, log, respserver.Options{
-		Generator:   gen,
-		Persistence: func() []stats.Field { return reservation.Info(store.Path(), cfg.Epoch, gen, keeper.Stats()) },
-		Shutdown:    stop.request,
-	})
-	if !serve(cfg, log, srv, lns, stop, store.Path()) || !persist() {
+	opts.Shutdown = stop.request
+	srv := newServer(cfg, log, opts)
+	m.attach(srv)
+	if !serve(cfg, log, srv, lns, stop, m.where()) || !m.finish() {
 		return 1
 	}
-	log.Info().Str("state_file", store.Path()).Msg("reservation written; bye")
-	return 0
-}
-
-// runCluster serves with a server-id claimed from etcd, and the
-// reservation kept there; it stands by while it holds none.
-func runCluster(cfg *conf.Config, tc *tls.Config, log zerolog.Logger) int {
-	etcdTLS, err := etcdTLSConfig(cfg)
-	if err != nil {
-		log.Error().Err(err).Msg("refusing to start")
-		return 1
-	}
-	lns, err := listen(cfg, tc)
-	if err != nil {
-		log.Error().Err(err).Msg("cannot listen")
-		return 1
-	}
-	defer lns.close()
-	stop := make(stopper, 1)
-	var member *cluster.Member
-	srv := newServer(cfg, log, respserver.Options{
-		Layout:      layout(cfg),
-		Epoch:       time.UnixMilli(cfg.Epoch),
-		ClockOffset: cfg.DebugClockOffset,
-		Persistence: func() []stats.Field { return member.Persistence() },
-		Cluster:     func() []stats.Field { return member.Info() },
-		Shutdown:    stop.request,
-	})
-	pinned := int64(-1)
-	if cfg.ServerIDSet {
-		pinned = int64(cfg.ServerID)
-	}
-	member = cluster.Start(cluster.Config{
-		Endpoints:    strings.Split(cfg.EtcdEndpoints, ","),
-		Prefix:       cfg.EtcdPrefix,
-		LeaseTTL:     cfg.EtcdLeaseTTL,
-		DialTimeout:  cfg.EtcdDialTimeout,
-		TLS:          etcdTLS,
-		Username:     cfg.EtcdUsername,
-		Password:     cfg.EtcdPassword,
-		Layout:       layout(cfg),
-		Epoch:        time.UnixMilli(cfg.Epoch),
-		Pinned:       pinned,
-		MaxLead:      cfg.MaxLead,
-		MaxWait:      maxWait(cfg),
-		ReserveAhead: cfg.ReserveAhead,
-		Addr:         addrOf(lns),
-		StatePath:    filepath.Join(cfg.Dir, cfg.StateFile),
-		Log:          log,
-	}, srv)
-	ok := serve(cfg, log, srv, lns, stop, "etcd "+cfg.EtcdEndpoints)
-	member.Close() // the final reservation, and the id freed for a standby
-	if !ok {
-		return 1
-	}
-	log.Info().Msg("server-id given up; bye")
+	log.Info().Msg("bye")
 	return 0
 }
 
@@ -245,7 +170,7 @@ func logReady(log zerolog.Logger, cfg *conf.Config, lns *listeners, reservationA
 	}
 	ready.Int("server_id", serverID).
 		Str("layout", fmt.Sprintf("id-range %d shard-range %d random-range %d", cfg.IDRange, cfg.ShardRange, cfg.RandomRange)).
-		Int64("epoch_ms", cfg.Epoch).
+		Int64("epoch_ms", cfg.EpochMs).
 		Str("config", cfg.File).
 		Str("state_file", reservationAt).
 		Str("version", version).
@@ -255,14 +180,10 @@ func logReady(log zerolog.Logger, cfg *conf.Config, lns *listeners, reservationA
 // maxWait is max-wait-ms for idgen: 0 there means the default, and
 // max-wait-ms 0 means refuse at once rather than wait.
 func maxWait(cfg *conf.Config) time.Duration {
-	if cfg.MaxWait == 0 {
+	if cfg.MaxWait.Duration == 0 {
 		return -1
 	}
-	return cfg.MaxWait
-}
-
-func layout(cfg *conf.Config) idgen.Layout {
-	return idgen.Layout{IDBits: cfg.IDRange, ShardBits: cfg.ShardRange, RandomBits: cfg.RandomRange}
+	return cfg.MaxWait.Duration
 }
 
 // openState locks the state file, reads where the last run stopped, and
@@ -278,17 +199,17 @@ func openState(cfg *conf.Config, identity reservation.State, log zerolog.Logger)
 		store.Close()
 		return nil, nil, fmt.Errorf("%w (the file is left as it is)", err)
 	}
-	now := time.Now().UnixMilli() + cfg.DebugClockOffset.Milliseconds() - cfg.Epoch
-	floor := resumed.Floor(now, cfg.MaxLead)
+	now := time.Now().UnixMilli() + cfg.DebugClockOffset.Milliseconds() - cfg.EpochMs
+	floor := resumed.Floor(now, cfg.MaxLead.Duration)
 	gen, err := idgen.New(idgen.Settings{
 		Layout:      identity.Layout,
-		Epoch:       time.UnixMilli(cfg.Epoch),
+		Epoch:       cfg.Epoch(),
 		ServerID:    identity.ServerID,
-		MaxLead:     cfg.MaxLead,
+		MaxLead:     cfg.MaxLead.Duration,
 		MaxWait:     maxWait(cfg),
 		Floor:       floor,
 		Ceiling:     max(floor, 1),
-		ClockOffset: cfg.DebugClockOffset,
+		ClockOffset: cfg.DebugClockOffset.Duration,
 	})
 	if err != nil {
 		store.Close()
@@ -302,14 +223,19 @@ func openState(cfg *conf.Config, identity reservation.State, log zerolog.Logger)
 // that is not on loopback although the server listens beyond it: a
 // container's clients, for one.
 func logProtectedMode(cfg *conf.Config, log zerolog.Logger) {
-	if ip := net.ParseIP(cfg.Bind); cfg.ProtectedMode == "yes" && cfg.RequirePass == "" && (ip == nil || !ip.IsLoopback()) {
+	if ip := net.ParseIP(cfg.Bind); cfg.ProtectedMode == conf.Yes && cfg.RequirePass == "" && (ip == nil || !ip.IsLoopback()) {
 		log.Warn().Str("bind", cfg.Bind).
 			Msg("protected mode: no requirepass is set, so only loopback clients are served (others get -DENIED); set requirepass, or protected-mode no on a trusted network")
 	}
 }
 
-// getIDReply maps getid-reply's values, which conf checked.
-var getIDReply = map[string]respserver.GetIDReply{"auto": respserver.GetIDAuto, "integer": respserver.GetIDInteger, "string": respserver.GetIDString}
+// getIDReply and debugAccess are respserver's values of getid-reply and
+// enable-debug-command, by conf's: an index out of range would panic, not
+// fall back.
+var (
+	getIDReply  = [...]respserver.GetIDReply{conf.GetIDAuto: respserver.GetIDAuto, conf.GetIDInteger: respserver.GetIDInteger, conf.GetIDString: respserver.GetIDString}
+	debugAccess = [...]respserver.DebugAccess{conf.DebugNo: respserver.DebugNone, conf.DebugYes: respserver.DebugAll, conf.DebugLocal: respserver.DebugLocal}
+)
 
 // newServer is the protocol server for cfg, with the fields of opts that
 // depend on the mode.
@@ -320,18 +246,18 @@ func newServer(cfg *conf.Config, log zerolog.Logger, opts respserver.Options) *r
 	opts.GetIDReply = getIDReply[cfg.GetIDReply]
 	opts.RequirePass = cfg.RequirePass
 	opts.MaxClients = cfg.MaxClients
-	opts.ProtectedMode = cfg.ProtectedMode == "yes"
-	opts.IdleTimeout = cfg.Timeout
-	opts.Limits = resplimit.Limits{MaxBulkLen: cfg.ProtoMaxBulkLen, MaxMultibulkLen: cfg.ProtoMaxMultibulkLen}
-	opts.QueryBufferLimit = cfg.ClientQueryBufferLimit
-	opts.MaxMemoryClients = cfg.MaxMemoryClients
+	opts.ProtectedMode = cfg.ProtectedMode == conf.Yes
+	opts.IdleTimeout = cfg.Timeout.Duration
+	opts.Limits = resplimit.Limits{MaxBulkLen: int(cfg.ProtoMaxBulkLen), MaxMultibulkLen: cfg.ProtoMaxMultibulkLen}
+	opts.QueryBufferLimit = int(cfg.ClientQueryBufferLimit)
+	opts.MaxMemoryClients = int(cfg.MaxMemoryClients)
 	opts.Output = respserver.OutputLimits{
 		Soft:    int(cfg.ClientOutputBufferLimit.Soft),
 		Hard:    int(cfg.ClientOutputBufferLimit.Hard),
 		SoftFor: cfg.ClientOutputBufferLimit.SoftSeconds,
 	}
 	opts.Config = cfg.Shown()
-	opts.EnableDebug = cfg.EnableDebugCommand
+	opts.EnableDebug = debugAccess[cfg.EnableDebugCommand]
 	return respserver.New(opts)
 }
 
@@ -448,7 +374,7 @@ func logResumption(log zerolog.Logger, r reservation.Resumed, statePath string, 
 	if ahead <= cfg.MaxLead.Milliseconds()+cfg.ReserveAhead.Milliseconds() {
 		return
 	}
-	at := time.UnixMilli(cfg.Epoch + floor).UTC()
+	at := cfg.Epoch().Add(time.Duration(floor) * time.Millisecond).UTC()
 	budget := (cfg.MaxLead.Milliseconds() + 1) << cfg.ShardRange // the floor's millisecond and max-lead-ms more
 	log.Warn().Int64("ahead_ms", ahead).Str("available_at", at.Format(time.RFC3339Nano)).Int64("ids_before_then", budget).
 		Msgf("the reservation is %s ahead of the clock (was the clock set back while the server was down?): "+
@@ -458,17 +384,8 @@ func logResumption(log zerolog.Logger, r reservation.Resumed, statePath string, 
 
 // newLogger logs human-readable lines on a terminal and JSON otherwise, at
 // Redis's level names.
-func newLogger(level string) zerolog.Logger {
-	levels := map[string]zerolog.Level{
-		"debug":   zerolog.DebugLevel,
-		"verbose": zerolog.DebugLevel,
-		"notice":  zerolog.InfoLevel,
-		"warning": zerolog.WarnLevel,
-	}
-	lvl, ok := levels[level]
-	if !ok {
-		lvl = zerolog.InfoLevel // conf.Validate has refused anything else
-	}
+func newLogger(level conf.LogLevel) zerolog.Logger {
+	lvl := [...]zerolog.Level{conf.LogDebug: zerolog.DebugLevel, conf.LogVerbose: zerolog.DebugLevel, conf.LogNotice: zerolog.InfoLevel, conf.LogWarning: zerolog.WarnLevel}[level]
 	var log zerolog.Logger
 	if isatty.IsTerminal(os.Stderr.Fd()) {
 		log = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: time.DateTime})

@@ -249,7 +249,7 @@ func TestKubernetesServerIDFromPodIndex(t *testing.T) {
 	}
 	c := set.Spec.Template.Spec.Containers[0]
 
-	cfg, err := conf.Load(nil)
+	cfg, err := conf.Load(nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -119,26 +119,35 @@ type Member struct {
 	done   chan struct{}
 }
 
-// Start keeps claiming a server-id for target until Close. It does not
-// wait: target stands by until an id is held, etcd unreachable or not.
-func Start(cfg Config, target Target) *Member {
-	ctx, cancel := context.WithCancel(context.Background())
-	m := &Member{
-		cfg: cfg, target: target, log: cfg.Log,
+// New returns a Member for cfg that claims nothing until Start; its
+// Info and Persistence answer from the start.
+func New(cfg Config) *Member {
+	return &Member{
+		cfg: cfg, log: cfg.Log,
 		k:     newKeys(cfg.Prefix, cfg.Layout, cfg.Epoch),
 		hist:  &history{path: historyPath(cfg.StatePath)},
 		state: "connecting", held: -1, known: newKnown(),
-		cancel: cancel, done: make(chan struct{}),
+		done: make(chan struct{}),
 	}
+}
+
+// Start keeps claiming a server-id for target until Close. It does not
+// wait: target stands by until an id is held, etcd unreachable or not.
+func (m *Member) Start(target Target) {
+	ctx, cancel := context.WithCancel(context.Background())
+	m.target, m.cancel = target, cancel
 	target.Standby(errors.New("no server-id held yet: connecting to etcd"))
 	go m.run(ctx)
 	go m.pollEtcd(ctx)
-	return m
 }
 
 // Close gives the id up: the final reservation is stored and the lease
-// revoked, so a standby can take the id at once.
+// revoked, so a standby can take the id at once. It must not run
+// alongside Start.
 func (m *Member) Close() {
+	if m.cancel == nil {
+		return // never started
+	}
 	m.cancel()
 	<-m.done
 	if m.cli != nil {

@@ -13,11 +13,10 @@ import (
 	"fmt"
 	"os"
 	"reflect"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 
@@ -31,54 +30,54 @@ type Config struct {
 	Bind string `key:"bind" default:"127.0.0.1" usage:"address to listen on"`
 	Port int    `key:"port" default:"6551" usage:"TCP port; 0 = no plain TCP (tls-port only)"`
 
-	ProtectedMode  string `key:"protected-mode" default:"yes" usage:"yes: while requirepass is empty, serve only loopback clients (others get -DENIED), as Redis does; no: serve anyone"`
-	TLSPort        int    `key:"tls-port" default:"0" usage:"TLS port; 0 = no TLS"`
-	TLSCertFile    string `key:"tls-cert-file" default:"" usage:"the server's certificate chain (PEM), for tls-port"`
-	TLSKeyFile     string `key:"tls-key-file" default:"" usage:"the private key of tls-cert-file (PEM)"`
-	TLSCACertFile  string `key:"tls-ca-cert-file" default:"" usage:"CA certificates (PEM) that client certificates must chain to"`
-	TLSAuthClients string `key:"tls-auth-clients" default:"yes" usage:"yes: TLS clients must present a certificate from tls-ca-cert-file; optional: checked if presented; no: not asked for"`
+	ProtectedMode  YesNo   `key:"protected-mode" default:"yes" usage:"yes: while requirepass is empty, serve only loopback clients (others get -DENIED), as Redis does; no: serve anyone"`
+	TLSPort        int     `key:"tls-port" default:"0" usage:"TLS port; 0 = no TLS"`
+	TLSCertFile    string  `key:"tls-cert-file" default:"" usage:"the server's certificate chain (PEM), for tls-port"`
+	TLSKeyFile     string  `key:"tls-key-file" default:"" usage:"the private key of tls-cert-file (PEM)"`
+	TLSCACertFile  string  `key:"tls-ca-cert-file" default:"" usage:"CA certificates (PEM) that client certificates must chain to"`
+	TLSAuthClients TLSAuth `key:"tls-auth-clients" default:"yes" usage:"yes: TLS clients must present a certificate from tls-ca-cert-file; optional: checked if presented; no: not asked for"`
 
 	ServerID    int   `key:"server-id" default:"0" usage:"this server's id, 0 .. 2^id-range - 1"`
 	IDRange     int   `key:"id-range" default:"2" usage:"bits of the server-id field"`
 	ShardRange  int   `key:"shard-range" default:"9" usage:"bits of the shard field (IDs per ms = 2^shard-range)"`
 	RandomRange int   `key:"random-range" default:"10" usage:"bits of the random field"`
-	Epoch       int64 `key:"epoch" default:"1420041600000" usage:"epoch of the time field, unix milliseconds"`
+	EpochMs     int64 `key:"epoch" default:"1420041600000" usage:"epoch of the time field, unix milliseconds"`
 
-	MaxLead time.Duration `key:"max-lead-ms" default:"5000" unit:"ms" usage:"how far IDs may run ahead of the clock"`
-	MaxWait time.Duration `key:"max-wait-ms" default:"100" unit:"ms" usage:"how long a request may wait for the clock before -BUSY; 0 = never wait"`
+	MaxLead Millis `key:"max-lead-ms" default:"5000" usage:"how far IDs may run ahead of the clock"`
+	MaxWait Millis `key:"max-wait-ms" default:"100" usage:"how long a request may wait for the clock before -BUSY; 0 = never wait"`
 
 	GoMaxProcs int `key:"gomaxprocs" default:"1" usage:"CPU cores the server runs on (GOMAXPROCS), and its number of event loops; 0 = all"`
 
-	MGetIDMax               int           `key:"mgetid-max" default:"10000" usage:"largest MGETID count"`
-	GetIDReply              string        `key:"getid-reply" default:"auto" usage:"GETID's reply: auto (a bulk string to JavaScript clients: those that announce ioredis, iovalkey, node-redis or GlideJS with CLIENT SETINFO, or begin with the lowercase info ready check of older ioredis and node-redis; an integer to others), integer, or string"`
-	MaxClients              int           `key:"maxclients" default:"10000" usage:"most clients connected at once"`
-	Timeout                 time.Duration `key:"timeout" default:"0" unit:"s" usage:"close a client idle this many seconds; 0 = never"`
-	ProtoMaxBulkLen         int           `key:"proto-max-bulk-len" default:"64kb" unit:"bytes" usage:"largest bulk string or inline command a client may send"`
-	ProtoMaxMultibulkLen    int           `key:"proto-max-multibulk-len" default:"1024" usage:"most arguments in one command"`
-	ClientQueryBufferLimit  int           `key:"client-query-buffer-limit" default:"1mb" unit:"bytes" usage:"most bytes a client's input may hold in the server: an unfinished command, and commands waiting behind one that waits; past it, the client is closed"`
-	MaxMemoryClients        int           `key:"maxmemory-clients" default:"64mb" unit:"bytes" usage:"most bytes all clients together may have the server hold (input, replies, transactions); past it, the clients holding the most are closed; the Go runtime's memory limit is twice this plus 128mb unless GOMEMLIMIT is set; 0 = no bound"`
-	ClientOutputBufferLimit OutputLimit   `key:"client-output-buffer-limit" default:"normal 16mb 8mb 60" usage:"normal <hard> <soft> <soft-seconds>: past soft, a client's commands wait until its replies drain; past hard (replies plus waiting requests), or soft for soft-seconds, it is closed; 0 = no limit"`
-	RequirePass             string        `key:"requirepass" default:"" usage:"password clients must AUTH with; empty = none"`
+	MGetIDMax               int         `key:"mgetid-max" default:"10000" usage:"largest MGETID count"`
+	GetIDReply              GetIDReply  `key:"getid-reply" default:"auto" usage:"GETID's reply: auto (a bulk string to JavaScript clients: those that announce ioredis, iovalkey, node-redis or GlideJS with CLIENT SETINFO, or begin with the lowercase info ready check of older ioredis and node-redis; an integer to others), integer, or string"`
+	MaxClients              int         `key:"maxclients" default:"10000" usage:"most clients connected at once"`
+	Timeout                 Seconds     `key:"timeout" default:"0" usage:"close a client idle this many seconds; 0 = never"`
+	ProtoMaxBulkLen         Size        `key:"proto-max-bulk-len" default:"64kb" usage:"largest bulk string or inline command a client may send"`
+	ProtoMaxMultibulkLen    int         `key:"proto-max-multibulk-len" default:"1024" usage:"most arguments in one command"`
+	ClientQueryBufferLimit  Size        `key:"client-query-buffer-limit" default:"1mb" usage:"most bytes a client's input may hold in the server: an unfinished command, and commands waiting behind one that waits; past it, the client is closed"`
+	MaxMemoryClients        Size        `key:"maxmemory-clients" default:"64mb" usage:"most bytes all clients together may have the server hold (input, replies, transactions); past it, the clients holding the most are closed; the Go runtime's memory limit is twice this plus 128mb unless GOMEMLIMIT is set; 0 = no bound"`
+	ClientOutputBufferLimit OutputLimit `key:"client-output-buffer-limit" default:"normal 16mb 8mb 60" usage:"normal <hard> <soft> <soft-seconds>: past soft, a client's commands wait until its replies drain; past hard (replies plus waiting requests), or soft for soft-seconds, it is closed; 0 = no limit"`
+	RequirePass             string      `key:"requirepass" default:"" usage:"password clients must AUTH with; empty = none"`
 
-	Dir          string        `key:"dir" default:"." usage:"directory of the state file"`
-	StateFile    string        `key:"state-file" default:"idserver.state" usage:"file name of the durable ID reservation, in dir"`
-	ReserveAhead time.Duration `key:"reserve-ms" default:"3000" unit:"ms" usage:"how far ahead IDs are reserved on disk"`
+	Dir          string `key:"dir" default:"." usage:"directory of the state file"`
+	StateFile    string `key:"state-file" default:"idserver.state" usage:"file name of the durable ID reservation, in dir"`
+	ReserveAhead Millis `key:"reserve-ms" default:"3000" usage:"how far ahead IDs are reserved on disk"`
 
-	EnableDebugCommand string        `key:"enable-debug-command" default:"no" usage:"allow DEBUG and SHUTDOWN: no, yes, or local (loopback clients only)"`
-	DebugClockOffset   time.Duration `key:"debug-clock-offset-ms" default:"0" unit:"ms" usage:"start with the clock shifted (tests; needs enable-debug-command)"`
+	EnableDebugCommand DebugCommand `key:"enable-debug-command" default:"no" usage:"allow DEBUG and SHUTDOWN: no, yes, or local (loopback clients only)"`
+	DebugClockOffset   Millis       `key:"debug-clock-offset-ms" default:"0" usage:"start with the clock shifted (tests; needs enable-debug-command)"`
 
-	EtcdEndpoints   string        `key:"etcd-endpoints" default:"" usage:"cluster mode: etcd endpoints (comma list) to claim a server-id from; empty = single-server mode (server-id and the state file)"`
-	EtcdPrefix      string        `key:"etcd-prefix" default:"/idserver/" usage:"cluster mode: the etcd key prefix of this site's servers"`
-	EtcdLeaseTTL    time.Duration `key:"etcd-lease-ttl" default:"10" unit:"s" usage:"cluster mode: TTL of the lease a claim is bound to: a dead server's id frees this long after it stops"`
-	EtcdDialTimeout time.Duration `key:"etcd-dial-timeout" default:"5" unit:"s" usage:"cluster mode: timeout of etcd requests"`
-	EtcdCertFile    string        `key:"etcd-cert-file" default:"" usage:"cluster mode: client certificate (PEM) for etcd over TLS"`
-	EtcdKeyFile     string        `key:"etcd-key-file" default:"" usage:"cluster mode: the private key of etcd-cert-file (PEM)"`
-	EtcdCACertFile  string        `key:"etcd-ca-cert-file" default:"" usage:"cluster mode: CA certificates (PEM) to check etcd's; set to use TLS"`
-	EtcdUsername    string        `key:"etcd-username" default:"" usage:"cluster mode: etcd user"`
-	EtcdPassword    string        `key:"etcd-password" default:"" secret:"yes" usage:"cluster mode: the etcd user's password"`
+	EtcdEndpoints   string  `key:"etcd-endpoints" default:"" usage:"cluster mode: etcd endpoints (comma list) to claim a server-id from; empty = single-server mode (server-id and the state file)"`
+	EtcdPrefix      string  `key:"etcd-prefix" default:"/idserver/" usage:"cluster mode: the etcd key prefix of this site's servers"`
+	EtcdLeaseTTL    Seconds `key:"etcd-lease-ttl" default:"10" usage:"cluster mode: TTL of the lease a claim is bound to: a dead server's id frees this long after it stops"`
+	EtcdDialTimeout Seconds `key:"etcd-dial-timeout" default:"5" usage:"cluster mode: timeout of etcd requests"`
+	EtcdCertFile    string  `key:"etcd-cert-file" default:"" usage:"cluster mode: client certificate (PEM) for etcd over TLS"`
+	EtcdKeyFile     string  `key:"etcd-key-file" default:"" usage:"cluster mode: the private key of etcd-cert-file (PEM)"`
+	EtcdCACertFile  string  `key:"etcd-ca-cert-file" default:"" usage:"cluster mode: CA certificates (PEM) to check etcd's; set to use TLS"`
+	EtcdUsername    string  `key:"etcd-username" default:"" usage:"cluster mode: etcd user"`
+	EtcdPassword    string  `key:"etcd-password" default:"" secret:"yes" usage:"cluster mode: the etcd user's password"`
 
-	LogLevel    string `key:"loglevel" default:"notice" usage:"debug, verbose, notice or warning"`
-	MetricsAddr string `key:"metrics-addr" default:"" usage:"address for Prometheus metrics; empty = off"`
+	LogLevel    LogLevel `key:"loglevel" default:"notice" usage:"debug, verbose, notice or warning"`
+	MetricsAddr string   `key:"metrics-addr" default:"" usage:"address for Prometheus metrics; empty = off"`
 
 	// File is the config file that was read, "" if none.
 	File string
@@ -135,29 +134,40 @@ func (l OutputLimit) String() string {
 
 // field is one key of Config, read from its tags.
 type field struct {
-	key, def, unit, usage string
-	index                 int
-	text                  bool // the type parses itself, from one or more words
-	secret                bool // CONFIG GET does not show it (requirepass, as in Redis, it does)
+	key, def, usage string
+	index           int
+	typ             reflect.Type
+	secret          bool // CONFIG GET does not show it (requirepass, as in Redis, it does)
 }
 
-// typ names the field's kind in --help. The names are not pflag's own
-// ("int"): viper would convert such flags itself, turning "abc" into 0.
-func (f field) typ() string {
-	if f.text {
+// words reports whether the key's value is several words in the file
+// (client-output-buffer-limit normal 16mb 8mb 60).
+func (f field) words() bool { return f.typ == reflect.TypeFor[OutputLimit]() }
+
+// helpType names the field's kind in --help. The names are not pflag's
+// own ("int"): viper would convert such flags itself.
+func (f field) helpType() string {
+	switch f.typ {
+	case reflect.TypeFor[Millis]():
+		return "ms"
+	case reflect.TypeFor[Seconds]():
+		return "s"
+	case reflect.TypeFor[Size]():
+		return "size"
+	case reflect.TypeFor[OutputLimit]():
 		return "limits"
 	}
-	switch f.unit {
-	case "":
-		return map[bool]string{true: "string", false: "integer"}[reflect.TypeFor[Config]().Field(f.index).Type.Kind() == reflect.String]
-	case "bytes":
-		return "size"
+	if names, ok := choices[f.typ.Name()]; ok {
+		return strings.Join(names, "|")
 	}
-	return f.unit
+	if f.typ.Kind() == reflect.String {
+		return "string"
+	}
+	return "integer"
 }
 
 // flagValue holds a flag's text as given: every source of a value (file,
-// environment, flag) is converted by the same code in set.
+// environment, flag) is converted by the same code, Unmarshal's.
 type flagValue struct{ s, typ string }
 
 func (v *flagValue) String() string     { return v.s }
@@ -171,8 +181,7 @@ var fields = func() []field {
 	for i := range t.NumField() {
 		f := t.Field(i)
 		if key, ok := f.Tag.Lookup("key"); ok {
-			text := reflect.PointerTo(f.Type).Implements(reflect.TypeFor[encoding.TextUnmarshaler]())
-			fs = append(fs, field{key, f.Tag.Get("default"), f.Tag.Get("unit"), f.Tag.Get("usage"), i, text, f.Tag.Get("secret") == "yes"})
+			fs = append(fs, field{key, f.Tag.Get("default"), f.Tag.Get("usage"), i, f.Type, f.Tag.Get("secret") == "yes"})
 		}
 	}
 	return fs
@@ -201,39 +210,43 @@ func lookup(name string) (field, bool) {
 // IDSERVER_MGETID_MAX for mgetid-max.
 const envPrefix = "IDSERVER_"
 
-// checkEnv refuses an IDSERVER_* variable that names no key, as the file
+// fromEnv returns the keys the IDSERVER_* variables of environ (as
+// os.Environ) set. It refuses a variable that names no key, as the file
 // refuses an unknown key: a misspelt override would otherwise be ignored
 // silently.
-func checkEnv(environ []string) error {
+func fromEnv(environ []string) (map[string]any, error) {
+	values := map[string]any{}
 	for _, kv := range environ {
-		name, _, _ := strings.Cut(kv, "=")
+		name, value, _ := strings.Cut(kv, "=")
 		if !strings.HasPrefix(name, envPrefix) {
 			continue
 		}
 		key := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(name, envPrefix), "_", "-"))
 		if _, ok := lookup(key); !ok {
-			return fmt.Errorf("environment: unknown variable %s (no key %q; idserver --help lists the keys)", name, key)
+			return nil, fmt.Errorf("environment: unknown variable %s (no key %q; idserver --help lists the keys)", name, key)
 		}
+		values[key] = value
 	}
-	return nil
+	return values, nil
 }
 
 // ErrVersion is returned by Load for --version: print the version and
 // exit.
 var ErrVersion = errors.New("conf: --version")
 
-// Load builds the Config from args (as os.Args[1:]) and the environment:
-// defaults, then the file (--config path, or a sole positional argument as
-// redis-server takes it), then IDSERVER_* variables, then flags. It returns
-// an error wrapping pflag.ErrHelp after printing usage for --help.
-func Load(args []string) (*Config, error) {
+// Load builds the Config from args (as os.Args[1:]) and environ (as
+// os.Environ()): defaults, then the file (--config path, or a sole
+// positional argument as redis-server takes it), then IDSERVER_*
+// variables, then flags. It returns an error wrapping pflag.ErrHelp after
+// printing usage for --help.
+func Load(args, environ []string) (*Config, error) {
 	fs := pflag.NewFlagSet("idserver", pflag.ContinueOnError)
 	fs.SortFlags = false
 	file := fs.String("config", "", "redis.conf-style file to read")
 	showVersion := fs.Bool("version", false, "print the version, commit and Go version, and exit")
 	checkReady := fs.Bool("check-ready", false, "ask the server this configuration describes whether it is ready (GET /readyz at metrics-addr): exit 0 if so, 1 if not; for container health checks")
 	for _, f := range fields {
-		fs.Var(&flagValue{s: f.def, typ: f.typ()}, f.key, f.usage)
+		fs.Var(&flagValue{s: f.def, typ: f.helpType()}, f.key, f.usage)
 		fs.Lookup(f.key).DefValue = f.def
 	}
 	fs.Usage = func() {
@@ -251,42 +264,13 @@ func Load(args []string) (*Config, error) {
 	case len(rest) > 0:
 		return nil, fmt.Errorf("command line: unexpected arguments %q (one config file, then --key value flags)", rest)
 	}
-
-	v := viper.New()
-	for _, f := range fields {
-		v.SetDefault(f.key, f.def)
-	}
-	if *file != "" {
-		values, err := ReadFile(*file)
-		if err != nil {
-			return nil, err
-		}
-		m := make(map[string]any, len(values))
-		for k, val := range values {
-			m[k] = val
-		}
-		if err := v.MergeConfigMap(m); err != nil {
-			return nil, fmt.Errorf("read config %s: %w", *file, err)
-		}
-	}
-	if err := checkEnv(os.Environ()); err != nil {
+	v, err := layers(fs, *file, environ)
+	if err != nil {
 		return nil, err
 	}
-	v.SetEnvPrefix("IDSERVER")
-	v.SetEnvKeyReplacer(strings.NewReplacer("-", "_"))
-	v.AutomaticEnv()
-	for _, f := range fields {
-		if err := v.BindPFlag(f.key, fs.Lookup(f.key)); err != nil {
-			return nil, fmt.Errorf("flag --%s: %w", f.key, err)
-		}
-	}
-
-	c := &Config{File: *file, CheckReady: *checkReady, ServerIDSet: v.InConfig("server-id") || fs.Changed("server-id") || os.Getenv(envPrefix+"SERVER_ID") != ""}
-	rv := reflect.ValueOf(c).Elem()
-	for _, f := range fields {
-		if err := set(rv.Field(f.index), f, v.GetString(f.key)); err != nil {
-			return nil, err
-		}
+	c := &Config{File: *file, CheckReady: *checkReady, ServerIDSet: v.IsSet("server-id")}
+	if err := v.Unmarshal(c, decodeWith); err != nil {
+		return nil, invalid(err)
 	}
 	if err := c.Validate(); err != nil {
 		return nil, err
@@ -294,62 +278,93 @@ func Load(args []string) (*Config, error) {
 	return c, nil
 }
 
-// set stores the text s into the field, by the field's type and unit.
-func set(fv reflect.Value, f field, s string) error {
-	if f.text {
-		if err := fv.Addr().Interface().(encoding.TextUnmarshaler).UnmarshalText([]byte(s)); err != nil {
-			return fmt.Errorf("invalid config: %s %q: %w", f.key, s, err)
+// layers is viper holding every source, highest first: the flags fs
+// parsed, the environment, the file, the defaults. server-id has no
+// default there, only its flag's: so IsSet tells whether it was given,
+// which pins a claim in cluster mode.
+func layers(fs *pflag.FlagSet, file string, environ []string) (*viper.Viper, error) {
+	v := viper.New()
+	for _, f := range fields {
+		if f.key != "server-id" {
+			v.SetDefault(f.key, f.def)
 		}
-		return nil
 	}
-	if fv.Kind() == reflect.String {
-		fv.SetString(s)
-		return nil
+	if file != "" {
+		values, err := ReadFile(file)
+		if err != nil {
+			return nil, err
+		}
+		if err := v.MergeConfigMap(toAny(values)); err != nil {
+			return nil, fmt.Errorf("read config %s: %w", file, err)
+		}
 	}
-	n, err := parseNumber(s, f.unit == "bytes")
+	env, err := fromEnv(environ)
 	if err != nil {
-		return fmt.Errorf("invalid config: %s %q: %w", f.key, s, err)
+		return nil, err
 	}
-	// Validate checks the ranges; this only keeps the numbers from
-	// overflowing on their way there.
-	scale := map[string]int64{"ms": int64(time.Millisecond), "s": int64(time.Second)}[f.unit]
-	if scale == 0 {
-		scale = 1
+	if err := v.MergeConfigMap(env); err != nil { // over the file's values
+		return nil, fmt.Errorf("environment: %w", err)
 	}
-	if n > (1<<63-1)/scale || n < -(1<<63-1)/scale || fv.OverflowInt(n*scale) {
-		return fmt.Errorf("invalid config: %s %q is out of range", f.key, s)
+	for _, f := range fields {
+		if err := v.BindPFlag(f.key, fs.Lookup(f.key)); err != nil {
+			return nil, fmt.Errorf("flag --%s: %w", f.key, err)
+		}
 	}
-	fv.SetInt(n * scale)
-	return nil
+	return v, nil
 }
 
-// parseNumber parses a decimal integer; with memory set it also takes
-// Redis's units (1k = 1000, 1kb = 1024, and m, mb, g, gb alike).
-func parseNumber(s string, memory bool) (int64, error) {
-	mult := int64(1)
-	if memory {
-		lower := strings.ToLower(s)
-		for _, u := range []struct {
-			suffix string
-			mult   int64
-		}{{"kb", 1 << 10}, {"mb", 1 << 20}, {"gb", 1 << 30}, {"k", 1e3}, {"m", 1e6}, {"g", 1e9}, {"b", 1}} {
-			if strings.HasSuffix(lower, u.suffix) {
-				s, mult = s[:len(s)-len(u.suffix)], u.mult
-				break
-			}
+func toAny(m map[string]string) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// decodeWith has Unmarshal read the key tags, and every value, text from
+// any source, by its field's type (decode).
+func decodeWith(dc *mapstructure.DecoderConfig) {
+	dc.TagName = "key"
+	dc.DecodeHook = decode
+}
+
+var textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
+
+// decode parses text into a field of Config's own types (each a
+// TextUnmarshaler) or an integer (parseNumber); its errors quote the
+// text.
+func decode(from, to reflect.Type, data any) (any, error) {
+	s, ok := data.(string)
+	switch {
+	case !ok:
+		return data, nil
+	case reflect.PointerTo(to).Implements(textUnmarshaler):
+		v := reflect.New(to)
+		if err := v.Interface().(encoding.TextUnmarshaler).UnmarshalText([]byte(s)); err != nil {
+			return nil, fmt.Errorf("%q: %w", s, err)
 		}
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
-		if memory {
-			return 0, errors.New("not a size (bytes, or a number with k, kb, m, mb, g or gb)")
+		return v.Elem().Interface(), nil
+	case to.Kind() >= reflect.Int && to.Kind() <= reflect.Int64:
+		n, err := parseNumber(s, false)
+		if err == nil && reflect.New(to).Elem().OverflowInt(n) {
+			err = errors.New("out of range")
 		}
-		return 0, errors.New("not an integer")
+		if err != nil {
+			return nil, fmt.Errorf("%q: %w", s, err)
+		}
+		return n, nil
 	}
-	if n > (1<<63-1)/mult || n < -(1<<63-1)/mult {
-		return 0, errors.New("out of range")
+	return data, nil
+}
+
+// invalid words a decoding error as Validate's: the key, the value given,
+// and what is wrong with it.
+func invalid(err error) error {
+	var de *mapstructure.DecodeError
+	if !errors.As(err, &de) {
+		return fmt.Errorf("invalid config: %w", err)
 	}
-	return n * mult, nil
+	return fmt.Errorf("invalid config: %s %w", de.Name(), de.Unwrap())
 }
 
 // Validate reports the first invalid key: one line naming the key, its
@@ -370,7 +385,7 @@ func inRange(key string, v, lo, hi int64) error {
 }
 
 func (c *Config) validate() error {
-	layout := idgen.Layout{IDBits: c.IDRange, ShardBits: c.ShardRange, RandomBits: c.RandomRange}
+	layout := c.Layout()
 	nowMs := time.Now().UnixMilli()
 	checks := []func() error{
 		func() error {
@@ -380,7 +395,6 @@ func (c *Config) validate() error {
 			return nil
 		},
 		func() error { return inRange("port", int64(c.Port), 0, 65535) },
-		func() error { return oneOf("protected-mode", c.ProtectedMode, "yes", "no") },
 		c.validateTLS,
 		c.validateEtcd,
 		layout.Validate,
@@ -391,8 +405,8 @@ func (c *Config) validate() error {
 			return nil
 		},
 		func() error {
-			if c.Epoch < 0 || c.Epoch > nowMs {
-				return fmt.Errorf("epoch %d out of range 0..%d (now): it must not be in the future", c.Epoch, nowMs)
+			if c.EpochMs < 0 || c.EpochMs > nowMs {
+				return fmt.Errorf("epoch %d out of range 0..%d (now): it must not be in the future", c.EpochMs, nowMs)
 			}
 			return nil
 		},
@@ -410,7 +424,7 @@ func (c *Config) validate() error {
 			return nil
 		},
 		func() error { return inRange("maxclients", int64(c.MaxClients), 1, 1_000_000) },
-		func() error { return inRange("timeout", int64(c.Timeout/time.Second), 0, 31_536_000) },
+		func() error { return inRange("timeout", int64(c.Timeout.Duration/time.Second), 0, 31_536_000) },
 		func() error { return inRange("proto-max-bulk-len", int64(c.ProtoMaxBulkLen), 1024, 512<<20) },
 		func() error { return inRange("proto-max-multibulk-len", int64(c.ProtoMaxMultibulkLen), 16, 1<<20) },
 		func() error {
@@ -445,10 +459,8 @@ func (c *Config) validate() error {
 			}
 			return nil
 		},
-		func() error { return oneOf("getid-reply", c.GetIDReply, "auto", "integer", "string") },
-		func() error { return oneOf("enable-debug-command", c.EnableDebugCommand, "no", "yes", "local") },
 		func() error {
-			if c.DebugClockOffset != 0 && c.EnableDebugCommand == "no" {
+			if c.DebugClockOffset.Duration != 0 && c.EnableDebugCommand == DebugNo {
 				return fmt.Errorf("debug-clock-offset-ms %d needs enable-debug-command yes or local", c.DebugClockOffset.Milliseconds())
 			}
 			return inRange("debug-clock-offset-ms", c.DebugClockOffset.Milliseconds(), -31_536_000_000, 31_536_000_000)
@@ -459,7 +471,6 @@ func (c *Config) validate() error {
 			}
 			return nil
 		},
-		func() error { return oneOf("loglevel", c.LogLevel, "debug", "verbose", "notice", "warning") },
 	}
 	for _, check := range checks {
 		if err := check(); err != nil {
@@ -469,22 +480,11 @@ func (c *Config) validate() error {
 	return nil
 }
 
-// oneOf checks that the value v of key is one of allowed.
-func oneOf(key, v string, allowed ...string) error {
-	if slices.Contains(allowed, v) {
-		return nil
-	}
-	return fmt.Errorf("%s %q must be one of %s", key, v, strings.Join(allowed, ", "))
-}
-
 // validateTLS checks the ports and the TLS keys together, as Redis does at
 // start: a TLS port needs a certificate and its key, and a CA to check
 // client certificates against unless it asks for none.
 func (c *Config) validateTLS() error {
 	if err := inRange("tls-port", int64(c.TLSPort), 0, 65535); err != nil {
-		return err
-	}
-	if err := oneOf("tls-auth-clients", c.TLSAuthClients, "yes", "no", "optional"); err != nil {
 		return err
 	}
 	switch {
@@ -496,7 +496,7 @@ func (c *Config) validateTLS() error {
 		return nil
 	case c.TLSCertFile == "" || c.TLSKeyFile == "":
 		return fmt.Errorf("tls-port %d needs tls-cert-file and tls-key-file", c.TLSPort)
-	case c.TLSAuthClients != "no" && c.TLSCACertFile == "":
+	case c.TLSAuthClients != TLSAuthNo && c.TLSCACertFile == "":
 		return fmt.Errorf("tls-auth-clients %s needs tls-ca-cert-file to check client certificates against (or tls-auth-clients no)", c.TLSAuthClients)
 	}
 	return nil
@@ -513,10 +513,10 @@ func (c *Config) validateEtcd() error {
 	if (c.EtcdCertFile == "") != (c.EtcdKeyFile == "") {
 		return errors.New("etcd-cert-file and etcd-key-file go together")
 	}
-	if err := inRange("etcd-lease-ttl", int64(c.EtcdLeaseTTL/time.Second), 2, 300); err != nil {
+	if err := inRange("etcd-lease-ttl", int64(c.EtcdLeaseTTL.Duration/time.Second), 2, 300); err != nil {
 		return err
 	}
-	return inRange("etcd-dial-timeout", int64(c.EtcdDialTimeout/time.Second), 1, 60)
+	return inRange("etcd-dial-timeout", int64(c.EtcdDialTimeout.Duration/time.Second), 1, 60)
 }
 
 // Redacted is what CONFIG GET shows for a secret that is set.
@@ -541,21 +541,15 @@ func (c *Config) Pairs() [][2]string {
 	rv := reflect.ValueOf(c).Elem()
 	pairs := make([][2]string, 0, len(fields))
 	for _, f := range fields {
-		fv := rv.Field(f.index)
-		var s string
-		switch {
-		case f.text:
-			s = fv.Interface().(fmt.Stringer).String()
-		case fv.Kind() == reflect.String:
-			s = fv.String()
-		case f.unit == "ms":
-			s = strconv.FormatInt(fv.Int()/int64(time.Millisecond), 10)
-		case f.unit == "s":
-			s = strconv.FormatInt(fv.Int()/int64(time.Second), 10)
-		default:
-			s = strconv.FormatInt(fv.Int(), 10)
-		}
-		pairs = append(pairs, [2]string{f.key, s})
+		pairs = append(pairs, [2]string{f.key, fmt.Sprint(rv.Field(f.index).Interface())})
 	}
 	return pairs
 }
+
+// Layout is the split of the IDs' low bits the configuration gives.
+func (c *Config) Layout() idgen.Layout {
+	return idgen.Layout{IDBits: c.IDRange, ShardBits: c.ShardRange, RandomBits: c.RandomRange}
+}
+
+// Epoch is the start of the IDs' time field.
+func (c *Config) Epoch() time.Time { return time.UnixMilli(c.EpochMs) }

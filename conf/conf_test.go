@@ -25,25 +25,25 @@ func writeFile(t *testing.T, text string) string {
 
 func defaults() Config {
 	return Config{
-		Bind: "127.0.0.1", Port: 6551, ProtectedMode: "yes", TLSAuthClients: "yes",
-		ServerID: 0, IDRange: 2, ShardRange: 9, RandomRange: 10, Epoch: 1420041600000,
-		MaxLead: 5 * time.Second, MaxWait: 100 * time.Millisecond,
-		MGetIDMax: 10000, GetIDReply: "auto", MaxClients: 10000, Timeout: 0, GoMaxProcs: 1,
+		Bind: "127.0.0.1", Port: 6551, ProtectedMode: Yes, TLSAuthClients: TLSAuthYes,
+		ServerID: 0, IDRange: 2, ShardRange: 9, RandomRange: 10, EpochMs: 1420041600000,
+		MaxLead: Millis{5 * time.Second}, MaxWait: Millis{100 * time.Millisecond},
+		MGetIDMax: 10000, GetIDReply: GetIDAuto, MaxClients: 10000, GoMaxProcs: 1,
 		ProtoMaxBulkLen: 64 << 10, ProtoMaxMultibulkLen: 1024, ClientQueryBufferLimit: 1 << 20, MaxMemoryClients: 64 << 20,
-		Dir: ".", StateFile: "idserver.state", ReserveAhead: 3 * time.Second, EnableDebugCommand: "no",
+		Dir: ".", StateFile: "idserver.state", ReserveAhead: Millis{3 * time.Second}, EnableDebugCommand: DebugNo,
 		ClientOutputBufferLimit: OutputLimit{Hard: 16 << 20, Soft: 8 << 20, SoftSeconds: time.Minute},
-		LogLevel:                "notice",
-		EtcdPrefix:              "/idserver/", EtcdLeaseTTL: 10 * time.Second, EtcdDialTimeout: 5 * time.Second,
+		LogLevel:                LogNotice,
+		EtcdPrefix:              "/idserver/", EtcdLeaseTTL: Seconds{10 * time.Second}, EtcdDialTimeout: Seconds{5 * time.Second},
 	}
 }
 
 func TestDefaults(t *testing.T) {
-	c, err := Load(nil)
+	c, err := Load(nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := defaults(); *c != want {
-		t.Fatalf("Load(nil) = %+v\nwant %+v", *c, want)
+		t.Fatalf("Load(nil, nil) = %+v\nwant %+v", *c, want)
 	}
 }
 
@@ -60,13 +60,13 @@ proto-max-bulk-len 1mb
 loglevel   warning
 id-generator server-id 3 id-range 3 shard-range 8 random-range 10
 `)
-	c, err := Load([]string{name})
+	c, err := Load([]string{name}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := defaults()
 	want.Port, want.ServerID, want.IDRange, want.ShardRange = 7001, 3, 3, 8
-	want.RequirePass, want.Bind, want.ProtoMaxBulkLen, want.LogLevel = `p w"dA`, "127.0.0.2", 1<<20, "warning"
+	want.RequirePass, want.Bind, want.ProtoMaxBulkLen, want.LogLevel = `p w"dA`, "127.0.0.2", 1<<20, LogWarning
 	want.File = name
 	want.MGetIDMax = 10000
 	want.ServerIDSet = true // by the file: pins a cluster mode claim
@@ -76,16 +76,16 @@ id-generator server-id 3 id-range 3 shard-range 8 random-range 10
 }
 
 func TestSizes(t *testing.T) {
-	for in, want := range map[string]int{"2048": 2048, "4k": 4000, "4KB": 4096, "2m": 2e6, "2mb": 2 << 20, "1gb": 1 << 30, "100000b": 100000} {
+	for in, want := range map[string]Size{"2048": 2048, "4k": 4000, "4KB": 4096, "2m": 2e6, "2mb": 2 << 20, "1gb": 1 << 30, "100000b": 100000} {
 		if in == "1gb" {
 			continue // above the allowed maximum; parsed below
 		}
-		c, err := Load([]string{"--proto-max-bulk-len", in, "--client-query-buffer-limit", "512mb"})
+		c, err := Load([]string{"--proto-max-bulk-len", in, "--client-query-buffer-limit", "512mb"}, nil)
 		if err != nil || c.ProtoMaxBulkLen != want {
 			t.Errorf("proto-max-bulk-len %s: %v, %v; want %d", in, c, err, want)
 		}
 	}
-	if _, err := Load([]string{"--proto-max-bulk-len", "2mb"}); err == nil || !strings.Contains(err.Error(), "client-query-buffer-limit 1048576 is below proto-max-bulk-len 2097152") {
+	if _, err := Load([]string{"--proto-max-bulk-len", "2mb"}, nil); err == nil || !strings.Contains(err.Error(), "client-query-buffer-limit 1048576 is below proto-max-bulk-len 2097152") {
 		t.Errorf("proto-max-bulk-len above client-query-buffer-limit: %v", err)
 	}
 	if n, err := parseNumber("1gb", true); n != 1<<30 || err != nil {
@@ -95,14 +95,13 @@ func TestSizes(t *testing.T) {
 
 func TestPrecedence(t *testing.T) {
 	name := writeFile(t, "port 7000\nserver-id 1\nloglevel debug\n")
-	t.Setenv("IDSERVER_PORT", "7100")
-	t.Setenv("IDSERVER_SERVER_ID", "2")
-	c, err := Load([]string{"--config", name, "--port", "7200"})
+	env := []string{"IDSERVER_PORT=7100", "IDSERVER_SERVER_ID=2", "HOME=/root"}
+	c, err := Load([]string{"--config", name, "--port", "7200"}, env)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// flag > env > file > default
-	if c.Port != 7200 || c.ServerID != 2 || c.LogLevel != "debug" || c.MaxClients != 10000 {
+	if c.Port != 7200 || c.ServerID != 2 || c.LogLevel != LogDebug || c.MaxClients != 10000 {
 		t.Fatalf("port %d server-id %d loglevel %s maxclients %d", c.Port, c.ServerID, c.LogLevel, c.MaxClients)
 	}
 }
@@ -115,14 +114,14 @@ func TestInvalid(t *testing.T) {
 		{[]string{"--port", "70000"}, "invalid config: port 70000 out of range 0..65535"},
 		{[]string{"--port", "abc"}, `invalid config: port "abc": not an integer`},
 		{[]string{"--bind", " "}, "invalid config: bind must not be empty"},
-		{[]string{"--protected-mode", "off"}, `invalid config: protected-mode "off" must be one of yes, no`},
+		{[]string{"--protected-mode", "off"}, `invalid config: protected-mode "off": must be one of yes, no`},
 		{[]string{"--port", "0"}, "invalid config: port and tls-port are both 0: there is nothing to listen on"},
 		{[]string{"--tls-port", "6551"}, "invalid config: port and tls-port are both 6551"},
 		{[]string{"--tls-port", "70000"}, "invalid config: tls-port 70000 out of range 0..65535"},
 		{[]string{"--tls-port", "6552"}, "invalid config: tls-port 6552 needs tls-cert-file and tls-key-file"},
 		{[]string{"--tls-port", "6552", "--tls-cert-file", "c", "--tls-key-file", "k"}, "invalid config: tls-auth-clients yes needs tls-ca-cert-file"},
 		{[]string{"--tls-port", "6552", "--tls-cert-file", "c", "--tls-key-file", "k", "--tls-auth-clients", "optional"}, "invalid config: tls-auth-clients optional needs tls-ca-cert-file"},
-		{[]string{"--tls-auth-clients", "maybe"}, `invalid config: tls-auth-clients "maybe" must be one of yes, no, optional`},
+		{[]string{"--tls-auth-clients", "maybe"}, `invalid config: tls-auth-clients "maybe": must be one of yes, no, optional`},
 		{[]string{"--etcd-endpoints", "127.0.0.1:2379", "--etcd-prefix", "idserver"}, `invalid config: etcd-prefix "idserver" must start and end with /`},
 		{[]string{"--etcd-endpoints", "127.0.0.1:2379", "--etcd-cert-file", "c"}, "invalid config: etcd-cert-file and etcd-key-file go together"},
 		{[]string{"--etcd-endpoints", "127.0.0.1:2379", "--etcd-lease-ttl", "1"}, "invalid config: etcd-lease-ttl 1 out of range 2..300"},
@@ -138,7 +137,7 @@ func TestInvalid(t *testing.T) {
 		{[]string{"--max-lead-ms", "0"}, "invalid config: max-lead-ms 0 out of range 1..3600000"},
 		{[]string{"--max-wait-ms", "60001"}, "invalid config: max-wait-ms 60001 out of range 0..60000"},
 		{[]string{"--mgetid-max", "0"}, "invalid config: mgetid-max 0 out of range 1..1000000"},
-		{[]string{"--getid-reply", "bigint"}, `invalid config: getid-reply "bigint" must be one of auto, integer, string`},
+		{[]string{"--getid-reply", "bigint"}, `invalid config: getid-reply "bigint": must be one of auto, integer, string`},
 		{[]string{"--mgetid-max", "1000", "--max-lead-ms", "1", "--shard-range", "1", "--random-range", "18"}, "invalid config: mgetid-max 1000 exceeds the 2 IDs that fit in max-lead-ms 1 at shard-range 1"},
 		{[]string{"--gomaxprocs", "-1"}, "invalid config: gomaxprocs -1 out of range 0..1024"},
 		{[]string{"--maxclients", "0"}, "invalid config: maxclients 0 out of range 1..1000000"},
@@ -146,13 +145,13 @@ func TestInvalid(t *testing.T) {
 		{[]string{"--proto-max-bulk-len", "10"}, "invalid config: proto-max-bulk-len 10 out of range 1024..536870912"},
 		{[]string{"--proto-max-bulk-len", "5xb"}, `invalid config: proto-max-bulk-len "5xb": not a size`},
 		{[]string{"--proto-max-multibulk-len", "15"}, "invalid config: proto-max-multibulk-len 15 out of range 16..1048576"},
-		{[]string{"--loglevel", "info"}, `invalid config: loglevel "info" must be one of debug, verbose, notice, warning`},
-		{[]string{"--max-lead-ms", "99999999999999999"}, `invalid config: max-lead-ms "99999999999999999" is out of range`},
+		{[]string{"--loglevel", "info"}, `invalid config: loglevel "info": must be one of debug, verbose, notice, warning`},
+		{[]string{"--max-lead-ms", "99999999999999999"}, `invalid config: max-lead-ms "99999999999999999": out of range`},
 		{[]string{"--dir", ""}, "invalid config: dir must not be empty"},
 		{[]string{"--state-file", "a/b"}, `invalid config: state-file "a/b" must be a file name`},
 		{[]string{"--reserve-ms", "5"}, "invalid config: reserve-ms 5 out of range 10..600000"},
 		{[]string{"--reserve-ms", "30"}, "invalid config: reserve-ms 30 is less than twice the 20ms one MGETID of mgetid-max 10000 spans at shard-range 9"},
-		{[]string{"--enable-debug-command", "maybe"}, `invalid config: enable-debug-command "maybe" must be one of no, yes, local`},
+		{[]string{"--enable-debug-command", "maybe"}, `invalid config: enable-debug-command "maybe": must be one of no, yes, local`},
 		{[]string{"--debug-clock-offset-ms", "-5"}, "invalid config: debug-clock-offset-ms -5 needs enable-debug-command yes or local"},
 		{[]string{"--client-output-buffer-limit", "replica 1mb 1mb 1"}, `invalid config: client-output-buffer-limit "replica 1mb 1mb 1": want normal <hard> <soft> <soft-seconds> (only the normal class applies`},
 		{[]string{"--client-output-buffer-limit", "normal 1mb 1mb"}, `invalid config: client-output-buffer-limit "normal 1mb 1mb": want normal`},
@@ -164,13 +163,12 @@ func TestInvalid(t *testing.T) {
 		{[]string{"/nonexistent/idserver.conf"}, "read config: open /nonexistent/idserver.conf: no such file or directory"},
 	}
 	for _, tt := range tests {
-		_, err := Load(tt.args)
+		_, err := Load(tt.args, nil)
 		if err == nil || !strings.HasPrefix(err.Error(), tt.want) || strings.Contains(err.Error(), "\n") {
-			t.Errorf("Load(%q) = %v, want %q", tt.args, err, tt.want)
+			t.Errorf("Load(%q, nil) = %v, want %q", tt.args, err, tt.want)
 		}
 	}
-	t.Setenv("IDSERVER_MGETID_MAX", "lots")
-	if _, err := Load(nil); err == nil || err.Error() != `invalid config: mgetid-max "lots": not an integer` {
+	if _, err := Load(nil, []string{"IDSERVER_MGETID_MAX=lots"}); err == nil || err.Error() != `invalid config: mgetid-max "lots": not an integer` {
 		t.Errorf("bad env value: %v", err)
 	}
 }
@@ -178,16 +176,13 @@ func TestInvalid(t *testing.T) {
 // TestUnknownEnv: an IDSERVER_* variable that names no key stops the
 // start with one line naming it, as an unknown key in the file does.
 func TestUnknownEnv(t *testing.T) {
-	t.Setenv("IDSERVER_MGETID_MAXX", "50")
-	_, err := Load(nil)
+	_, err := Load(nil, []string{"IDSERVER_MGETID_MAXX=50"})
 	want := `environment: unknown variable IDSERVER_MGETID_MAXX (no key "mgetid-maxx"; idserver --help lists the keys)`
 	if err == nil || err.Error() != want {
 		t.Fatalf("Load with IDSERVER_MGETID_MAXX: %v, want %q", err, want)
 	}
-	os.Unsetenv("IDSERVER_MGETID_MAXX")
-	t.Setenv("IDSERVER_CLIENT_OUTPUT_BUFFER_LIMIT", "normal 0 0 0")
-	t.Setenv("OTHER_IDSERVER_X", "1") // not the prefix
-	if _, err := Load(nil); err != nil {
+	env := []string{"IDSERVER_CLIENT_OUTPUT_BUFFER_LIMIT=normal 0 0 0", "OTHER_IDSERVER_X=1"} // the second: not the prefix
+	if _, err := Load(nil, env); err != nil {
 		t.Fatalf("known variables only: %v", err)
 	}
 }
@@ -206,7 +201,7 @@ func TestFileErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		name := writeFile(t, tt.text)
-		_, err := Load([]string{name})
+		_, err := Load([]string{name}, nil)
 		if want := "read config " + name + ": " + tt.want; err == nil || !strings.HasPrefix(err.Error(), want) {
 			t.Errorf("%q: %v, want %q", tt.text, err, want)
 		}
@@ -214,7 +209,7 @@ func TestFileErrors(t *testing.T) {
 }
 
 func TestHelp(t *testing.T) {
-	if _, err := Load([]string{"--help"}); !errors.Is(err, pflag.ErrHelp) {
+	if _, err := Load([]string{"--help"}, nil); !errors.Is(err, pflag.ErrHelp) {
 		t.Fatalf("--help: %v", err)
 	}
 }
@@ -224,7 +219,7 @@ func TestHelp(t *testing.T) {
 // for server-id, commented out ("# server-id 0"), because setting it pins
 // a cluster mode claim.
 func TestExampleFile(t *testing.T) {
-	c, err := Load([]string{"../redis.conf.example"})
+	c, err := Load([]string{"../redis.conf.example"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,18 +248,17 @@ func TestExampleFile(t *testing.T) {
 // a file, the environment and a flag; 0 turns a limit off.
 func TestOutputLimit(t *testing.T) {
 	name := writeFile(t, "client-output-buffer-limit normal 64mb 16MB 30\n")
-	c, err := Load([]string{name})
+	c, err := Load([]string{name}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := (OutputLimit{Hard: 64 << 20, Soft: 16 << 20, SoftSeconds: 30 * time.Second}); c.ClientOutputBufferLimit != want {
 		t.Fatalf("from the file: %+v, want %+v", c.ClientOutputBufferLimit, want)
 	}
-	t.Setenv("IDSERVER_CLIENT_OUTPUT_BUFFER_LIMIT", "normal 0 0 0")
-	if c, err = Load([]string{name}); err != nil || c.ClientOutputBufferLimit != (OutputLimit{}) {
+	if c, err = Load([]string{name}, []string{"IDSERVER_CLIENT_OUTPUT_BUFFER_LIMIT=normal 0 0 0"}); err != nil || c.ClientOutputBufferLimit != (OutputLimit{}) {
 		t.Fatalf("from the environment: %+v, %v", c.ClientOutputBufferLimit, err)
 	}
-	c, err = Load([]string{name, "--client-output-buffer-limit", "normal 1000 100 1"})
+	c, err = Load([]string{name, "--client-output-buffer-limit", "normal 1000 100 1"}, nil)
 	if err != nil || c.ClientOutputBufferLimit != (OutputLimit{Hard: 1000, Soft: 100, SoftSeconds: time.Second}) {
 		t.Fatalf("from a flag: %+v, %v", c.ClientOutputBufferLimit, err)
 	}
@@ -274,7 +268,7 @@ func TestOutputLimit(t *testing.T) {
 }
 
 func TestPairs(t *testing.T) {
-	c, err := Load([]string{"--max-lead-ms", "250", "--timeout", "30"})
+	c, err := Load([]string{"--max-lead-ms", "250", "--timeout", "30"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +290,7 @@ func TestPairs(t *testing.T) {
 	for _, kv := range c.Pairs() {
 		args = append(args, "--"+kv[0], kv[1])
 	}
-	c2, err := Load(args)
+	c2, err := Load(args, nil)
 	if err != nil || !c2.ServerIDSet {
 		t.Fatalf("Pairs do not load back: %v, server-id given %v", err, c2.ServerIDSet)
 	}
@@ -309,7 +303,7 @@ func TestPairs(t *testing.T) {
 // TestShownRedactsSecrets: CONFIG GET shows requirepass, as Redis does,
 // but not the etcd password, and shows an unset one as empty.
 func TestShownRedactsSecrets(t *testing.T) {
-	c, err := Load([]string{"--requirepass", "pw", "--etcd-password", "s3cret"})
+	c, err := Load([]string{"--requirepass", "pw", "--etcd-password", "s3cret"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,7 +319,7 @@ func TestShownRedactsSecrets(t *testing.T) {
 			t.Fatalf("Shown shows the secret as %s %q", kv[0], kv[1])
 		}
 	}
-	c, _ = Load(nil)
+	c, _ = Load(nil, nil)
 	for _, kv := range c.Shown() {
 		if kv[1] == Redacted {
 			t.Fatalf("Shown redacts unset %s", kv[0])
@@ -371,7 +365,7 @@ func FuzzParse(f *testing.F) {
 }
 
 func ExampleLoad() {
-	c, err := Load([]string{"--port", "7000", "--server-id", "1"})
+	c, err := Load([]string{"--port", "7000", "--server-id", "1"}, nil)
 	if err != nil {
 		panic(err)
 	}
@@ -382,14 +376,13 @@ func ExampleLoad() {
 // TestServerIDSet: server-id counts as given (pinning a cluster mode
 // claim) from a file, the environment or a flag, and not when defaulted.
 func TestServerIDSet(t *testing.T) {
-	if c, err := Load(nil); err != nil || c.ServerIDSet {
+	if c, err := Load(nil, nil); err != nil || c.ServerIDSet {
 		t.Fatalf("defaults: server-id given %v, %v", c.ServerIDSet, err)
 	}
-	if c, err := Load([]string{"--server-id", "0"}); err != nil || !c.ServerIDSet {
+	if c, err := Load([]string{"--server-id", "0"}, nil); err != nil || !c.ServerIDSet {
 		t.Fatalf("flag: server-id given %v, %v", c.ServerIDSet, err)
 	}
-	t.Setenv("IDSERVER_SERVER_ID", "1")
-	if c, err := Load(nil); err != nil || !c.ServerIDSet || c.ServerID != 1 {
+	if c, err := Load(nil, []string{"IDSERVER_SERVER_ID=1"}); err != nil || !c.ServerIDSet || c.ServerID != 1 {
 		t.Fatalf("environment: %+v, %v", c, err)
 	}
 }

@@ -67,7 +67,7 @@ func Parse(r io.Reader) (map[string]string, error) {
 			switch {
 			case !ok:
 				return nil, fmt.Errorf("line %d: unknown key %q", n, args[0])
-			case f.text && len(args) >= 2:
+			case f.words() && len(args) >= 2:
 				values[key] = strings.Join(args[1:], " ") // the type reads the words
 			case len(args) != 2:
 				return nil, fmt.Errorf("line %d: %s takes exactly one value, got %d", n, key, len(args)-1)

@@ -167,9 +167,9 @@ func cmdScan(s *Server, c *client, args [][]byte) error {
 // DEBUG, as Redis 7 decides it.
 func (s *Server) debugAllowed(c *client) bool {
 	switch s.opts.EnableDebug {
-	case "yes":
+	case DebugAll:
 		return true
-	case "local":
+	case DebugLocal:
 		host, _, err := net.SplitHostPort(c.RemoteAddr())
 		ip := net.ParseIP(host)
 		return err == nil && ip != nil && ip.IsLoopback()

@@ -78,10 +78,9 @@ type Options struct {
 	// mode (cluster_enabled:0).
 	Cluster func() []stats.Field
 
-	// EnableDebug allows DEBUG and SHUTDOWN: "yes", "local" (loopback
-	// clients only), or "" / "no". SHUTDOWN is also allowed when
-	// RequirePass is set, to clients that authenticated.
-	EnableDebug string
+	// EnableDebug is who may run DEBUG and SHUTDOWN; SHUTDOWN is also
+	// allowed when RequirePass is set, to clients that authenticated.
+	EnableDebug DebugAccess
 	// Shutdown is called by the SHUTDOWN command; it should start the same
 	// graceful stop as SIGTERM. Nil refuses SHUTDOWN.
 	Shutdown func()
@@ -112,6 +111,17 @@ type Server struct {
 	monitoring atomic.Int32 // len(monitors), read by every command
 	watching   sync.Once
 }
+
+// DebugAccess is who may run DEBUG, and SHUTDOWN without a password
+// (enable-debug-command).
+type DebugAccess int
+
+// The values of DebugAccess.
+const (
+	DebugNone  DebugAccess = iota // no client
+	DebugAll                      // every client
+	DebugLocal                    // clients on loopback
+)
 
 // ErrServerClosed is returned by Serve after Close or Shutdown.
 var ErrServerClosed = conns.ErrServerClosed

@@ -489,7 +489,7 @@ func TestShutdownAndDebugPermissions(t *testing.T) {
 		}
 	})
 	t.Run("local allows loopback clients", func(t *testing.T) {
-		s, addr := startServer(t, idgen.Settings{}, Options{EnableDebug: "local", Shutdown: stop})
+		s, addr := startServer(t, idgen.Settings{}, Options{EnableDebug: DebugLocal, Shutdown: stop})
 		c := dialRaw(t, addr)
 		if got := c.do("DEBUG", "CLOCK-OFFSET", "-250"); got != "OK" || s.opts.Generator.ClockOffset() != -250*time.Millisecond {
 			t.Fatalf("DEBUG CLOCK-OFFSET -250 from loopback: %v, offset %v", got, s.opts.Generator.ClockOffset())

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/rs/zerolog"
+
+	"github.com/idserver/idserver/cluster"
+	"github.com/idserver/idserver/conf"
+	"github.com/idserver/idserver/idgen"
+	"github.com/idserver/idserver/reservation"
+	"github.com/idserver/idserver/respserver"
+	"github.com/idserver/idserver/stats"
+)
+
+// mode is what single-server and cluster mode do differently: where the
+// server-id and the reservation come from, and where they go at the end.
+// run drives either the same way.
+type mode interface {
+	// reserve begins keeping the reservation, once the ports are taken
+	// (a start that fails before leaves the state as it found it), and
+	// returns the protocol server's options that follow from the mode.
+	reserve(addrs *listeners) (respserver.Options, error)
+	// attach hands the reservation's generators to srv.
+	attach(srv *respserver.Server)
+	// finish stores the final reservation and gives the server-id up; it
+	// reports false if the final reservation could not be stored. It may
+	// be called more than once.
+	finish() bool
+	// close releases what the mode holds (the state file's lock).
+	close()
+	// where is where the reservation is kept, for the ready line.
+	where() string
+}
+
+// newMode prepares cfg's mode: it locks and reads the state file, or reads
+// etcd's TLS files.
+func newMode(cfg *conf.Config, log zerolog.Logger) (mode, error) {
+	if cfg.EtcdEndpoints != "" {
+		etcdTLS, err := etcdTLSConfig(cfg)
+		return &clusterMode{cfg: cfg, log: log, etcdTLS: etcdTLS}, err
+	}
+	m := &singleMode{cfg: cfg, log: log}
+	m.identity = reservation.State{ServerID: int64(cfg.ServerID), Layout: cfg.Layout(), Epoch: cfg.EpochMs}
+	var err error
+	m.store, m.gen, err = openState(cfg, m.identity, log)
+	return m, err
+}
+
+// singleMode serves with the server-id of the configuration and the
+// reservation in the state file.
+type singleMode struct {
+	cfg      *conf.Config
+	log      zerolog.Logger
+	identity reservation.State
+	store    *reservation.FileStore
+	gen      *idgen.Generator
+	keeper   *reservation.Keeper
+	finished func() bool
+}
+
+func (m *singleMode) reserve(*listeners) (respserver.Options, error) {
+	keeper, err := reservation.Start(m.gen, m.store, m.identity, m.cfg.ReserveAhead.Duration, m.log)
+	if err != nil {
+		return respserver.Options{}, err
+	}
+	m.keeper = keeper
+	m.finished = sync.OnceValue(func() bool {
+		if err := keeper.Close(context.Background()); err != nil {
+			m.log.Error().Err(err).Msg("could not write the final reservation; the last renewal stands, so no ID repeats")
+			return false
+		}
+		m.log.Info().Str("state_file", m.store.Path()).Msg("reservation written")
+		return true
+	})
+	return respserver.Options{
+		Generator:   m.gen,
+		Persistence: func() []stats.Field { return reservation.Info(m.store.Path(), m.cfg.EpochMs, m.gen, keeper.Stats()) },
+	}, nil
+}
+
+func (m *singleMode) attach(*respserver.Server) {}
+
+func (m *singleMode) finish() bool { return m.finished == nil || m.finished() }
+
+func (m *singleMode) close() {
+	if m.store != nil {
+		m.store.Close()
+	}
+}
+
+func (m *singleMode) where() string { return m.store.Path() }
+
+// clusterMode serves with a server-id claimed from etcd, and the
+// reservation kept there; it stands by while it holds none.
+type clusterMode struct {
+	cfg     *conf.Config
+	log     zerolog.Logger
+	etcdTLS *tls.Config
+	member  *cluster.Member
+	closing sync.Once
+}
+
+func (m *clusterMode) reserve(lns *listeners) (respserver.Options, error) {
+	cfg := m.cfg
+	pinned := int64(-1)
+	if cfg.ServerIDSet {
+		pinned = int64(cfg.ServerID)
+	}
+	m.member = cluster.New(cluster.Config{
+		Endpoints:    strings.Split(cfg.EtcdEndpoints, ","),
+		Prefix:       cfg.EtcdPrefix,
+		LeaseTTL:     cfg.EtcdLeaseTTL.Duration,
+		DialTimeout:  cfg.EtcdDialTimeout.Duration,
+		TLS:          m.etcdTLS,
+		Username:     cfg.EtcdUsername,
+		Password:     cfg.EtcdPassword,
+		Layout:       cfg.Layout(),
+		Epoch:        cfg.Epoch(),
+		Pinned:       pinned,
+		MaxLead:      cfg.MaxLead.Duration,
+		MaxWait:      maxWait(cfg),
+		ReserveAhead: cfg.ReserveAhead.Duration,
+		Addr:         addrOf(lns),
+		StatePath:    filepath.Join(cfg.Dir, cfg.StateFile),
+		Log:          m.log,
+	})
+	return respserver.Options{
+		Layout:      cfg.Layout(),
+		Epoch:       cfg.Epoch(),
+		ClockOffset: cfg.DebugClockOffset.Duration,
+		Persistence: m.member.Persistence,
+		Cluster:     m.member.Info,
+	}, nil
+}
+
+func (m *clusterMode) attach(srv *respserver.Server) { m.member.Start(srv) }
+
+func (m *clusterMode) finish() bool {
+	m.closing.Do(func() {
+		if m.member != nil {
+			m.member.Close() // the final reservation, and the id freed for a standby
+			m.log.Info().Msg("server-id given up")
+		}
+	})
+	return true
+}
+
+func (m *clusterMode) close() {}
+
+func (m *clusterMode) where() string { return "etcd " + m.cfg.EtcdEndpoints }
