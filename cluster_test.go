@@ -745,6 +745,7 @@ func TestClusterEtcdLeaderLost(t *testing.T) {
 	servers := []*process{start(t, nil, args...), start(t, nil, args...)}
 	for _, p := range servers {
 		waitHolding(t, p, 10*time.Second)
+		waitRenewed(t, p)
 	}
 	set := newIDSet(busyLayout)
 	stop := set.loadAll(func(i int) string { return servers[i%2].Addr }, 100)
@@ -764,6 +765,23 @@ func TestClusterEtcdLeaderLost(t *testing.T) {
 	t.Logf("%d IDs, %d after the leader froze; errors %v", n, n-frozen, set.fails)
 	if n-frozen < 10000 {
 		t.Errorf("only %d IDs after the leader froze", n-frozen)
+	}
+}
+
+// waitRenewed waits until p's lease has been renewed by a keep-alive
+// reply since it was granted: the steady state a holder spends its life
+// in. (Frozen before its first reply, a holder has only what is left of
+// the grant's TTL to reach the new leader, which on a busy machine may
+// not be elected in time; then it gives its id up, safely, as designed.)
+func waitRenewed(t *testing.T, p *process) {
+	t.Helper()
+	first := clusterInfo(p, "lease_ttl_left_ms")
+	start, _ := strconv.ParseInt(first, 10, 64)
+	if !waitUntil(time.Minute, func() bool {
+		left, err := strconv.ParseInt(clusterInfo(p, "lease_ttl_left_ms"), 10, 64)
+		return err == nil && left > start
+	}) {
+		t.Fatalf("%s: lease not renewed within a minute (ttl left %s at first)", p.Addr, first)
 	}
 }
 
