@@ -24,37 +24,15 @@ import (
 
 	"github.com/idserver/idserver/conf"
 	"github.com/idserver/idserver/idgen"
+	"github.com/idserver/idserver/internal/buildinfo"
 	"github.com/idserver/idserver/metrics"
 	"github.com/idserver/idserver/reservation"
 	"github.com/idserver/idserver/resplimit"
 	"github.com/idserver/idserver/respserver"
 )
 
-// version is idserver's version, shown in INFO.
-const version = "0.1.0"
-
 func main() {
 	os.Exit(run(os.Args[1:]))
-}
-
-// versionLine is what --version prints: the version, and the commit and
-// Go version the binary was built from, from its build info.
-func versionLine() string {
-	commit, goVersion := "unknown", runtime.Version()
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		vcs := map[string]string{}
-		for _, st := range bi.Settings {
-			vcs[st.Key] = st.Value
-		}
-		if rev := vcs["vcs.revision"]; rev != "" {
-			commit = rev
-		}
-		if vcs["vcs.modified"] == "true" {
-			commit += "-dirty"
-		}
-		goVersion = bi.GoVersion
-	}
-	return fmt.Sprintf("idserver %s commit %s %s", version, commit, goVersion)
 }
 
 func run(args []string) int {
@@ -63,7 +41,7 @@ func run(args []string) int {
 	case errors.Is(err, pflag.ErrHelp):
 		return 0
 	case errors.Is(err, conf.ErrVersion):
-		fmt.Println(versionLine())
+		fmt.Println(buildinfo.Line())
 		return 0
 	}
 	if err != nil {
@@ -140,7 +118,7 @@ func (s stopper) request() {
 // SHUTDOWN. It reports false if the server stopped by itself.
 func serve(cfg *conf.Config, log zerolog.Logger, srv *respserver.Server, lns *listeners, stop stopper, where string) bool {
 	if lns.metrics != nil {
-		h := metrics.New(metrics.Options{Server: srv, Version: version, Ready: srv.Ready})
+		h := metrics.New(metrics.Options{Server: srv, Version: buildinfo.Version, Ready: srv.Ready})
 		defer serveMetrics(lns.metrics, h, log)()
 	}
 	logProtectedMode(cfg, log)
@@ -173,7 +151,7 @@ func logReady(log zerolog.Logger, cfg *conf.Config, lns *listeners, reservationA
 		Int64("epoch_ms", cfg.EpochMs).
 		Str("config", cfg.File).
 		Str("state_file", reservationAt).
-		Str("version", version).
+		Str("version", buildinfo.Version).
 		Msg("idserver ready")
 }
 
@@ -241,7 +219,7 @@ var (
 // depend on the mode.
 func newServer(cfg *conf.Config, log zerolog.Logger, opts respserver.Options) *respserver.Server {
 	opts.Logger = log
-	opts.Version = version
+	opts.Version = buildinfo.Version
 	opts.MGetIDMax = cfg.MGetIDMax
 	opts.GetIDReply = getIDReply[cfg.GetIDReply]
 	opts.RequirePass = cfg.RequirePass

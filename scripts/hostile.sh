@@ -4,13 +4,13 @@
 #    pipelining MGETID 10000 without reading, 20 MULTI floods never read,
 #    10 unfinished 64 MiB commands, 2 clients of CONFIG GETs of 1022
 #    bracket sets: peak RSS and the worst PING on another connection
-#    (memory_test.go), RUNS times (5 by default);
+#    (e2e/memory_test.go), RUNS times (5 by default);
 #  - 200 pipelined CONFIG GETs of the backtracking glob ('*?' x 24 + '*n')
 #    and 3 of 64 KiB: the server's CPU, and a PING meanwhile (glob_test.go);
 #  - what one glob pattern costs against every configuration key.
 # The tests behind the first two also assert bounds; this prints figures.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-go test -count="${RUNS:-5}" -run '^TestHostileClientsMemory$' -v . | grep -E 'peak RSS|^(---|FAIL|ok)'
+go test -count="${RUNS:-5}" -run '^TestHostileClientsMemory$' -v ./e2e | grep -E 'peak RSS|^(---|FAIL|ok)'
 go test -count=1 -run '^TestConfigGetHostilePatterns$' -v ./respserver | grep -E 'globs|^(---|FAIL|ok)'
 go test -run '^$' -bench '^BenchmarkConfigGetGlob$' ./respserver | grep -E '^Benchmark'

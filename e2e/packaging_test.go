@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bytes"
@@ -29,7 +29,7 @@ type dockerStage struct {
 // dockerStages reads the Dockerfile's stages, in order.
 func dockerStages(t *testing.T) []dockerStage {
 	t.Helper()
-	text, err := os.ReadFile("Dockerfile")
+	text, err := os.ReadFile("../Dockerfile")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,6 +80,7 @@ func TestDockerfileBuild(t *testing.T) {
 	}
 	bin := filepath.Join(t.TempDir(), "idserver")
 	cmd := exec.Command("sh", "-c", strings.Replace(command, out[0], "-o '"+bin+"'", 1))
+	cmd.Dir = ".." // the build context
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%s: %v\n%s", cmd, err, msg)
 	}
@@ -101,8 +102,8 @@ func TestDockerfileBuild(t *testing.T) {
 		t.Error("the binary has a .symtab: not built with -ldflags=-s")
 	}
 	data, _ := os.ReadFile(bin)
-	if wd, _ := os.Getwd(); bytes.Contains(data, []byte(wd)) {
-		t.Errorf("the binary contains the build directory %s: not built with -trimpath", wd)
+	if root, _ := filepath.Abs(".."); bytes.Contains(data, []byte(root)) {
+		t.Errorf("the binary contains the build directory %s: not built with -trimpath", root)
 	}
 	version, err := exec.Command(bin, "--version").Output()
 	if err != nil || !strings.HasPrefix(string(version), "idserver ") {
@@ -164,7 +165,7 @@ func TestPackagingUsesKnownKeys(t *testing.T) {
 	key := func(env string) string {
 		return strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(env, "IDSERVER_"), "_", "-"))
 	}
-	for _, name := range []string{"Dockerfile", "deploy/idserver.service", "deploy/kubernetes/idserver.yaml"} {
+	for _, name := range []string{"../Dockerfile", "../deploy/idserver.service", "../deploy/kubernetes/idserver.yaml"} {
 		text, err := os.ReadFile(name)
 		if err != nil {
 			t.Fatal(err)
@@ -227,7 +228,7 @@ type k8sProbe struct {
 // has server-ids (an index past the last server-id would fail to start),
 // and probes the endpoints the server serves.
 func TestKubernetesServerIDFromPodIndex(t *testing.T) {
-	f, err := os.Open("deploy/kubernetes/idserver.yaml")
+	f, err := os.Open("../deploy/kubernetes/idserver.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bytes"
@@ -16,13 +16,14 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idserver/idserver/conf"
+	"github.com/idserver/idserver/internal/buildinfo"
 	"github.com/idserver/idserver/internal/testbin"
 )
 
 // binary is the idserver built once for these tests.
 var binary string
 
-func TestMain(m *testing.M) { testbin.Run(m, ".", "", &binary) }
+func TestMain(m *testing.M) { testbin.Run(m, "..", "", &binary) }
 
 // process is a running idserver and its log lines.
 type process = testbin.Process
@@ -136,7 +137,7 @@ func TestBinaryMetrics(t *testing.T) {
 	_, body := get(t, "http://"+metricsAddr+"/metrics")
 	for _, want := range []string{
 		"idserver_ids_issued_total 7\n",
-		`idserver_info{id_range="2",random_range="10",shard_range="9",version="` + version + `"} 1`,
+		`idserver_info{id_range="2",random_range="10",shard_range="9",version="` + buildinfo.Version + `"} 1`,
 		"idserver_server_id 0\n",
 		"idserver_lead_refusals_total 0\n",
 		"idserver_client_output_buffer_limit_disconnections_total 0\n",
@@ -154,7 +155,7 @@ func TestBinaryMetrics(t *testing.T) {
 // without starting.
 func TestVersionFlag(t *testing.T) {
 	out, err := exec.Command(binary, "--version", "--dir", "/nonexistent").CombinedOutput()
-	want := regexp.MustCompile(`^idserver ` + regexp.QuoteMeta(version) + ` commit \S+ go1\.\d+(\.\d+)?\n$`)
+	want := regexp.MustCompile(`^idserver ` + regexp.QuoteMeta(buildinfo.Version) + ` commit \S+ go1\.\d+(\.\d+)?\n$`)
 	if err != nil || !want.Match(out) {
 		t.Fatalf("--version: %v, %q", err, out)
 	}
