@@ -97,7 +97,7 @@ func runMode(cfg *conf.Config, tc *tls.Config, log zerolog.Logger) int {
 	opts.Shutdown = stop.request
 	srv := newServer(cfg, log, opts)
 	m.attach(srv)
-	if !serve(cfg, log, srv, lns, stop, m.where()) || !m.finish() {
+	if !serve(cfg, log, srv, lns, stop, m) || !m.finish() {
 		return 1
 	}
 	log.Info().Msg("bye")
@@ -116,13 +116,13 @@ func (s stopper) request() {
 
 // serve runs srv on lns, and the HTTP side, until SIGINT, SIGTERM or
 // SHUTDOWN. It reports false if the server stopped by itself.
-func serve(cfg *conf.Config, log zerolog.Logger, srv *respserver.Server, lns *listeners, stop stopper, where string) bool {
+func serve(cfg *conf.Config, log zerolog.Logger, srv *respserver.Server, lns *listeners, stop stopper, m mode) bool {
 	if lns.metrics != nil {
 		h := metrics.New(metrics.Options{Server: srv, Version: buildinfo.Version, Ready: srv.Ready})
 		defer serveMetrics(lns.metrics, h, log)()
 	}
 	logProtectedMode(cfg, log)
-	return serveUntilStopped(srv, lns, stop, log, func() { logReady(log, cfg, lns, where) })
+	return serveUntilStopped(srv, lns, stop, log, func() { logReady(log, cfg, lns, m) })
 }
 
 // addrOf is the address clients reach this server at, for its claim.
@@ -133,8 +133,9 @@ func addrOf(lns *listeners) string {
 	return lns.tls.Addr().String()
 }
 
-// logReady logs the line that says the server serves, and where.
-func logReady(log zerolog.Logger, cfg *conf.Config, lns *listeners, reservationAt string) {
+// logReady logs the line that says the server serves, where, and where
+// m keeps the reservation.
+func logReady(log zerolog.Logger, cfg *conf.Config, lns *listeners, m mode) {
 	ready := log.Info()
 	if lns.plain != nil {
 		ready.Str("addr", lns.plain.Addr().String())
@@ -150,7 +151,7 @@ func logReady(log zerolog.Logger, cfg *conf.Config, lns *listeners, reservationA
 		Str("layout", fmt.Sprintf("id-range %d shard-range %d random-range %d", cfg.IDRange, cfg.ShardRange, cfg.RandomRange)).
 		Int64("epoch_ms", cfg.EpochMs).
 		Str("config", cfg.File).
-		Str("state_file", reservationAt).
+		Str(m.where()).
 		Str("version", buildinfo.Version).
 		Msg("idserver ready")
 }

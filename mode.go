@@ -33,8 +33,9 @@ type mode interface {
 	finish() bool
 	// close releases what the mode holds (the state file's lock).
 	close()
-	// where is where the reservation is kept, for the ready line.
-	where() string
+	// where is where the reservation is kept, for the ready line: a
+	// field name (state_file, etcd_endpoints) and its value.
+	where() (field, value string)
 }
 
 // newMode prepares cfg's mode: it locks and reads the state file, or reads
@@ -78,8 +79,10 @@ func (m *singleMode) reserve(*listeners) (respserver.Options, error) {
 		return true
 	})
 	return respserver.Options{
-		Generator:   m.gen,
-		Persistence: func() []stats.Field { return reservation.Info(m.store.Path(), m.cfg.EpochMs, m.gen, keeper.Stats()) },
+		Generator: m.gen,
+		Persistence: func() []stats.Field {
+			return reservation.Info(stats.T("state_file", m.store.Path()), m.cfg.EpochMs, m.gen, keeper.Stats())
+		},
 	}, nil
 }
 
@@ -93,7 +96,7 @@ func (m *singleMode) close() {
 	}
 }
 
-func (m *singleMode) where() string { return m.store.Path() }
+func (m *singleMode) where() (string, string) { return "state_file", m.store.Path() }
 
 // clusterMode serves with a server-id claimed from etcd, and the
 // reservation kept there; it stands by while it holds none.
@@ -152,4 +155,4 @@ func (m *clusterMode) finish() bool {
 
 func (m *clusterMode) close() {}
 
-func (m *clusterMode) where() string { return "etcd " + m.cfg.EtcdEndpoints }
+func (m *clusterMode) where() (string, string) { return "etcd_endpoints", m.cfg.EtcdEndpoints }

@@ -29,6 +29,13 @@
 // an operator confirms. What remains: a server new to etcd that claims an
 // id whose T etcd lost before any server that knew it wrote it back
 // starts only max-lead-ms ahead of its clock.
+//
+// The lease is kept by hand rather than with etcd's concurrency.Session:
+// a Session hides when its keep-alive stream stalls and renews only on
+// that stream, where a holder must know how long its lease surely has
+// (the TTL etcd granted in each reply, see renewed) to stop before etcd
+// could give its id away, and must renew through another member when the
+// stream hangs on one that froze (stillGranted).
 package cluster
 
 import (
@@ -50,6 +57,18 @@ import (
 	"github.com/idserver/idserver/idgen"
 	"github.com/idserver/idserver/reservation"
 )
+
+// memberState is what a Member does, as INFO cluster's cluster_state
+// shows it.
+type memberState int
+
+const (
+	connecting memberState = iota // to etcd, at the start
+	standingBy                    // holds no id: every one is held, or etcd is unreachable
+	holding                       // holds an id, and serves IDs
+)
+
+func (s memberState) String() string { return [...]string{"connecting", "standby", "holding"}[s] }
 
 // Config configures a Member.
 type Config struct {
@@ -94,8 +113,8 @@ type Member struct {
 	log    zerolog.Logger
 
 	mu       sync.Mutex
-	state    string // "connecting", "standby", "holding"
-	held     int64  // -1: none
+	state    memberState
+	held     int64 // -1: none
 	lease    clientv3.LeaseID
 	deadline time.Time // when the lease expires unless renewed
 	seen     map[int64]string
@@ -126,7 +145,7 @@ func New(cfg Config) *Member {
 		cfg: cfg, log: cfg.Log,
 		k:     newKeys(cfg.Prefix, cfg.Layout, cfg.Epoch),
 		hist:  &history{path: historyPath(cfg.StatePath)},
-		state: "connecting", held: -1, known: newKnown(),
+		state: connecting, held: -1, known: newKnown(),
 		done: make(chan struct{}),
 	}
 }
@@ -226,7 +245,7 @@ func (m *Member) logOnce(level zerolog.Level, err error, msg string) {
 // standby stands the target by with the reason why.
 func (m *Member) standby(why error) {
 	m.mu.Lock()
-	m.held, m.state = -1, "standby"
+	m.held, m.state = -1, standingBy
 	m.mu.Unlock()
 	m.target.Standby(fmt.Errorf("no server-id held: %w", why))
 }
@@ -392,11 +411,11 @@ func (m *Member) hold(ctx context.Context, c claimed, lease clientv3.LeaseID, ka
 	}
 	keeper, err := reservation.Start(gen, st, identity, m.cfg.ReserveAhead, m.log)
 	if err != nil {
-		gen.Close()
+		gen.Stop()
 		return fmt.Errorf("server-id %d: first reservation: %w", c.id, err)
 	}
 	m.mu.Lock()
-	m.held, m.state, m.keeper, m.gen = c.id, "holding", keeper, gen
+	m.held, m.state, m.keeper, m.gen = c.id, holding, keeper, gen
 	m.mu.Unlock()
 	m.target.SetGenerator(gen)
 	m.hist.trust()
@@ -411,7 +430,7 @@ func (m *Member) hold(ctx context.Context, c claimed, lease clientv3.LeaseID, ka
 	lost := fmt.Errorf("lost server-id %d: %s; claiming again", c.id, why)
 	m.mu.Lock()
 	m.target.Standby(lost)
-	m.held, m.state = -1, "standby"
+	m.held, m.state = -1, standingBy
 	m.mu.Unlock()
 	if ctx.Err() == nil {
 		m.losses.Add(1)

@@ -33,7 +33,7 @@ func (m *Member) Info() []stats.Field {
 		stats.G("cluster_enabled", 1, "1 in cluster mode: server-ids claimed from etcd."),
 		stats.T("etcd_endpoints", strings.Join(m.cfg.Endpoints, ",")),
 		stats.T("etcd_prefix", m.k.scope),
-		stats.T("cluster_state", state),
+		stats.T("cluster_state", state.String()),
 		stats.G("held_server_id", held, "The server-id held; -1 while standing by."),
 		stats.T("lease_id", fmt.Sprintf("%x", int64(lease))),
 		stats.G("lease_ttl_left_ms", ttlLeft, "Time left on the etcd lease unless renewed."),
@@ -57,7 +57,7 @@ func (m *Member) Persistence() []stats.Field {
 		ks := keeper.Stats()
 		k.Saves, k.Failures, k.LastSave = k.Saves+ks.Saves, k.Failures+ks.Failures, ks.LastSave
 	}
-	return reservation.Info("etcd:"+m.k.scope+"reserved/", m.cfg.Epoch.UnixMilli(), gen, k)
+	return reservation.Info(stats.T("etcd_reservations", m.k.reservations()), m.cfg.Epoch.UnixMilli(), gen, k)
 }
 
 // etcdStatus is what INFO cluster shows of etcd's own state: the size of

@@ -78,8 +78,8 @@ func (e *reserveError) Is(target error) bool { return target == ErrNotReserved }
 // block, waits and succeeds or fails as usual.
 var ErrWouldWait = errors.New("the call would wait")
 
-// ErrClosed is returned after Close.
-var ErrClosed = errors.New("generator closed")
+// ErrStopped is returned after Stop.
+var ErrStopped = errors.New("generator stopped")
 
 // ErrLeadExceeded is wrapped by every *LeadError.
 var ErrLeadExceeded = errors.New("lead bound exceeded")
@@ -215,7 +215,7 @@ type Generator struct {
 	ceiling int64         // no time field may reach it; math.MaxInt64: none
 	raised  chan struct{} // closed and replaced when ceiling rises
 	demand  chan struct{} // signalled when a call waits for the ceiling
-	closed  bool
+	stopped bool
 	stats   Stats
 	failed  string // why the latest write of the reservation failed; "": it did not
 }
@@ -353,7 +353,7 @@ func (g *Generator) Demand() <-chan struct{} { return g.demand }
 func (g *Generator) Raise(t int64) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if t <= g.ceiling || g.closed {
+	if t <= g.ceiling || g.stopped {
 		return
 	}
 	g.ceiling = t
@@ -361,13 +361,13 @@ func (g *Generator) Raise(t int64) {
 	g.raised = make(chan struct{})
 }
 
-// Close stops the generator: later calls get ErrClosed. It returns the
-// smallest time field (ms since the epoch) that no issued ID reached, which
-// is what a restart must start from.
-func (g *Generator) Close() int64 {
+// Stop stops the generator for good: later calls get ErrStopped. It
+// returns the smallest time field (ms since the epoch) that no issued ID
+// reached: what the final reservation stores, and a restart starts from.
+func (g *Generator) Stop() (resumeAt int64) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.closed = true
+	g.stopped = true
 	return (g.last >> g.layout.ShardBits) + 1
 }
 
@@ -447,9 +447,9 @@ func (g *Generator) reserve(n int64, mayWait bool) (int64, uint64, error) {
 	var waited int64 // ms, of max-wait
 	for {
 		g.mu.Lock()
-		if g.closed {
+		if g.stopped {
 			g.mu.Unlock()
-			return 0, 0, ErrClosed
+			return 0, 0, ErrStopped
 		}
 		// Read the clock under the lock: readings taken outside it can
 		// arrive out of order and would look like backward steps.
@@ -539,14 +539,14 @@ func (g *Generator) place(now, n int64) (first, endMs, lead int64, err error) {
 }
 
 // Ready reports whether a call for one ID would be answered now without
-// waiting: nil, or the error it would get (ErrClosed, the end of the time
+// waiting: nil, or the error it would get (ErrStopped, the end of the time
 // field, a *LeadError, ErrNotReserved). It issues and counts nothing.
 // Readiness probes ask it.
 func (g *Generator) Ready() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.closed {
-		return ErrClosed
+	if g.stopped {
+		return ErrStopped
 	}
 	now := g.now()
 	_, endMs, lead, err := g.place(now, 1)

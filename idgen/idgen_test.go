@@ -576,10 +576,10 @@ func TestClockOffsetAndClose(t *testing.T) {
 	if s := g.Stats(); s.ClockSteps != 1 || s.LastStep != time.Second || g.ClockOffset() != time.Second {
 		t.Fatalf("offset change not seen as one 1s step: %+v", s)
 	}
-	if next := g.Close(); next != last>>Bits+1 {
+	if next := g.Stop(); next != last>>Bits+1 {
 		t.Fatalf("Close() = %d, want %d", next, last>>Bits+1)
 	}
-	if _, err := g.Next(); !errors.Is(err, ErrClosed) {
+	if _, err := g.Next(); !errors.Is(err, ErrStopped) {
 		t.Fatalf("Next after Close: %v", err)
 	}
 }
@@ -688,7 +688,7 @@ func TestEndOfTimeField(t *testing.T) {
 	if r := g.Reach(); r != 1<<TimeBits {
 		t.Fatalf("Reach() = %d past the last unit, want %d", r, int64(1)<<TimeBits)
 	}
-	if next := g.Close(); next != 1<<TimeBits {
+	if next := g.Stop(); next != 1<<TimeBits {
 		t.Fatalf("Close() = %d, want %d", next, int64(1)<<TimeBits)
 	}
 
@@ -785,8 +785,8 @@ func TestReadyAgreesWithNext(t *testing.T) {
 
 	c.ms.Store(testEpoch.UnixMilli() + 1<<TimeBits)
 	check("clock at the end of the time field", ErrOverflow)
-	g.Close()
-	if err := g.Ready(); !errors.Is(err, ErrClosed) {
+	g.Stop()
+	if err := g.Ready(); !errors.Is(err, ErrStopped) {
 		t.Fatalf("after Close: Ready() = %v", err)
 	}
 }

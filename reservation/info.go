@@ -5,17 +5,18 @@ import (
 	"github.com/idserver/idserver/stats"
 )
 
-// Info is INFO's persistence section: where the reservation is kept, how
-// far it reaches, and the keeper's counters k. gen is the generator it
+// Info is INFO's persistence section: where the reservation is kept (a
+// field that names it: state_file, or etcd_reservations in cluster mode),
+// how far it reaches, and the keeper's counters k. gen is the generator it
 // reserves for; nil while there is none (a cluster mode standby).
-func Info(where string, epochMs int64, gen *idgen.Generator, k Stats) []stats.Field {
+func Info(where stats.Field, epochMs int64, gen *idgen.Generator, k Stats) []stats.Field {
 	var ceiling, ahead int64
 	if gen != nil {
 		ceiling = gen.Stats().Ceiling
 		ahead = ceiling - gen.Now()
 	}
 	return []stats.Field{
-		stats.T("state_file", where),
+		where,
 		stats.G("reserved_until_ms", epochMs+ceiling, "The reservation stored: no ID's time reaches it (the epoch while none is held)."),
 		stats.G("reserved_ahead_ms", ahead, "How far the reservation stored is ahead of the clock."),
 		stats.C("reservation_saves", k.Saves, "Reservations stored."),

@@ -167,7 +167,7 @@ func (k *Keeper) Close(ctx context.Context) error {
 	k.stop()
 	<-k.done
 	s := k.base
-	s.Reserved = k.gen.Close()
+	s.Reserved = k.gen.Stop()
 	if err := k.store.Save(ctx, s); err != nil {
 		return fmt.Errorf("store the final reservation %d: %w", s.Reserved, err)
 	}

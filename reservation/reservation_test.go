@@ -169,7 +169,7 @@ func TestSteadyStateRenewsAhead(t *testing.T) {
 	if err := k.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := g.Next(); !errors.Is(err, idgen.ErrClosed) {
+	if _, err := g.Next(); !errors.Is(err, idgen.ErrStopped) {
 		t.Fatalf("Next after Close: %v", err)
 	}
 	if last := maxOf(ids); store.reserved() != last>>idgen.Bits+1 {
@@ -238,7 +238,7 @@ func TestCloseCutsARenewalShort(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("Close waits behind a hung write")
 	}
-	if _, err := g.Next(); !errors.Is(err, idgen.ErrClosed) {
+	if _, err := g.Next(); !errors.Is(err, idgen.ErrStopped) {
 		t.Fatalf("Next after Close: %v", err)
 	}
 	if s := k.Stats(); s.Failures != 0 || store.reserved() != reserved {

@@ -115,7 +115,7 @@ type handler struct{ *Server }
 func (h handler) Open(cn *conns.Conn[*client]) *client {
 	c := &client{Conn: cn}
 	c.authed, c.stringIDs = h.opts.RequirePass == "", h.opts.GetIDReply == GetIDString
-	c.publish()
+	c.refreshShown()
 	return c
 }
 

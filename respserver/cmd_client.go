@@ -89,7 +89,7 @@ var clientCommand = &command{
 }
 
 // shown is what CLIENT LIST shows of a client. A client belongs to its
-// event loop, so the loop publishes a copy after each change, which
+// event loop, so the loop stores a copy after each change, which
 // others read.
 type shown struct {
 	name, libName, libVer string
@@ -99,9 +99,9 @@ type shown struct {
 	getidReply            string
 }
 
-// publish makes c's current state visible to CLIENT LIST and CLIENT KILL
+// refreshShown makes c's current state visible to CLIENT LIST and CLIENT KILL
 // on other connections.
-func (c *client) publish() {
+func (c *client) refreshShown() {
 	flags := ""
 	if c.mon != nil {
 		flags += "O"
@@ -306,7 +306,7 @@ func cmdClientSetInfo(s *Server, c *client, args [][]byte) error {
 			c.stringIDs = javaScriptClient(c.libName)
 		}
 	}
-	c.publish()
+	c.refreshShown()
 	c.writeString("OK")
 	return nil
 }
@@ -336,7 +336,7 @@ func (s *Server) greet(c *client, args [][]byte) {
 	c.greeted = true
 	if s.opts.GetIDReply == GetIDAuto && c.libName == "" && len(args) == 1 && string(args[0]) == "info" {
 		c.stringIDs = true
-		c.publish()
+		c.refreshShown()
 	}
 }
 
@@ -345,7 +345,7 @@ func cmdClientSetName(s *Server, c *client, args [][]byte) error {
 		return err
 	}
 	c.name = string(args[2])
-	c.publish()
+	c.refreshShown()
 	c.writeString("OK")
 	return nil
 }
@@ -380,7 +380,7 @@ func cmdClientFlag(s *Server, c *client, args [][]byte) error {
 	} else {
 		c.noTouch = on
 	}
-	c.publish()
+	c.refreshShown()
 	c.writeString("OK")
 	return nil
 }

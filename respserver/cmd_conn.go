@@ -74,7 +74,7 @@ func cmdReset(s *Server, c *client, args [][]byte) error {
 	c.track = tracking{}
 	c.resp3, c.name = false, ""
 	c.authed = s.opts.RequirePass == ""
-	c.publish()
+	c.refreshShown()
 	c.writeString("RESET")
 	return nil
 }
@@ -158,7 +158,7 @@ func cmdHello(s *Server, c *client, args [][]byte) error {
 		return errReply("NOAUTH", "HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time")
 	}
 	c.resp3, c.authed, c.name = resp3, authed, name
-	c.publish()
+	c.refreshShown()
 	c.writeMap(7)
 	c.writeBulkString("server")
 	c.writeBulkString("idserver")

@@ -35,7 +35,7 @@ func cmdClientTracking(s *Server, c *client, args [][]byte) error {
 	default:
 		return errSyntax
 	}
-	c.publish()
+	c.refreshShown()
 	c.writeString("OK")
 	return nil
 }

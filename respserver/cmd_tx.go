@@ -88,7 +88,7 @@ func cmdMulti(s *Server, c *client, args [][]byte) error {
 	}
 	c.tx = &transaction{}
 	c.queued.Store(0)
-	c.publish()
+	c.refreshShown()
 	c.writeString("OK")
 	return nil
 }
@@ -200,7 +200,7 @@ func (c *client) abortTransaction(err error) error {
 // endTransaction leaves MULTI.
 func (c *client) endTransaction() {
 	c.tx = nil
-	c.publish()
+	c.refreshShown()
 }
 
 func cmdDiscard(s *Server, c *client, args [][]byte) error {

@@ -55,7 +55,7 @@ func cmdMonitor(s *Server, c *client, args [][]byte) error {
 	s.monitors = append(s.monitors, c)
 	s.monitoring.Store(int32(len(s.monitors)))
 	s.monMu.Unlock()
-	c.publish()
+	c.refreshShown()
 	c.writeString("OK")
 	return nil
 }

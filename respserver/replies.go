@@ -78,7 +78,7 @@ func replyText(err error) string {
 			msg += " (the write to the state file, or to etcd in cluster mode, is slow or failing)"
 		}
 		msg += "; retry shortly"
-	case errors.Is(err, idgen.ErrClosed):
+	case errors.Is(err, idgen.ErrStopped):
 		msg = "ERR server is shutting down"
 	default:
 		msg = "ERR " + err.Error()

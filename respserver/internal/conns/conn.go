@@ -193,13 +193,13 @@ func (s *Server[S]) traffic(c *Conn[S], data []byte) gnet.Action {
 	if c.busy || c.held && !s.caughtUp(c) {
 		return s.queue(c, data)
 	}
-	return s.serve(c, data)
+	return s.runBatch(c, data)
 }
 
-// serve runs the whole commands in c.in and data, in order, and writes
+// runBatch runs the whole commands in c.in and data, in order, and writes
 // their replies in one write. It keeps an unfinished command, and
 // everything after a command that must wait, in c.in.
-func (s *Server[S]) serve(c *Conn[S], data []byte) gnet.Action {
+func (s *Server[S]) runBatch(c *Conn[S], data []byte) gnet.Action {
 	c.start = time.Now()
 	buf := data
 	if len(c.in) > 0 {
@@ -298,7 +298,7 @@ func (s *Server[S]) finish(c *Conn[S]) {
 			return nil
 		}
 		then(err)
-		if s.serve(c, nil) == gnet.Close {
+		if s.runBatch(c, nil) == gnet.Close {
 			c.link.Close()
 		}
 		return nil
