@@ -21,6 +21,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/idserver/idserver/idgen"
+	"github.com/idserver/idserver/internal/await"
 	"github.com/idserver/idserver/internal/testetcd"
 	"github.com/idserver/idserver/internal/testpki"
 )
@@ -74,7 +75,7 @@ func processInfo(p *process, section, field string) string {
 func waitHolding(t *testing.T, p *process, within time.Duration) int64 {
 	t.Helper()
 	var id int64 = -1
-	if !waitUntil(within, func() bool {
+	if !await.Within(within, func() bool {
 		held, err := strconv.ParseInt(clusterInfo(p, "held_server_id"), 10, 64)
 		id = held
 		return err == nil && held >= 0
@@ -82,17 +83,6 @@ func waitHolding(t *testing.T, p *process, within time.Duration) int64 {
 		t.Fatalf("%s holds no server-id after %v:\n%s", p.Addr, within, strings.Join(p.Lines(), "\n"))
 	}
 	return id
-}
-
-// waitUntil polls done every 20 ms until it is true or within has passed,
-// and reports whether it became true.
-func waitUntil(within time.Duration, done func() bool) bool {
-	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if done() {
-			return true
-		}
-	}
-	return done()
 }
 
 // idSet collects IDs from many clients and finds repeats: of IDs, and of
@@ -212,10 +202,10 @@ func TestClusterClaimsStandbyTakeover(t *testing.T) {
 		t.Fatalf("both servers hold server-id %d", ida)
 	}
 	c := member(t, e, "--metrics-addr", "127.0.0.1:0")
-	if !waitUntil(10*time.Second, func() bool { return clusterInfo(c, "cluster_state") == "standby" }) {
+	if !await.Within(10*time.Second, func() bool { return clusterInfo(c, "cluster_state") == "standby" }) {
 		t.Fatalf("the third server does not stand by: %q", clusterInfo(c, "cluster_state"))
 	}
-	if !waitUntil(5*time.Second, func() bool {
+	if !await.Within(5*time.Second, func() bool {
 		return c.Logged("cluster: standing by: all 2 server-ids (id-range 1) are held by other servers")
 	}) {
 		t.Errorf("the standby does not say why it waits:\n%s", strings.Join(c.Lines(), "\n"))
@@ -270,10 +260,7 @@ func TestClusterClaimsStandbyTakeover(t *testing.T) {
 		t.Fatalf("only %d IDs", n)
 	}
 	// It notices within a check of its lease (250 ms) or a keep-alive.
-	waitUntil(2*leaseTTL, func() bool { return clusterInfo(a, "cluster_state") == "standby" })
-	if st := clusterInfo(a, "cluster_state"); st != "standby" {
-		t.Fatalf("the paused server, resumed: cluster_state %q after %v, want standby", st, 2*leaseTTL)
-	}
+	await.True(t, 2*leaseTTL, "the paused server, resumed, stands by", func() bool { return clusterInfo(a, "cluster_state") == "standby" })
 }
 
 // TestClusterKillRestart: a holder killed with -9 and started again, its
@@ -307,10 +294,12 @@ func TestClusterEtcdDown(t *testing.T) {
 	set := newIDSet(memberLayout)
 	stop := set.loadAll(func(i int) string { return servers[i%2].Addr }, 50)
 	defer stop()
-	time.Sleep(500 * time.Millisecond)
+	await.True(t, time.Minute, "IDs are served before etcd goes down", func() bool { return set.count() > 1000 })
 	e.Kill()
 	down := set.count()
-	time.Sleep(3*leaseTTL + 2*time.Second) // past the reservation (3 s) and the lease
+	for _, p := range servers { // past the reservation (3 s) and the lease: they stand by
+		await.True(t, time.Minute, p.Addr+" stands by with etcd down", func() bool { return clusterInfo(p, "cluster_state") == "standby" })
+	}
 	set.mu.Lock()
 	refused := set.fails["CLUSTERDOWN"] + set.fails["BUSY"]
 	set.mu.Unlock()
@@ -320,7 +309,7 @@ func TestClusterEtcdDown(t *testing.T) {
 		waitHolding(t, p, 3*leaseTTL+5*time.Second)
 	}
 	resumed := set.count()
-	time.Sleep(time.Second)
+	await.True(t, time.Minute, "IDs are served after etcd came back", func() bool { return set.count() > resumed+1000 })
 	stop()
 	total := set.check(t)
 	if duringOutage == 0 || refused == 0 || total <= resumed {
@@ -417,10 +406,7 @@ func TestClusterClaimKeyDeleted(t *testing.T) {
 	if _, err := cli.Delete(context.Background(), "/idserver/l1-10-10/e1420041600000/claim/"+strconv.FormatInt(id, 10)); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(5*time.Second, func() bool { return clusterInfo(a, "lease_losses") == "1" })
-	if losses := clusterInfo(a, "lease_losses"); losses != "1" {
-		t.Fatalf("lease_losses %q 5 s after the claim key was deleted, want 1", losses)
-	}
+	await.True(t, 30*time.Second, "lease_losses is 1 after the claim key was deleted", func() bool { return clusterInfo(a, "lease_losses") == "1" })
 	if again := waitHolding(t, a, 3*leaseTTL); again != id {
 		t.Fatalf("after its claim key was deleted the server holds %d, want its old %d back", again, id)
 	}
@@ -441,7 +427,7 @@ func TestClusterOtherLayout(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: b.Addr, MaxRetries: -1})
 	defer c.Close()
 	var err error
-	if !waitUntil(20*time.Second, func() bool {
+	if !await.Within(20*time.Second, func() bool {
 		err = c.Do(context.Background(), "GETID").Err()
 		return err != nil && strings.Contains(err.Error(), "another layout or epoch")
 	}) {
@@ -462,7 +448,7 @@ func TestClusterStartsBeforeEtcd(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: p.Addr, MaxRetries: -1})
 	defer c.Close()
 	var err error
-	waitUntil(10*time.Second, func() bool {
+	await.Within(30*time.Second, func() bool {
 		err = c.Do(context.Background(), "GETID").Err()
 		return err != nil && strings.Contains(err.Error(), "etcd unreachable")
 	})
@@ -511,7 +497,7 @@ func TestClusterEtcdTLSAndAuth(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: bad.Addr, MaxRetries: -1})
 	defer c.Close()
 	var err error
-	waitUntil(10*time.Second, func() bool {
+	await.Within(30*time.Second, func() bool {
 		err = c.Do(ctx, "GETID").Err()
 		return err != nil && strings.Contains(err.Error(), "authentication failed")
 	})
@@ -523,7 +509,7 @@ func TestClusterEtcdTLSAndAuth(t *testing.T) {
 // waitAhead waits until p issues IDs lead ms ahead of its clock.
 func waitAhead(t *testing.T, p *process, lead int) {
 	t.Helper()
-	if !waitUntil(30*time.Second, func() bool {
+	if !await.Within(30*time.Second, func() bool {
 		ms, err := strconv.Atoi(processInfo(p, "idgen", "lead_ms"))
 		return err == nil && ms >= lead
 	}) {
@@ -561,12 +547,12 @@ func TestClusterPrefixDeletedUnderLoad(t *testing.T) {
 	wipe(t, e)
 	deleted, deletedAt := set.count(), time.Now()
 	for _, p := range servers {
-		if !waitUntil(10*time.Second, func() bool { return clusterInfo(p, "claims") == "2" && clusterInfo(p, "cluster_state") == "holding" }) {
+		if !await.Within(10*time.Second, func() bool { return clusterInfo(p, "claims") == "2" && clusterInfo(p, "cluster_state") == "holding" }) {
 			t.Fatalf("%s did not claim again after the prefix was deleted:\n%s", p.Addr, strings.Join(p.Lines(), "\n"))
 		}
 	}
 	t.Logf("both holding again %v after the prefix was deleted", time.Since(deletedAt).Round(time.Millisecond))
-	if !waitUntil(20*time.Second, func() bool { return set.count() > deleted+20000 }) {
+	if !await.Within(20*time.Second, func() bool { return set.count() > deleted+20000 }) {
 		t.Fatalf("only %d IDs after the claims again (%d before)", set.count()-deleted, deleted)
 	}
 	stop()
@@ -594,7 +580,7 @@ func TestClusterPrefixDeletedStandbyClaims(t *testing.T) {
 	}
 	standby := member(t, e, busyArgs...)
 	servers = append(servers, standby)
-	if !waitUntil(10*time.Second, func() bool { return clusterInfo(standby, "cluster_state") == "standby" }) {
+	if !await.Within(10*time.Second, func() bool { return clusterInfo(standby, "cluster_state") == "standby" }) {
 		t.Fatalf("the third server does not stand by: %s", clusterInfo(standby, "cluster_state"))
 	}
 	set := newIDSet(busyLayout)
@@ -603,10 +589,10 @@ func TestClusterPrefixDeletedStandbyClaims(t *testing.T) {
 	waitAhead(t, servers[0], 6000)
 	wipe(t, e)
 	deleted := set.count()
-	if !waitUntil(10*time.Second, func() bool { return clusterInfo(standby, "cluster_state") == "holding" }) {
+	if !await.Within(10*time.Second, func() bool { return clusterInfo(standby, "cluster_state") == "holding" }) {
 		t.Fatalf("the standby did not claim after the prefix was deleted:\n%s", strings.Join(standby.Lines(), "\n"))
 	}
-	if !waitUntil(20*time.Second, func() bool { return set.count() > deleted+40000 }) {
+	if !await.Within(20*time.Second, func() bool { return set.count() > deleted+40000 }) {
 		t.Fatalf("only %d IDs after the standby claimed (%d before)", set.count()-deleted, deleted)
 	}
 	stop()
@@ -639,10 +625,10 @@ func TestClusterPrefixDeletedNewServer(t *testing.T) {
 	deleted := set.count()
 	cli := e.Client()
 	defer cli.Close()
-	if !waitUntil(10*time.Second, func() bool { return clusterInfo(servers[1], "claims") == "2" }) {
+	if !await.Within(10*time.Second, func() bool { return clusterInfo(servers[1], "claims") == "2" }) {
 		t.Fatalf("the running holder did not claim again:\n%s", strings.Join(servers[1].Lines(), "\n"))
 	}
-	if !waitUntil(10*time.Second, func() bool {
+	if !await.Within(10*time.Second, func() bool {
 		resp, err := cli.Get(context.Background(), "/idserver/", clientv3.WithPrefix(), clientv3.WithCountOnly())
 		return err == nil && resp.Count >= 4 // layout, claim, and both reservations
 	}) {
@@ -655,7 +641,7 @@ func TestClusterPrefixDeletedNewServer(t *testing.T) {
 	}
 	servers[0] = fresh
 	paused.Cmd.Process.Signal(syscall.SIGCONT)
-	if !waitUntil(20*time.Second, func() bool { return set.count() > deleted+40000 }) {
+	if !await.Within(20*time.Second, func() bool { return set.count() > deleted+40000 }) {
 		t.Fatalf("only %d IDs after the new server claimed (%d before)", set.count()-deleted, deleted)
 	}
 	stop()
@@ -711,7 +697,7 @@ func TestClusterEtcdWentBack(t *testing.T) {
 	e.Replace()
 	restarted := member(t, e, "--server-id", "1", "--dir", dir, "--debug-clock-offset-ms", "-60000")
 	history := filepath.Join(dir, "idserver.state.etcd")
-	if !waitUntil(10*time.Second, func() bool { return restarted.Logged("etcd went back in time") }) {
+	if !await.Within(10*time.Second, func() bool { return restarted.Logged("etcd went back in time") }) {
 		t.Fatalf("no line saying etcd went back:\n%s", strings.Join(restarted.Lines(), "\n"))
 	}
 	rc := redis.NewClient(&redis.Options{Addr: restarted.Addr, MaxRetries: -1})
@@ -776,7 +762,7 @@ func TestClusterEtcdLeaderLost(t *testing.T) {
 func waitRenewed(t *testing.T, p *process) {
 	t.Helper()
 	prev := int64(1 << 62)
-	if !waitUntil(time.Minute, func() bool {
+	if !await.Within(time.Minute, func() bool {
 		left, err := strconv.ParseInt(clusterInfo(p, "lease_ttl_left_ms"), 10, 64)
 		renewed := err == nil && left > prev // the time left went up: a reply came
 		if err == nil {
@@ -829,7 +815,7 @@ func TestClusterEtcdNoSpace(t *testing.T) {
 	rc := redis.NewClient(&redis.Options{Addr: a.Addr, MaxRetries: -1})
 	defer rc.Close()
 	var lastErr error
-	if !waitUntil(10*time.Second, func() bool {
+	if !await.Within(10*time.Second, func() bool {
 		lastErr = rc.Do(ctx, "GETID").Err()
 		return lastErr != nil && strings.Contains(lastErr.Error(), "NOSPACE")
 	}) {
@@ -838,7 +824,7 @@ func TestClusterEtcdNoSpace(t *testing.T) {
 	if code, body := get(t, "http://"+a.MetricsAddr(t)+"/readyz"); code != 503 || !strings.Contains(body, "NOSPACE") {
 		t.Errorf("/readyz with etcd out of space: %d %q", code, body)
 	}
-	if !waitUntil(10*time.Second, func() bool { return clusterInfo(a, "etcd_alarm_nospace") == "1" }) {
+	if !await.Within(10*time.Second, func() bool { return clusterInfo(a, "etcd_alarm_nospace") == "1" }) {
 		t.Errorf("INFO cluster: etcd_alarms %q, etcd_alarm_nospace %q; want NOSPACE, 1", clusterInfo(a, "etcd_alarms"), clusterInfo(a, "etcd_alarm_nospace"))
 	}
 
@@ -857,12 +843,12 @@ func TestClusterEtcdNoSpace(t *testing.T) {
 		t.Fatal(err)
 	}
 	disarmed := time.Now()
-	if !waitUntil(10*time.Second, func() bool { return rc.Do(ctx, "GETID").Err() == nil }) {
+	if !await.Within(10*time.Second, func() bool { return rc.Do(ctx, "GETID").Err() == nil }) {
 		t.Fatalf("GETID after etcd's space was freed: %v", rc.Do(ctx, "GETID").Err())
 	}
 	t.Logf("serving again %v after the alarm was disarmed", time.Since(disarmed).Round(time.Millisecond))
 	checkAbove(t, mgetid(t, a.Addr, 1000), slices.Max(before))
-	if !waitUntil(10*time.Second, func() bool { return clusterInfo(a, "etcd_alarms") == "none" }) {
+	if !await.Within(10*time.Second, func() bool { return clusterInfo(a, "etcd_alarms") == "none" }) {
 		t.Errorf("INFO cluster etcd_alarms %q after the alarm was disarmed, want none", clusterInfo(a, "etcd_alarms"))
 	}
 }
@@ -888,7 +874,7 @@ func TestClusterEtcdRestored(t *testing.T) {
 	stop := set.loadAll(func(i int) string { mu.Lock(); defer mu.Unlock(); return servers[i%2].Addr }, 100)
 	defer stop()
 	backup := e.Backup()
-	if !waitUntil(20*time.Second, func() bool { return set.count() > 30000 }) {
+	if !await.Within(20*time.Second, func() bool { return set.count() > 30000 }) {
 		t.Fatalf("only %d IDs after the backup", set.count())
 	}
 	for _, p := range servers {
@@ -900,7 +886,7 @@ func TestClusterEtcdRestored(t *testing.T) {
 	servers = []*process{holder(0), holder(1)}
 	mu.Unlock()
 	for i, p := range servers {
-		if !waitUntil(10*time.Second, func() bool { return p.Logged("etcd went back in time") }) {
+		if !await.Within(10*time.Second, func() bool { return p.Logged("etcd went back in time") }) {
 			t.Fatalf("restarted holder %d did not see etcd go back:\n%s", i, strings.Join(p.Lines(), "\n"))
 		}
 	}
@@ -910,7 +896,7 @@ func TestClusterEtcdRestored(t *testing.T) {
 		}
 		waitHolding(t, p, 10*time.Second)
 	}
-	if !waitUntil(20*time.Second, func() bool { return set.count() > restoredAt+20000 }) {
+	if !await.Within(20*time.Second, func() bool { return set.count() > restoredAt+20000 }) {
 		t.Fatalf("only %d IDs after the restore", set.count()-restoredAt)
 	}
 	stop()
@@ -996,26 +982,26 @@ func TestClusterHolderCutOff(t *testing.T) {
 	cut := start(t, nil, append([]string{"--etcd-endpoints", proxy.Addr()}, args...)...)
 	waitHolding(t, cut, 10*time.Second)
 	standby := start(t, nil, append([]string{"--etcd-endpoints", e.Endpoint}, args...)...)
-	if !waitUntil(10*time.Second, func() bool { return clusterInfo(standby, "cluster_state") == "standby" }) {
+	if !await.Within(10*time.Second, func() bool { return clusterInfo(standby, "cluster_state") == "standby" }) {
 		t.Fatalf("the second server does not stand by: %s", clusterInfo(standby, "cluster_state"))
 	}
 	set := newIDSet(idgen.Layout{IDBits: 0, ShardBits: 2, RandomBits: 19})
 	servers := []*process{cut, standby}
 	stop := set.loadAll(func(i int) string { return servers[i%2].Addr }, 100)
 	defer stop()
-	if !waitUntil(20*time.Second, func() bool { return set.count() > 10000 }) {
+	if !await.Within(20*time.Second, func() bool { return set.count() > 10000 }) {
 		t.Fatalf("only %d IDs before the cut", set.count())
 	}
 	proxy.Freeze()
 	frozenAt, frozenTime := set.count(), time.Now()
-	if !waitUntil(5*leaseTTL+5*time.Second, func() bool { return clusterInfo(standby, "cluster_state") == "holding" }) {
+	if !await.Within(5*leaseTTL+5*time.Second, func() bool { return clusterInfo(standby, "cluster_state") == "holding" }) {
 		t.Fatalf("the standby never took the id of the holder cut off:\n%s", strings.Join(standby.Lines(), "\n"))
 	}
 	t.Logf("the standby held the id %v after the cut (lease TTL 2 s)", time.Since(frozenTime).Round(time.Millisecond))
-	if !waitUntil(20*time.Second, func() bool { return set.count() > frozenAt+20000 }) {
+	if !await.Within(20*time.Second, func() bool { return set.count() > frozenAt+20000 }) {
 		t.Fatalf("only %d IDs after the cut", set.count()-frozenAt)
 	}
-	if !waitUntil(5*leaseTTL, func() bool { return clusterInfo(cut, "lease_losses") == "1" }) {
+	if !await.Within(5*leaseTTL, func() bool { return clusterInfo(cut, "lease_losses") == "1" }) {
 		t.Errorf("the holder cut off did not give its id up: lease_losses %s", clusterInfo(cut, "lease_losses"))
 	}
 	// It stopped serving, and says so at once, not after its final write

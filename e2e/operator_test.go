@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idserver/idserver/idgen"
+	"github.com/idserver/idserver/internal/await"
 	"github.com/idserver/idserver/reservation"
 )
 
@@ -150,16 +151,11 @@ func TestStateFileDeleted(t *testing.T) {
 	path := writeState(t, dir, time.Now().UnixMilli()-idgen.DefaultEpoch.UnixMilli())
 	a := start(t, nil, "--dir", dir, "--reserve-ms", "200")
 	os.Remove(path)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	if !await.Within(time.Minute, func() bool {
 		_, err := os.Stat(path)
-		if err == nil && a.Logged("the state file vanished") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("10 s after the state file was deleted: %v; log:\n%s", err, strings.Join(a.Lines(), "\n"))
-		}
-		time.Sleep(20 * time.Millisecond)
+		return err == nil && a.Logged("the state file vanished")
+	}) {
+		t.Fatalf("a minute after the state file was deleted, it is not back, or not logged; log:\n%s", strings.Join(a.Lines(), "\n"))
 	}
 
 	for _, remove := range [][]string{{path}, {path, path + ".lock"}} {
@@ -265,7 +261,7 @@ func TestReservationFarAhead(t *testing.T) {
 	// The IDs past the reservation's millisecond ran ahead of the clock
 	// because the start was a day ahead, and the warning says that.
 	const why = "started from a reservation"
-	if !waitUntil(10*time.Second, func() bool { return p.Logged(why) }) {
+	if !await.Within(10*time.Second, func() bool { return p.Logged(why) }) {
 		t.Fatalf("no warning that IDs ran ahead because of the start %q; log:\n%s", why, strings.Join(p.Lines(), "\n"))
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idserver/idserver/idgen"
+	"github.com/idserver/idserver/internal/await"
 	"github.com/idserver/idserver/internal/testbin"
 	"github.com/idserver/idserver/reservation"
 )
@@ -331,7 +332,7 @@ func TestForwardClockStepHeld(t *testing.T) {
 	if got := processInfo(p, "idgen", "clock_steps_forward_held"); got != "1" {
 		t.Errorf("INFO idgen clock_steps_forward_held %q, want 1", got)
 	}
-	if !waitUntil(10*time.Second, func() bool { return p.Logged("clock stepped forward by more than max-lead-ms") }) {
+	if !await.Within(10*time.Second, func() bool { return p.Logged("clock stepped forward by more than max-lead-ms") }) {
 		t.Errorf("the step was not logged:\n%s", strings.Join(p.Lines(), "\n"))
 	}
 }

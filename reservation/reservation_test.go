@@ -17,6 +17,7 @@ import (
 
 	"github.com/idserver/idserver/idgen"
 	"github.com/idserver/idserver/idgen/idgentest"
+	"github.com/idserver/idserver/internal/await"
 )
 
 // memStore is a Store in memory whose writes can be held or failed; Load
@@ -198,19 +199,17 @@ func TestSlowStore(t *testing.T) {
 }
 
 // nextOnceRenewed checks that Next succeeds once the keeper has caught up:
-// it retries ErrNotReserved for up to 10 s.
+// it retries ErrNotReserved, and fails on any other error.
 func nextOnceRenewed(t *testing.T, g *idgen.Generator) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		_, err := g.Next()
-		if err == nil {
-			return
-		}
-		if !errors.Is(err, idgen.ErrNotReserved) || time.Now().After(deadline) {
+	var err error
+	await.True(t, time.Minute, "Next succeeds after the store recovered", func() bool {
+		_, err = g.Next()
+		if err != nil && !errors.Is(err, idgen.ErrNotReserved) {
 			t.Fatalf("Next after the store recovered: %v", err)
 		}
-	}
+		return err == nil
+	})
 }
 
 // TestCloseCutsARenewalShort: a write that hangs (etcd unreachable) does

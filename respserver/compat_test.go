@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idserver/idserver/idgen"
+	"github.com/idserver/idserver/internal/await"
 )
 
 // startRedisSocket runs redis-server 7 on a unix socket in a temporary
@@ -31,11 +32,7 @@ func startRedisSocket(t *testing.T) string {
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	rdb := redis.NewClient(&redis.Options{Network: "unix", Addr: sock})
 	defer rdb.Close()
-	for deadline := time.Now().Add(10 * time.Second); rdb.Ping(context.Background()).Err() != nil; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("redis-server not answering after 10 s")
-		}
-	}
+	await.True(t, time.Minute, "redis-server answers", func() bool { return rdb.Ping(context.Background()).Err() == nil })
 	return sock
 }
 

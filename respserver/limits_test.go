@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idserver/idserver/idgen"
+	"github.com/idserver/idserver/internal/await"
 )
 
 // bigLayout issues 2^19 IDs per ms, so that large MGETIDs stay within the
@@ -16,17 +17,12 @@ var bigLayout = idgen.Settings{Layout: idgen.Layout{IDBits: 2, ShardBits: 19, Ra
 // awaitInfo polls INFO through c until it contains want.
 func awaitInfo(t *testing.T, c *rawClient, want string) string {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		info := c.do("INFO").(string)
-		if strings.Contains(info, want) {
-			return info
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("INFO never showed %q:\n%s", want, info)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	var info string
+	await.True(t, time.Minute, "INFO shows "+strings.TrimSpace(want), func() bool {
+		info = c.do("INFO").(string)
+		return strings.Contains(info, want)
+	})
+	return info
 }
 
 // TestSlowReaderBackpressure: a client that sends a pipeline whose replies
@@ -175,23 +171,13 @@ func TestChargeFollowsDrainedReplies(t *testing.T) {
 	c := dialRaw(t, addr)
 	const n = 50
 	c.send(strings.Repeat(encode("MGETID", "100000"), n))
-	deadline := time.Now().Add(60 * time.Second) // 50 replies of 100,000 IDs take seconds under -race
-	for s.Stats().ClientMem == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("replies never unsent: the client was not charged for them")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	// 50 replies of 100,000 IDs take seconds under -race.
+	await.True(t, time.Minute, "the client is charged for its unread replies", func() bool { return s.Stats().ClientMem != 0 })
 	t.Logf("charged %d KiB for unread replies", s.Stats().ClientMem>>10)
 	for range n {
 		if ids, ok := c.reply().([]any); !ok || len(ids) != 100000 {
 			t.Fatalf("reply: %d IDs", len(ids))
 		}
 	}
-	for s.Stats().ClientMem != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("still charged %d bytes after every reply was read", s.Stats().ClientMem)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	await.True(t, time.Minute, "the client is charged nothing once every reply was read", func() bool { return s.Stats().ClientMem == 0 })
 }

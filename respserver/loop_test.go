@@ -11,6 +11,7 @@ import (
 
 	"github.com/idserver/idserver/idgen"
 	"github.com/idserver/idserver/idgen/idgentest"
+	"github.com/idserver/idserver/internal/await"
 )
 
 // slowLayout issues 2 IDs per ms, so a modest MGETID reaches the lead
@@ -205,11 +206,11 @@ func TestQuitFlushesPipeline(t *testing.T) {
 // TestBigReplySlowReader: a reply larger than the socket buffers reaches a
 // client that reads it slowly, whole and in order.
 func TestBigReplySlowReader(t *testing.T) {
-	_, addr := startServer(t, idgen.Settings{Layout: idgen.Layout{IDBits: 2, ShardBits: 19, RandomBits: 0}},
+	s, addr := startServer(t, idgen.Settings{Layout: idgen.Layout{IDBits: 2, ShardBits: 19, RandomBits: 0}},
 		Options{MGetIDMax: 100000})
 	c := dialRaw(t, addr)
 	c.send(strings.Repeat(encode("MGETID", "100000"), 3) + encode("PING"))
-	time.Sleep(200 * time.Millisecond) // the server fills the socket and buffers the rest
+	await.True(t, time.Minute, "the server fills the socket and buffers the rest", func() bool { return s.Stats().ClientMem > 0 })
 	last := int64(0)
 	for range 3 {
 		last = checkIDs(t, c.reply(), 100000, last)
@@ -243,7 +244,7 @@ func TestCloseDuringShutdown(t *testing.T) {
 		defer cancel()
 		shut <- s.Shutdown(ctx)
 	}()
-	time.Sleep(20 * time.Millisecond) // Shutdown is now waiting for a (if not, Close comes first: the same end)
+	await.True(t, time.Minute, "Shutdown waits for a", func() bool { return errors.Is(s.Ready(), ErrShuttingDown) })
 	s.Close()
 	if v, err := readReply(a.r); err == nil {
 		t.Fatalf("dropped client got a reply: %.100v", v)

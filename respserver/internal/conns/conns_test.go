@@ -15,6 +15,7 @@ import (
 
 	"github.com/tidwall/redcon"
 
+	"github.com/idserver/idserver/internal/await"
 	"github.com/idserver/idserver/internal/testpki"
 	"github.com/idserver/idserver/resplimit"
 )
@@ -139,16 +140,6 @@ func cmd(args ...string) string {
 	return string(b)
 }
 
-// poll waits up to a minute for cond.
-func poll(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(2 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("still not %s after a minute", what)
-		}
-	}
-}
-
 // TestPipelineInOrder: a pipeline of RESP and inline commands, cut at
 // every byte, is answered in order, and empty commands get nothing.
 func TestPipelineInOrder(t *testing.T) {
@@ -185,12 +176,12 @@ func TestWaitOffTheLoop(t *testing.T) {
 	s, addr := start(t, Options{}, h)
 	a, b := dial(t, addr), dial(t, addr)
 	a.Write([]byte(cmd("WAIT") + cmd("ECHO", "after")))
-	poll(t, "blocked", func() bool { return s.Stats().Blocked == 1 })
+	await.True(t, time.Minute, "blocked", func() bool { return s.Stats().Blocked == 1 })
 	b.Write([]byte(cmd("ECHO", "other")))
 	b.expect(t, "other")
 	h.release <- struct{}{}
 	a.expect(t, "+DONE", "after")
-	poll(t, "unblocked", func() bool { return s.Stats().Blocked == 0 })
+	await.True(t, time.Minute, "unblocked", func() bool { return s.Stats().Blocked == 0 })
 }
 
 // TestQueryBufferLimit: a command left unfinished past the query buffer
@@ -219,7 +210,7 @@ func TestHardLimit(t *testing.T) {
 			}
 		}
 	}()
-	poll(t, "closed at the hard limit", func() bool { return s.Stats().LimitClosed == 1 })
+	await.True(t, time.Minute, "closed at the hard limit", func() bool { return s.Stats().LimitClosed == 1 })
 	b.Write([]byte(cmd("ECHO", "x")))
 	b.expect(t, "x")
 }
@@ -230,12 +221,12 @@ func TestMaxMemoryClients(t *testing.T) {
 	s, addr := start(t, Options{MaxMemoryClients: 2 << 20, QueryBufferLimit: 8 << 20}, &echo{})
 	small, big := dial(t, addr), dial(t, addr)
 	small.Write([]byte("*2\r\n$4\r\nECHO\r\n$60000\r\n" + strings.Repeat("x", 1000)))
-	poll(t, "charged", func() bool { return s.Stats().ClientMem > 0 })
+	await.True(t, time.Minute, "charged", func() bool { return s.Stats().ClientMem > 0 })
 	// An unfinished command of 2.4 MB: 40 bulks of 60000 bytes, the last
 	// one short.
 	bulk := "$60000\r\n" + strings.Repeat("x", 60000) + "\r\n"
 	big.Write([]byte("*42\r\n$4\r\nECHO\r\n" + strings.Repeat(bulk, 40) + "$60000\r\n"))
-	poll(t, "evicted", func() bool { return s.Stats().Evicted == 1 })
+	await.True(t, time.Minute, "evicted", func() bool { return s.Stats().Evicted == 1 })
 	if _, err := big.reply(); err == nil {
 		t.Fatal("the biggest client got a reply")
 	}
@@ -263,7 +254,7 @@ func TestPendingOverflow(t *testing.T) {
 	if got, err := c.reply(); err == nil {
 		t.Fatalf("got %q after the overflow", got)
 	}
-	poll(t, "closed", func() bool { return s.Stats().LimitClosed == 1 && h.closed.Load() == 1 })
+	await.True(t, time.Minute, "closed", func() bool { return s.Stats().LimitClosed == 1 && h.closed.Load() == 1 })
 }
 
 // TestMaxClients: past maxclients a connection gets Redis's reply.
@@ -294,7 +285,7 @@ func TestShutdownDrains(t *testing.T) {
 	s, addr := start(t, Options{}, h)
 	c := dial(t, addr)
 	c.Write([]byte(cmd("WAIT") + cmd("ECHO", "last")))
-	poll(t, "blocked", func() bool { return s.Stats().Blocked == 1 })
+	await.True(t, time.Minute, "blocked", func() bool { return s.Stats().Blocked == 1 })
 	done := make(chan error, 1)
 	go func() { done <- s.Shutdown(context.Background()) }()
 	h.release <- struct{}{}
