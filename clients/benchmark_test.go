@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/idserver/idserver/internal/redisinfo"
 )
 
 // TestRedisBenchmark runs redis-benchmark, small and pipelined, and
@@ -66,11 +68,9 @@ func benchReport(out string, tests []string) error {
 func idsIssued(t *testing.T, addr string) int64 {
 	t.Helper()
 	out, code := redisCLI(t, addr, "", "INFO", "idgen")
-	for _, l := range strings.Split(out, "\n") {
-		if v, ok := strings.CutPrefix(l, "ids_issued:"); ok && code == 0 {
-			if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
-				return n
-			}
+	if v, ok := redisinfo.Get(out, "ids_issued"); ok && code == 0 {
+		if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
+			return n
 		}
 	}
 	t.Fatalf("INFO idgen: exit %d, no ids_issued:\n%s", code, out)

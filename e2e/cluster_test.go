@@ -22,6 +22,7 @@ import (
 
 	"github.com/idserver/idserver/idgen"
 	"github.com/idserver/idserver/internal/await"
+	"github.com/idserver/idserver/internal/redisinfo"
 	"github.com/idserver/idserver/internal/testetcd"
 	"github.com/idserver/idserver/internal/testpki"
 )
@@ -63,12 +64,8 @@ func processInfo(p *process, section, field string) string {
 	if err != nil {
 		return ""
 	}
-	for _, line := range strings.Split(info, "\r\n") {
-		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			return v
-		}
-	}
-	return ""
+	v, _ := redisinfo.Get(info, field)
+	return v
 }
 
 // waitHolding waits until p holds a server-id and returns it.

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idserver/idserver/internal/redisinfo"
 )
 
 // Running out of file descriptors, tried on the real binary with its open
@@ -53,10 +55,8 @@ func infoField(t *testing.T, c net.Conn, r *bufio.Reader, field string) string {
 	if _, err := io.ReadFull(r, body); err != nil {
 		t.Fatal(err)
 	}
-	for _, l := range strings.Split(string(body), "\r\n") {
-		if v, ok := strings.CutPrefix(l, field+":"); ok {
-			return v
-		}
+	if v, ok := redisinfo.Get(string(body), field); ok {
+		return v
 	}
 	t.Fatalf("INFO has no %s:\n%s", field, body)
 	return ""

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idserver/idserver/internal/redisinfo"
 	"github.com/idserver/idserver/internal/testetcd"
 
 	"github.com/idserver/idserver/idgen"
@@ -194,10 +195,8 @@ func infoFields(t *testing.T, c *redis.Client, sections ...string) []infoLine {
 		t.Fatal(err)
 	}
 	var fields []infoLine
-	for _, line := range strings.Split(text, "\r\n") {
-		if name, value, ok := strings.Cut(line, ":"); ok && !strings.HasPrefix(line, "#") {
-			fields = append(fields, infoLine{name, value, len(fields)})
-		}
+	for _, f := range redisinfo.Parse(text) {
+		fields = append(fields, infoLine{f.Name, f.Value, len(fields)})
 	}
 	if len(fields) < 20 {
 		t.Fatalf("INFO %v: only %d fields:\n%s", sections, len(fields), text)

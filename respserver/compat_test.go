@@ -17,6 +17,7 @@ import (
 
 	"github.com/idserver/idserver/idgen"
 	"github.com/idserver/idserver/internal/await"
+	"github.com/idserver/idserver/internal/redisinfo"
 )
 
 // startRedisSocket runs redis-server 7 on a unix socket in a temporary
@@ -217,10 +218,8 @@ func sortedPairs(kvs []any) []any {
 // infoFields returns the name:value lines of INFO section from addr.
 func infoFields(t *testing.T, addr, section string) [][2]string {
 	var fields [][2]string
-	for _, line := range strings.Split(dialRaw(t, addr).do("INFO", section).(string), "\r\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok {
-			fields = append(fields, [2]string{k, v})
-		}
+	for _, f := range redisinfo.Parse(dialRaw(t, addr).do("INFO", section).(string)) {
+		fields = append(fields, [2]string{f.Name, f.Value})
 	}
 	return fields
 }
