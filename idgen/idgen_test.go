@@ -9,33 +9,19 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/idserver/idserver/idgen/idgentest"
 )
-
-// fakeClock is a clock tests move by hand. Sleep returns at once: it
-// advances the clock when sleepAdvances is set, as a real clock would;
-// otherwise the clock stays frozen.
-type fakeClock struct {
-	ms            atomic.Int64 // unix ms
-	sleepAdvances bool
-	slept         atomic.Int64 // total ms requested from sleep
-}
-
-func (c *fakeClock) Now() time.Time { return time.UnixMilli(c.ms.Load()) }
-
-func (c *fakeClock) Sleep(d time.Duration) {
-	c.slept.Add(d.Milliseconds())
-	if c.sleepAdvances {
-		c.ms.Add(d.Milliseconds())
-	}
-}
 
 // testEpoch keeps fake clock readings small and readable.
 var testEpoch = time.UnixMilli(1_700_000_000_000)
 
-func newFake(t testing.TB, st Settings, startMs int64) (*Generator, *fakeClock) {
+// newFake is a generator for st on a clock at startMs past testEpoch,
+// whose Sleep returns at once (see idgentest.SleepReturns).
+func newFake(t testing.TB, st Settings, startMs int64) (*Generator, *idgentest.Clock) {
 	t.Helper()
-	c := &fakeClock{}
-	c.ms.Store(testEpoch.UnixMilli() + startMs)
+	c := idgentest.NewClock(time.UnixMilli(testEpoch.UnixMilli() + startMs))
+	c.SetSleep(idgentest.SleepReturns)
 	if st.Epoch.IsZero() {
 		st.Epoch = testEpoch
 	}
@@ -170,9 +156,9 @@ func TestClockStepBack(t *testing.T) {
 	seen := map[int64]bool{}
 	for i := range 4000 {
 		if i == 2000 {
-			c.ms.Add(-1000) // NTP or an operator sets the clock back 1 s
+			c.Advance(-time.Second) // NTP or an operator sets the clock back 1 s
 		} else {
-			c.ms.Add(1)
+			c.Advance(time.Millisecond)
 		}
 		id, err := g.Next()
 		if err != nil {
@@ -220,11 +206,11 @@ func TestLeadBound(t *testing.T) {
 		if le.Lead != 11*time.Millisecond || le.Max != 10*time.Millisecond || le.RetryAfter != time.Millisecond {
 			t.Fatalf("LeadError %+v", le)
 		}
-		if got := c.slept.Load(); got != 5 {
+		if got := c.Slept().Milliseconds(); got != 5 {
 			t.Fatalf("waited %dms in all, want max-wait 5ms", got)
 		}
 		// Nothing was consumed by the refused request.
-		c.ms.Add(1)
+		c.Advance(time.Millisecond)
 		if id := mustNext(t, g); id>>Bits != last>>Bits+1 {
 			t.Fatalf("after the clock moved: time field %d, want %d", id>>Bits, last>>Bits+1)
 		}
@@ -234,31 +220,31 @@ func TestLeadBound(t *testing.T) {
 	})
 	t.Run("clock moves while waiting: succeeds", func(t *testing.T) {
 		g, c := newFake(t, Settings{Layout: l, MaxLead: 10 * time.Millisecond, MaxWait: 5 * time.Millisecond}, 1000)
-		c.sleepAdvances = true
+		c.SetSleep(idgentest.SleepAdvances)
 		last := fillToLead(t, g, 10)
 		id := mustNext(t, g)
-		if id <= last || c.slept.Load() != 1 {
-			t.Fatalf("id %d after %d, slept %dms; want a 1ms wait then a larger id", id, last, c.slept.Load())
+		if id <= last || c.Slept().Milliseconds() != 1 {
+			t.Fatalf("id %d after %d, slept %dms; want a 1ms wait then a larger id", id, last, c.Slept().Milliseconds())
 		}
 	})
 	t.Run("negative max wait: refuses at once", func(t *testing.T) {
 		g, c := newFake(t, Settings{Layout: l, MaxLead: 10 * time.Millisecond, MaxWait: -1}, 1000)
 		fillToLead(t, g, 10)
-		if _, err := g.Next(); !errors.Is(err, ErrLeadExceeded) || c.slept.Load() != 0 {
-			t.Fatalf("err %v after %dms, want ErrLeadExceeded without waiting", err, c.slept.Load())
+		if _, err := g.Next(); !errors.Is(err, ErrLeadExceeded) || c.Slept().Milliseconds() != 0 {
+			t.Fatalf("err %v after %dms, want ErrLeadExceeded without waiting", err, c.Slept().Milliseconds())
 		}
 	})
 	t.Run("batch too large for the bound: refused whole", func(t *testing.T) {
 		g, c := newFake(t, Settings{Layout: l, MaxLead: 10 * time.Millisecond, MaxWait: 5 * time.Millisecond}, 1000)
-		c.sleepAdvances = true
+		c.SetSleep(idgentest.SleepAdvances)
 		first := mustNext(t, g)
 		// 16 units per ms: 500 IDs need a lead of 31ms, more than waiting can fix.
 		buf := make([]int64, 500)
 		if err := g.NextN(buf); !errors.Is(err, ErrLeadExceeded) {
 			t.Fatalf("NextN(500): %v, want ErrLeadExceeded", err)
 		}
-		if c.slept.Load() != 0 {
-			t.Fatalf("slept %dms for a wait longer than max-wait", c.slept.Load())
+		if c.Slept().Milliseconds() != 0 {
+			t.Fatalf("slept %dms for a wait longer than max-wait", c.Slept().Milliseconds())
 		}
 		second := mustNext(t, g)
 		if p1, p2 := mustDecode(t, g, first), mustDecode(t, g, second); ms(p2) != ms(p1) || p2.Shard != p1.Shard+1 {
@@ -270,19 +256,19 @@ func TestLeadBound(t *testing.T) {
 		// wait it would seem to need (21ms) fits in max-wait, so a
 		// generator that waited would sleep and then refuse anyway.
 		g, c := newFake(t, Settings{Layout: l, MaxLead: 10 * time.Millisecond, MaxWait: time.Second}, 1000)
-		c.sleepAdvances = true
+		c.SetSleep(idgentest.SleepAdvances)
 		for _, try := range []func([]int64) error{g.NextN, g.TryNextN} {
 			err := try(make([]int64, 16*11+1)) // 11ms of slots and one more
 			if !errors.Is(err, ErrLeadExceeded) || !strings.Contains(err.Error(), "ask for fewer") {
 				t.Fatalf("%v, want ErrLeadExceeded asking for fewer", err)
 			}
 		}
-		if c.slept.Load() != 0 {
-			t.Fatalf("slept %dms for a batch no wait can help", c.slept.Load())
+		if c.Slept().Milliseconds() != 0 {
+			t.Fatalf("slept %dms for a batch no wait can help", c.Slept().Milliseconds())
 		}
 		// The largest batch the bound allows is issued at once.
-		if err := g.NextN(make([]int64, 16*11)); err != nil || c.slept.Load() != 0 {
-			t.Fatalf("NextN(176): %v after %dms; want it at once", err, c.slept.Load())
+		if err := g.NextN(make([]int64, 16*11)); err != nil || c.Slept().Milliseconds() != 0 {
+			t.Fatalf("NextN(176): %v after %dms; want it at once", err, c.Slept().Milliseconds())
 		}
 	})
 }
@@ -307,7 +293,7 @@ func TestEvenSpread(t *testing.T) {
 			const cycles = 1000
 			ids := make([]int64, size*cycles)
 			for i := range ids {
-				c.ms.Add(p.tick)
+				c.Advance(time.Duration(p.tick) * time.Millisecond)
 				ids[i] = mustNext(t, g)
 			}
 			// Exactly even for every power of two up to 2^R, in every window
@@ -369,7 +355,7 @@ func checkFields(t *testing.T, l Layout, serverID int64, moves []int64) {
 	prev := int64(-1)
 	buf := make([]int64, 3)
 	for _, mv := range moves {
-		c.ms.Add(mv)
+		c.Advance(time.Duration(mv) * time.Millisecond)
 		// Enough IDs to cross a millisecond for every shard width.
 		n := min(1<<l.ShardBits+2, 600)
 		for i := 0; i < n; i += len(buf) {
@@ -528,7 +514,7 @@ func TestFloorCountsLeadFromReservation(t *testing.T) {
 	if st := g.Stats(); st.Borrowed != 49*uint64(shards) || st.BehindFloor != 10*time.Second {
 		t.Fatalf("stats %+v: want 49 ms of slots borrowed, the clock 10 s behind the floor", st)
 	}
-	c.ms.Add(10_001)
+	c.Advance(10_001 * time.Millisecond)
 	if st := g.Stats(); st.BehindFloor != 0 {
 		t.Fatalf("stats %+v with the clock past the floor: want BehindFloor 0", st)
 	}
@@ -600,14 +586,14 @@ func TestTryNext(t *testing.T) {
 		if err := g.TryNextN(buf); !errors.Is(err, ErrWouldWait) || buf[0] != -1 || buf[1] != -1 {
 			t.Fatalf("TryNextN at the bound: %v, dst %v; want ErrWouldWait, dst untouched", err, buf)
 		}
-		if after := g.Stats(); after != before || c.slept.Load() != 0 {
-			t.Fatalf("stats %+v -> %+v, slept %dms: want no change and no sleep", before, after, c.slept.Load())
+		if after := g.Stats(); after != before || c.Slept().Milliseconds() != 0 {
+			t.Fatalf("stats %+v -> %+v, slept %dms: want no change and no sleep", before, after, c.Slept().Milliseconds())
 		}
 		// A batch no wait could fix is refused at once, as NextN refuses it.
 		if err := g.TryNextN(make([]int64, 500)); !errors.Is(err, ErrLeadExceeded) {
 			t.Fatalf("TryNextN(500): %v, want ErrLeadExceeded", err)
 		}
-		c.ms.Add(1)
+		c.Advance(time.Millisecond)
 		id, err := g.TryNext()
 		if err != nil || id>>Bits != last>>Bits+1 {
 			t.Fatalf("after the clock moved: id %d, %v; want time field %d", id, err, last>>Bits+1)
@@ -715,14 +701,13 @@ func TestNewRefusesPastTheEnd(t *testing.T) {
 		{floor: 1<<TimeBits + 5000, want: "reservation of an earlier run is at its end"},
 		{clock: 1 << TimeBits, want: "the clock is past its end"},
 	} {
-		c := &fakeClock{}
-		c.ms.Store(testEpoch.UnixMilli() + tt.clock)
+		c := idgentest.NewClock(time.UnixMilli(testEpoch.UnixMilli() + tt.clock))
 		_, err := New(Settings{Layout: l, Epoch: testEpoch, Floor: tt.floor, Clock: c})
 		if !errors.Is(err, ErrOverflow) || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), End(testEpoch).UTC().Format(time.RFC3339)) {
 			t.Errorf("floor %d, clock %d: %v; want ErrOverflow saying %q and the end date", tt.floor, tt.clock, err, tt.want)
 		}
 	}
-	if _, err := New(Settings{Layout: l, Epoch: testEpoch, Floor: 1<<TimeBits - 1, Clock: &fakeClock{}}); err != nil {
+	if _, err := New(Settings{Layout: l, Epoch: testEpoch, Floor: 1<<TimeBits - 1, Clock: idgentest.NewClock(time.UnixMilli(0))}); err != nil {
 		t.Fatalf("a reservation in the last millisecond: %v", err)
 	}
 	if end := End(DefaultEpoch).UTC(); end.Year() != 2154 {
@@ -745,8 +730,8 @@ func TestRetryAfterBehindTheFloor(t *testing.T) {
 	if !errors.As(err, &le) || le.RetryAfter != (day+1)*time.Millisecond {
 		t.Fatalf("past the bound a day behind the floor: %v, want a LeadError with RetryAfter %dms", err, day+1)
 	}
-	if c.slept.Load() != 0 {
-		t.Fatalf("slept %dms: no wait within max-wait can help", c.slept.Load())
+	if c.Slept().Milliseconds() != 0 {
+		t.Fatalf("slept %dms: no wait within max-wait can help", c.Slept().Milliseconds())
 	}
 }
 
@@ -778,12 +763,12 @@ func TestReadyAgreesWithNext(t *testing.T) {
 		t.Fatalf("Ready() = %v, want a LeadError with RetryAfter 60001ms", g.Ready())
 	}
 
-	c.ms.Add(60_020)
+	c.Advance(60_020 * time.Millisecond)
 	check("the clock at the ceiling", ErrNotReserved)
 	g.Raise(70_000)
 	check("ceiling raised", nil)
 
-	c.ms.Store(testEpoch.UnixMilli() + 1<<TimeBits)
+	c.Set(time.UnixMilli(testEpoch.UnixMilli() + 1<<TimeBits))
 	check("clock at the end of the time field", ErrOverflow)
 	g.Stop()
 	if err := g.Ready(); !errors.Is(err, ErrStopped) {

@@ -25,7 +25,7 @@ func TestForwardStepHeld(t *testing.T) {
 		t.Fatalf("first ID at %d ms, want 1000", got)
 	}
 	g.SetClockOffset(24 * time.Hour)
-	c.ms.Add(30_000) // half of StepConfirm passes, on both clocks
+	c.Advance(30 * time.Second) // half of StepConfirm passes, on both clocks
 	if got := next(); got != 31_000 {
 		t.Fatalf("ID at %d ms with the clock a day ahead, want 31000: the day is held back", got)
 	}
@@ -33,7 +33,7 @@ func TestForwardStepHeld(t *testing.T) {
 		t.Fatalf("stats %+v: want one forward step of a day, held", st)
 	}
 	g.SetClockOffset(0) // put right
-	c.ms.Add(1)
+	c.Advance(time.Millisecond)
 	if got := next(); got != 31_001 {
 		t.Fatalf("ID at %d ms after the clock was put right, want 31001", got)
 	}
@@ -54,7 +54,7 @@ func TestForwardStepConfirmed(t *testing.T) {
 	if _, err := g.Next(); err != nil {
 		t.Fatal(err)
 	}
-	c.ms.Add(StepConfirm.Milliseconds() - 1)
+	c.Advance(StepConfirm - time.Millisecond)
 	id, err := g.Next()
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +62,7 @@ func TestForwardStepConfirmed(t *testing.T) {
 	if got, want := ms(mustDecode(t, g, id)), int64(1000)+StepConfirm.Milliseconds()-1; got != want {
 		t.Fatalf("ID at %d ms just before StepConfirm, want %d", got, want)
 	}
-	c.ms.Add(1)
+	c.Advance(time.Millisecond)
 	id, err = g.Next()
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +87,7 @@ func TestStepBackPutRight(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.SetClockOffset(-8 * time.Second)
-	c.ms.Add(2000)
+	c.Advance(2 * time.Second)
 	if _, err := g.Next(); !errors.Is(err, ErrLeadExceeded) {
 		t.Fatalf("Next 8 s after the last ID: %v, want the lead bound", err)
 	}

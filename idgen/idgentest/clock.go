@@ -1,7 +1,8 @@
-// Package idgentest provides a clock that tests move by hand, for
-// generators (idgen.Settings.Clock) under test in other packages: a
+// Package idgentest provides the clock that tests move by hand, for
+// generators (idgen.Settings.Clock) under test, in idgen and elsewhere: a
 // request that waits for the clock then waits until the test says so,
-// however fast or slow the machine runs.
+// however fast or slow the machine runs; or, for idgen's own tests of
+// waits, Sleep returns at once and counts what was slept.
 package idgentest
 
 import (
@@ -15,6 +16,42 @@ type Clock struct {
 	now      time.Time
 	moved    chan struct{} // closed and replaced by every Advance
 	sleepers int
+	mode     SleepMode
+	slept    time.Duration
+}
+
+// SleepMode is what a Clock's Sleep does.
+type SleepMode int
+
+const (
+	// SleepBlocks waits until Advance has moved the clock past the
+	// sleep's end: the default.
+	SleepBlocks SleepMode = iota
+	// SleepReturns returns at once, the clock unmoved.
+	SleepReturns
+	// SleepAdvances returns at once, having moved the clock as far.
+	SleepAdvances
+)
+
+// SetSleep sets what Sleep does.
+func (c *Clock) SetSleep(m SleepMode) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mode = m
+}
+
+// Slept is the time every Sleep so far asked for.
+func (c *Clock) Slept() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.slept
+}
+
+// Set sets the clock to t, as a clock step would.
+func (c *Clock) Set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.advance(t.Sub(c.now))
 }
 
 // NewClock returns a Clock reading t.
@@ -29,9 +66,19 @@ func (c *Clock) Now() time.Time {
 	return c.now
 }
 
-// Sleep blocks until Advance has moved the clock d past where it was.
+// Sleep sleeps d as the clock's SleepMode says.
 func (c *Clock) Sleep(d time.Duration) {
 	c.mu.Lock()
+	c.slept += d
+	switch c.mode {
+	case SleepReturns:
+		c.mu.Unlock()
+		return
+	case SleepAdvances:
+		c.advance(d)
+		c.mu.Unlock()
+		return
+	}
 	until := c.now.Add(d)
 	c.sleepers++
 	defer func() {
@@ -51,6 +98,11 @@ func (c *Clock) Sleep(d time.Duration) {
 func (c *Clock) Advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.advance(d)
+}
+
+// advance is Advance with c.mu held.
+func (c *Clock) advance(d time.Duration) {
 	c.now = c.now.Add(d)
 	close(c.moved)
 	c.moved = make(chan struct{})
