@@ -82,109 +82,6 @@ func waitHolding(t *testing.T, p *process, within time.Duration) int64 {
 	return id
 }
 
-// idSet collects IDs from many clients and finds repeats: of IDs, and of
-// units (an ID without its random field: time, server-id and shard slot),
-// which one holder never issues twice, so a unit seen twice means two
-// holders overlapped even where the random fields happened to differ. It
-// keeps a plain slice, sorted when checked: millions of IDs fit in tens
-// of MB.
-type idSet struct {
-	layout idgen.Layout
-	mu     sync.Mutex
-	ids    []int64
-	fails  map[string]int // error replies by their first word
-}
-
-func newIDSet(l idgen.Layout) *idSet { return &idSet{layout: l, fails: map[string]int{}} }
-
-func (s *idSet) add(ids []int64) {
-	s.mu.Lock()
-	s.ids = append(s.ids, ids...)
-	s.mu.Unlock()
-}
-
-func (s *idSet) fail(err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	word, _, _ := strings.Cut(err.Error(), " ")
-	s.fails[word]++
-}
-
-// count is how many IDs came so far.
-func (s *idSet) count() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.ids)
-}
-
-// check fails the test on any repeat, naming its server-id and time, and
-// returns how many IDs came.
-func (s *idSet) check(t *testing.T) int {
-	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	slices.Sort(s.ids)
-	units := make([]int64, len(s.ids))
-	for i, id := range s.ids {
-		units[i] = id >> s.layout.RandomBits
-		if i > 0 && id == s.ids[i-1] {
-			p, _ := idgen.Decode(id, s.layout, idgen.DefaultEpoch)
-			t.Fatalf("ID %d repeated (server-id %d, time %v)", id, p.ServerID, p.Time)
-		}
-	}
-	slices.Sort(units)
-	reused := 0
-	for i := 1; i < len(units); i++ {
-		if units[i] == units[i-1] {
-			reused++
-		}
-	}
-	if reused > 0 {
-		t.Fatalf("%d of %d units (time, server-id, shard slot) issued twice: two holders overlapped", reused, len(units))
-	}
-	return len(s.ids)
-}
-
-// load asks addr for batches of n IDs until stop, into s.
-func (s *idSet) load(addr func() string, n int, stop <-chan struct{}, wg *sync.WaitGroup) {
-	defer wg.Done()
-	for {
-		select {
-		case <-stop:
-			return
-		default:
-		}
-		a := addr()
-		c := redis.NewClient(&redis.Options{Addr: a, MaxRetries: -1, DialTimeout: 500 * time.Millisecond,
-			ReadTimeout: time.Second, WriteTimeout: time.Second, PoolSize: 1})
-		for range 20 {
-			ids, err := c.Do(context.Background(), "MGETID", n).Int64Slice()
-			if err != nil {
-				s.fail(err)
-				time.Sleep(10 * time.Millisecond)
-				break
-			}
-			s.add(ids)
-		}
-		c.Close()
-	}
-}
-
-// loadAll runs four clients, client i asking addr(i) for batches of n
-// IDs, into s until the returned stop is called; stop waits for them, and
-// does nothing the second time, so a test defers it and may call it
-// before checking s.
-func (s *idSet) loadAll(addr func(i int) string, n int) (stop func()) {
-	quit := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range 4 {
-		wg.Add(1)
-		go s.load(func() string { return addr(i) }, n, quit, &wg)
-	}
-	var once sync.Once
-	return func() { once.Do(func() { close(quit); wg.Wait() }) }
-}
-
 // TestClusterClaimsStandbyTakeover: two servers claim the two ids, a third
 // stands by (not ready, ID commands refused with the reason). A holder
 // paused past its lease loses its id to the standby, which serves within
@@ -289,7 +186,7 @@ func TestClusterEtcdDown(t *testing.T) {
 		waitHolding(t, p, 10*time.Second)
 	}
 	set := newIDSet(memberLayout)
-	stop := set.loadAll(func(i int) string { return servers[i%2].Addr }, 50)
+	stop := set.loadAll(func(i int) string { return servers[i%2].Addr }, 4, 50)
 	defer stop()
 	await.True(t, time.Minute, "IDs are served before etcd goes down", func() bool { return set.count() > 1000 })
 	e.Kill()
@@ -338,7 +235,7 @@ func TestClusterFaultLoop(t *testing.T) {
 		return servers[rand.IntN(len(servers))].Addr
 	}
 	set := newIDSet(memberLayout)
-	stop := set.loadAll(func(int) string { return addr() }, 100)
+	stop := set.loadAll(func(int) string { return addr() }, 4, 100)
 	defer stop()
 	kinds := []string{"pause", "kill", "etcd", "clock", "wipe"}
 	var order []string
@@ -538,7 +435,7 @@ func TestClusterPrefixDeletedUnderLoad(t *testing.T) {
 		waitHolding(t, p, 10*time.Second)
 	}
 	set := newIDSet(busyLayout)
-	stop := set.loadAll(func(i int) string { return servers[i%2].Addr }, 100)
+	stop := set.loadAll(func(i int) string { return servers[i%2].Addr }, 4, 100)
 	defer stop()
 	waitAhead(t, servers[0], 2000)
 	wipe(t, e)
@@ -581,7 +478,7 @@ func TestClusterPrefixDeletedStandbyClaims(t *testing.T) {
 		t.Fatalf("the third server does not stand by: %s", clusterInfo(standby, "cluster_state"))
 	}
 	set := newIDSet(busyLayout)
-	stop := set.loadAll(func(i int) string { return servers[i%3].Addr }, 100)
+	stop := set.loadAll(func(i int) string { return servers[i%3].Addr }, 4, 100)
 	defer stop()
 	waitAhead(t, servers[0], 6000)
 	wipe(t, e)
@@ -614,7 +511,7 @@ func TestClusterPrefixDeletedNewServer(t *testing.T) {
 	}
 	waitHolding(t, servers[1], 10*time.Second)
 	set := newIDSet(busyLayout)
-	stop := set.loadAll(func(i int) string { return servers[i%2].Addr }, 100)
+	stop := set.loadAll(func(i int) string { return servers[i%2].Addr }, 4, 100)
 	defer stop()
 	waitAhead(t, paused, 6000)
 	paused.Cmd.Process.Signal(syscall.SIGSTOP)
@@ -731,7 +628,7 @@ func TestClusterEtcdLeaderLost(t *testing.T) {
 		waitRenewed(t, p)
 	}
 	set := newIDSet(busyLayout)
-	stop := set.loadAll(func(i int) string { return servers[i%2].Addr }, 100)
+	stop := set.loadAll(func(i int) string { return servers[i%2].Addr }, 4, 100)
 	defer stop()
 	leader := etcdLeader(t, members)
 	t.Logf("freezing etcd leader %s", leader.Endpoint)
@@ -868,7 +765,7 @@ func TestClusterEtcdRestored(t *testing.T) {
 	}
 	set := newIDSet(busyLayout)
 	var mu sync.Mutex
-	stop := set.loadAll(func(i int) string { mu.Lock(); defer mu.Unlock(); return servers[i%2].Addr }, 100)
+	stop := set.loadAll(func(i int) string { mu.Lock(); defer mu.Unlock(); return servers[i%2].Addr }, 4, 100)
 	defer stop()
 	backup := e.Backup()
 	if !await.Within(20*time.Second, func() bool { return set.count() > 30000 }) {
@@ -984,7 +881,7 @@ func TestClusterHolderCutOff(t *testing.T) {
 	}
 	set := newIDSet(idgen.Layout{IDBits: 0, ShardBits: 2, RandomBits: 19})
 	servers := []*process{cut, standby}
-	stop := set.loadAll(func(i int) string { return servers[i%2].Addr }, 100)
+	stop := set.loadAll(func(i int) string { return servers[i%2].Addr }, 4, 100)
 	defer stop()
 	if !await.Within(20*time.Second, func() bool { return set.count() > 10000 }) {
 		t.Fatalf("only %d IDs before the cut", set.count())

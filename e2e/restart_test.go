@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,46 +20,6 @@ import (
 	"github.com/idserver/idserver/internal/testbin"
 	"github.com/idserver/idserver/reservation"
 )
-
-// load runs clients doing MGETID 100 against addr until stop is closed and
-// returns every ID they got and how many -BUSY replies. Other errors end a
-// client: after a kill -9 that is how they learn the server is gone.
-func load(addr string, clients int, stop <-chan struct{}) (all []int64, busy int) {
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for range clients {
-		wg.Go(func() {
-			c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, PoolSize: 1})
-			defer c.Close()
-			var mine []int64
-			var refused int
-			defer func() {
-				mu.Lock()
-				all = append(all, mine...)
-				busy += refused
-				mu.Unlock()
-			}()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				ids, err := c.Do(context.Background(), "MGETID", 100).Int64Slice()
-				if err != nil {
-					if strings.HasPrefix(err.Error(), "BUSY") {
-						refused++
-						continue
-					}
-					return
-				}
-				mine = append(mine, ids...)
-			}
-		})
-	}
-	wg.Wait()
-	return all, busy
-}
 
 // TestKillRestartLoop kills the server with SIGKILL under MGETID load over
 // and over, stepping its clock back by up to 10 s between some restarts and
@@ -81,15 +40,9 @@ func TestKillRestartLoop(t *testing.T) {
 		}
 		p := start(t, nil, "--dir", dir, "--enable-debug-command", "yes",
 			"--debug-clock-offset-ms", strconv.FormatInt(offset, 10))
-		stop := make(chan struct{})
-		got := make(chan []int64, 1)
-		busy := make(chan int, 1)
-		go func() {
-			ids, b := load(p.Addr, 4, stop)
-			got <- ids
-			busy <- b
-		}()
-		time.Sleep(60 * time.Millisecond)
+		set := newIDSet(idgen.DefaultLayout)
+		stop := set.loadAll(func(int) string { return p.Addr }, 4, 100)
+		await.True(t, time.Minute, "IDs are served", func() bool { return set.count() > 0 })
 		if run%3 == 2 {
 			// A step back within max-lead-ms while serving: absorbed.
 			c := redis.NewClient(&redis.Options{Addr: p.Addr})
@@ -98,17 +51,14 @@ func TestKillRestartLoop(t *testing.T) {
 			}
 			c.Close()
 		}
-		time.Sleep(60 * time.Millisecond)
+		time.Sleep(60 * time.Millisecond) // a while under load: the kill comes at no set point
 		p.Cmd.Process.Signal(syscall.SIGKILL)
 		p.Cmd.Wait()
-		close(stop)
-		ids := <-got
-		if len(ids) == 0 {
-			t.Fatalf("run %d: no IDs issued", run)
-		}
+		stop()
+		ids := set.ids
 		// The jump to the reservation, even 10 s ahead of the clock, never
 		// turns requests away by itself.
-		if b := <-busy; b != 0 {
+		if b := set.fails["BUSY"]; b != 0 {
 			t.Fatalf("run %d (clock offset %dms): %d -BUSY replies after the restart", run, offset, b)
 		}
 		runMin, runMax := ids[0], ids[0]
@@ -198,13 +148,10 @@ func runToExit(t *testing.T, args ...string) (string, int) {
 func TestSigtermUnderLoad(t *testing.T) {
 	dir := t.TempDir()
 	p := start(t, nil, "--dir", dir)
-	stop := make(chan struct{})
-	got := make(chan []int64, 1)
-	go func() {
-		ids, _ := load(p.Addr, 8, stop)
-		got <- ids
-	}()
-	time.Sleep(300 * time.Millisecond)
+	set := newIDSet(idgen.DefaultLayout)
+	stop := set.loadAll(func(int) string { return p.Addr }, 8, 100)
+	defer stop()
+	await.True(t, time.Minute, "IDs are served", func() bool { return set.count() > 1000 })
 	begin := time.Now()
 	if code := p.Stop(); code != 0 {
 		t.Fatalf("exit code %d", code)
@@ -212,8 +159,8 @@ func TestSigtermUnderLoad(t *testing.T) {
 	if d := time.Since(begin); d > 5*time.Second {
 		t.Fatalf("SIGTERM took %v", d)
 	}
-	close(stop)
-	ids := <-got
+	stop()
+	ids := set.ids
 	s, found, err := reservation.ReadFile(filepath.Join(dir, "idserver.state"))
 	if err != nil || !found {
 		t.Fatalf("state after SIGTERM: %v, found %v", err, found)
