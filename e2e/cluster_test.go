@@ -191,9 +191,9 @@ func TestClusterEtcdDown(t *testing.T) {
 	await.True(t, time.Minute, "IDs are served before etcd goes down", func() bool { return set.count() > 1000 })
 	e.Kill()
 	down := set.count()
-	for _, p := range servers { // past the reservation (3 s) and the lease: they stand by
-		await.True(t, time.Minute, p.Addr+" stands by with etcd down", func() bool { return clusterInfo(p, "cluster_state") == "standby" })
-	}
+	// The outage under test: longer than the reservation (3 s) and the
+	// lease, a length of time, not a condition.
+	time.Sleep(3*leaseTTL + 2*time.Second)
 	set.mu.Lock()
 	refused := set.fails["CLUSTERDOWN"] + set.fails["BUSY"]
 	set.mu.Unlock()
