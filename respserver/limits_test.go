@@ -55,7 +55,7 @@ func TestSlowReaderBackpressure(t *testing.T) {
 // reads is held at the soft limit, then closed once its unsent replies and
 // waiting requests pass the hard one; another client is served throughout.
 func TestNonReaderClosedAtHardLimit(t *testing.T) {
-	_, addr := startServer(t, bigLayout, Options{Output: OutputLimits{Soft: 256 << 10, Hard: 1 << 20}})
+	_, addr := startServer(t, bigLayout, Options{Output: OutputLimits{Soft: 256 << 10, Hard: 1 << 20}, QueryBufferLimit: 64 << 20}) // see conns.TestHardLimit
 	flood, other := dialRaw(t, addr), dialRaw(t, addr)
 	floodUntilClosed(t, flood, other, []byte(strings.Repeat(encode("MGETID", "1000"), 1000)), 256<<20, "the client that never reads")
 	awaitInfo(t, other, "client_output_buffer_limit_disconnections:1\r\n")

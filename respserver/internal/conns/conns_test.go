@@ -199,9 +199,12 @@ func TestQueryBufferLimit(t *testing.T) {
 }
 
 // TestHardLimit: a client that asks for replies and never reads them is
-// closed once they pass the hard limit; another is served throughout.
+// closed once they pass the hard limit; another is served throughout. (Its
+// requests queue while it is held: the query buffer limit is set above
+// the hard limit here, or on a busy machine, where one read brings
+// megabytes of them, that limit would close it first, as it should.)
 func TestHardLimit(t *testing.T) {
-	s, addr := start(t, Options{Output: OutputLimits{Soft: 256 << 10, Hard: 1 << 20}}, &echo{})
+	s, addr := start(t, Options{Output: OutputLimits{Soft: 256 << 10, Hard: 1 << 20}, QueryBufferLimit: 64 << 20}, &echo{})
 	a, b := dial(t, addr), dial(t, addr)
 	go func() {
 		for {
