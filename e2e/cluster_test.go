@@ -460,9 +460,10 @@ func TestClusterPrefixDeletedUnderLoad(t *testing.T) {
 }
 
 // TestClusterPrefixDeletedStandbyClaims: as above, with a third server
-// standing by. It sees the claims go and takes an id at once, before its
-// holder claims again: it never held that id, and etcd has no reservation
-// left for it. It must still start above every ID the holder issued,
+// standing by. It sees the claims go and takes the id of a holder paused
+// at the wipe (so that the holder cannot claim it again first, as on a
+// busy machine it did): it never held that id, and etcd has no
+// reservation left for it. It must still start above every ID the holder issued,
 // which ran further ahead of the clock than max-lead-ms (the holders
 // started max-lead-ms ahead, and borrowed from there): it knows the
 // reservations it saw in etcd before they were deleted.
@@ -481,11 +482,13 @@ func TestClusterPrefixDeletedStandbyClaims(t *testing.T) {
 	stop := set.loadAll(func(i int) string { return servers[i%3].Addr }, 4, 100)
 	defer stop()
 	waitAhead(t, servers[0], 6000)
+	servers[0].Cmd.Process.Signal(syscall.SIGSTOP)
 	wipe(t, e)
 	deleted := set.count()
-	if !await.Within(10*time.Second, func() bool { return clusterInfo(standby, "cluster_state") == "holding" }) {
+	if !await.Within(30*time.Second, func() bool { return clusterInfo(standby, "cluster_state") == "holding" }) {
 		t.Fatalf("the standby did not claim after the prefix was deleted:\n%s", strings.Join(standby.Lines(), "\n"))
 	}
+	servers[0].Cmd.Process.Signal(syscall.SIGCONT)
 	if !await.Within(20*time.Second, func() bool { return set.count() > deleted+40000 }) {
 		t.Fatalf("only %d IDs after the standby claimed (%d before)", set.count()-deleted, deleted)
 	}
