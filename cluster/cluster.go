@@ -535,6 +535,7 @@ func (m *Member) checkEtcd(ctx context.Context) error {
 		return fmt.Errorf("etcd: %w", err)
 	}
 	if err := m.hist.check(resp.Header); err != nil {
+		m.standby(err) // before the log line: whoever reads it then gets the reason in replies too
 		m.logOnce(zerolog.ErrorLevel, err, "cluster: etcd went back in time; refusing to claim a server-id")
 		return err
 	}
