@@ -20,32 +20,60 @@ type listeners struct {
 }
 
 // listen takes every address of cfg, or none: on an error, those already
-// taken are let go. tc is the TLS configuration, for tls-port.
-func listen(cfg *conf.Config, tc *tls.Config) (*listeners, error) {
+// taken are let go. tc is the TLS configuration, for tls-port. A socket
+// passed by systemd (see sockets), by the name of an address, serves it
+// instead of one bound here.
+func listen(cfg *conf.Config, tc *tls.Config, passed map[string]*os.File) (*listeners, error) {
 	l := &listeners{tlsConfig: tc}
 	var err error
-	take := func(port int, what string) net.Listener {
-		if port == 0 || err != nil {
+	take := func(on bool, what, addr string) net.Listener {
+		if !on || err != nil {
 			return nil
 		}
 		var ln net.Listener
-		if ln, err = net.Listen("tcp", net.JoinHostPort(cfg.Bind, strconv.Itoa(port))); err != nil {
+		if f := passed[what]; f != nil {
+			ln, err = net.FileListener(f)
+			f.Close() // ln holds a duplicate
+		} else {
+			ln, err = net.Listen("tcp", addr)
+		}
+		if err != nil {
 			err = fmt.Errorf("%s: %w", what, err)
 		}
 		return ln
 	}
-	l.plain = take(cfg.Port, "port")
-	l.tls = take(cfg.TLSPort, "tls-port")
-	if cfg.MetricsAddr != "" && err == nil {
-		if l.metrics, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
-			err = fmt.Errorf("metrics-addr: %w", err)
-		}
-	}
+	l.plain = take(cfg.Port != 0, "port", net.JoinHostPort(cfg.Bind, strconv.Itoa(cfg.Port)))
+	l.tls = take(cfg.TLSPort != 0, "tls-port", net.JoinHostPort(cfg.Bind, strconv.Itoa(cfg.TLSPort)))
+	l.metrics = take(cfg.MetricsAddr != "", "metrics-addr", cfg.MetricsAddr)
 	if err != nil {
 		l.close()
 		return nil, err
 	}
 	return l, nil
+}
+
+// sockets names the listening sockets passed to the server by systemd's
+// socket activation protocol (LISTEN_FDS, LISTEN_FDNAMES; a .socket unit
+// with FileDescriptorName=port, tls-port or metrics-addr), which tests use
+// too: a socket the parent bound and keeps cannot be taken by another
+// process between a port being chosen and served. Each serves the address
+// of its name, which must be on in cfg (tls-port needs its files).
+func sockets(cfg *conf.Config, passed []*os.File) (map[string]*os.File, error) {
+	on := map[string]bool{"port": cfg.Port != 0, "tls-port": cfg.TLSPort != 0, "metrics-addr": cfg.MetricsAddr != ""}
+	named := map[string]*os.File{}
+	for _, f := range passed {
+		name := f.Name()
+		switch isOn, known := on[name]; {
+		case !known:
+			return nil, fmt.Errorf("a socket passed by systemd is named %s: name each port, tls-port or metrics-addr (FileDescriptorName=)", name)
+		case !isOn:
+			return nil, fmt.Errorf("a socket passed by systemd is named %s, but %s is off in the configuration", name, name)
+		case named[name] != nil:
+			return nil, fmt.Errorf("two sockets passed by systemd are named %s", name)
+		}
+		named[name] = f
+	}
+	return named, nil
 }
 
 // close lets every address go.

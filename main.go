@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/coreos/go-systemd/v22/activation"
 	"github.com/mattn/go-isatty"
 	"github.com/rs/zerolog"
 	"github.com/spf13/pflag"
@@ -75,13 +76,18 @@ func run(args []string) int {
 // so that a start that fails leaves the state as it found it, and only
 // then the first write of the reservation.
 func runMode(cfg *conf.Config, tc *tls.Config, log zerolog.Logger) int {
+	passed, err := sockets(cfg, activation.Files(true))
+	if err != nil {
+		log.Error().Err(err).Msg("refusing to start")
+		return 1
+	}
 	m, err := newMode(cfg, log)
 	if err != nil {
 		log.Error().Err(err).Msg("refusing to start")
 		return 1
 	}
 	defer m.close()
-	lns, err := listen(cfg, tc)
+	lns, err := listen(cfg, tc, passed)
 	if err != nil {
 		log.Error().Err(err).Msg("cannot listen")
 		return 1

@@ -33,18 +33,20 @@ const builtBinary = "CLIENTS_TEST_IDSERVER"
 
 func TestMain(m *testing.M) { testbin.Run(m, "..", builtBinary, &binary) }
 
-// startServer runs idserver with args on a free port of 127.0.0.1 until
-// the test ends, and returns its address.
+// startServer runs idserver with args on a port of 127.0.0.1 the test
+// keeps until it ends, and returns its address.
 func startServer(t *testing.T, args ...string) string {
 	t.Helper()
-	return runServer(t, append(args, "--port", testbin.FreePort(t))...).Addr
+	s := testbin.Listen(t, "port")
+	return runServer(t, []testbin.Socket{s}, append(args, "--port", s.Port)...).Addr
 }
 
-// runServer runs idserver with args, its state in a directory of t's,
-// until the test ends, and returns it once it is ready.
-func runServer(t *testing.T, args ...string) *testbin.Process {
+// runServer runs idserver with args and sockets (testbin.Listen), its
+// state in a directory of t's, until the test ends, and returns it once
+// it is ready.
+func runServer(t *testing.T, sockets []testbin.Socket, args ...string) *testbin.Process {
 	t.Helper()
-	return testbin.Start(t, nil, binary, append(args, "--dir", t.TempDir())...)
+	return testbin.Start(t, nil, sockets, binary, append(args, "--dir", t.TempDir())...)
 }
 
 // need returns the path of a client program, or skips the test without

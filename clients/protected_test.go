@@ -16,7 +16,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/idserver/idserver/internal/testbin"
 	"github.com/idserver/idserver/internal/testpki"
 )
 
@@ -96,8 +95,9 @@ func TestProtectedMode(t *testing.T) {
 	p := testpki.New(t)
 	tlsArgs := []string{"--tls-cert-file", p.File("server.crt"), "--tls-key-file", p.File("server.key"), "--tls-ca-cert-file", p.File("ca.crt")}
 	tlsCfg := &tls.Config{RootCAs: p.Roots, Certificates: []tls.Certificate{p.Client}}
-	port, tlsPort := testbin.FreePort(t), testbin.FreePort(t)
-	runServer(t, append([]string{"--bind", "0.0.0.0", "--port", port, "--tls-port", tlsPort}, tlsArgs...)...)
+	// The namespace is this test's own: nothing else binds ports there.
+	port, tlsPort := "6551", "6552"
+	runServer(t, nil, append([]string{"--bind", "0.0.0.0", "--port", port, "--tls-port", tlsPort}, tlsArgs...)...)
 
 	for _, cfg := range []*tls.Config{nil, tlsCfg} {
 		port := map[bool]string{true: tlsPort, false: port}[cfg != nil]
@@ -121,16 +121,16 @@ func TestProtectedMode(t *testing.T) {
 		t.Fatalf("INFO stats after 3 refusals: %q, %v", info, err)
 	}
 
-	port = testbin.FreePort(t)
-	runServer(t, "--bind", "0.0.0.0", "--port", port, "--requirepass", "s3cret")
+	port = "6553"
+	runServer(t, nil, "--bind", "0.0.0.0", "--port", port, "--requirepass", "s3cret")
 	remote := redis.NewClient(&redis.Options{Addr: net.JoinHostPort(remoteIP, port), Password: "s3cret"})
 	defer remote.Close()
 	if err := remote.Ping(context.Background()).Err(); err != nil {
 		t.Fatalf("remote client with requirepass set: %v", err)
 	}
 
-	port = testbin.FreePort(t)
-	runServer(t, "--bind", "0.0.0.0", "--port", port, "--protected-mode", "no")
+	port = "6554"
+	runServer(t, nil, "--bind", "0.0.0.0", "--port", port, "--protected-mode", "no")
 	if line, err := ping(t, remoteIP, port, nil); line != "+PONG\r\n" {
 		t.Fatalf("remote client with protected-mode no: %q, %v", line, err)
 	}

@@ -21,7 +21,8 @@ import (
 // returns the TLS address.
 func startTLS(t *testing.T, p testpki.PKI, args ...string) string {
 	t.Helper()
-	r := runServer(t, append([]string{"--port", "0", "--tls-port", testbin.FreePort(t),
+	s := testbin.Listen(t, "tls-port")
+	r := runServer(t, []testbin.Socket{s}, append([]string{"--port", "0", "--tls-port", s.Port,
 		"--tls-cert-file", p.File("server.crt"), "--tls-key-file", p.File("server.key"),
 		"--tls-ca-cert-file", p.File("ca.crt")}, args...)...)
 	if r.Addr != "" || r.TLSAddr == "" {

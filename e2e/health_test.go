@@ -90,7 +90,7 @@ func TestHealthAndReadiness(t *testing.T) {
 // TestCheckReadyNoServer: --check-ready fails, with the reason, when
 // nothing answers or metrics-addr is not set.
 func TestCheckReadyNoServer(t *testing.T) {
-	if code, out := runCheckReady(t, "127.0.0.1:"+testbin.FreePort(t)); code != 1 || !strings.Contains(out, "connection refused") {
+	if code, out := runCheckReady(t, testbin.Unused(t)); code != 1 || !strings.Contains(out, "connection refused") {
 		t.Fatalf("no server: exit %d, %q", code, out)
 	}
 	if code, out := runCheckReady(t, ""); code != 1 || !strings.Contains(out, "needs metrics-addr") {

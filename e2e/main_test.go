@@ -48,10 +48,18 @@ func startCmd(t *testing.T, env []string, name string, args ...string) *process 
 	if !slices.Contains(args, "--dir") {
 		args = append(args, "--dir", t.TempDir())
 	}
-	if !slices.Contains(args, "--port") {
-		args = append(args, "--port", testbin.FreePort(t))
+	args, sockets := withPort(t, args)
+	return testbin.Start(t, env, sockets, name, args...)
+}
+
+// withPort adds a port of the test's to args that name none, passed to
+// the binary as a socket (testbin.Listen).
+func withPort(t *testing.T, args []string) ([]string, []testbin.Socket) {
+	if slices.Contains(args, "--port") {
+		return args, nil
 	}
-	return testbin.Start(t, env, name, args...)
+	s := testbin.Listen(t, "port")
+	return append(args, "--port", s.Port), []testbin.Socket{s}
 }
 
 func TestBinaryServesAndStops(t *testing.T) {
@@ -171,6 +179,39 @@ func TestHelpFlag(t *testing.T) {
 	for _, key := range append(conf.Keys(), "config", "version", "check-ready") {
 		if !regexp.MustCompile(`(?m)^\s+--` + regexp.QuoteMeta(key) + `\b`).Match(out) {
 			t.Errorf("--help does not list --%s:\n%s", key, out)
+		}
+	}
+}
+
+// TestSocketActivation: the server serves sockets passed by systemd's
+// protocol (the tests' own way to keep their ports), each at the address
+// its name says; a restart serves the same socket, and a socket named for
+// no address, or for one that is off, stops the start with one line.
+func TestSocketActivation(t *testing.T) {
+	port, metrics := testbin.Listen(t, "port"), testbin.Listen(t, "metrics-addr")
+	sockets := []testbin.Socket{metrics, port}
+	args := []string{"--dir", t.TempDir(), "--port", port.Port, "--metrics-addr", "127.0.0.1:" + metrics.Port}
+	for run := range 2 {
+		p := testbin.Start(t, nil, sockets, binary, args...)
+		if p.Addr != "127.0.0.1:"+port.Port || p.MetricsAddr(t) != "127.0.0.1:"+metrics.Port {
+			t.Fatalf("run %d serves %s and metrics at %s, want the sockets' ports %s and %s", run, p.Addr, p.MetricsAddr(t), port.Port, metrics.Port)
+		}
+		if ids := mgetid(t, p.Addr, 10); len(ids) != 10 {
+			t.Fatalf("run %d: %d IDs", run, len(ids))
+		}
+		if code := p.Stop(); code != 0 {
+			t.Fatalf("run %d: exit code %d", run, code)
+		}
+	}
+	for _, c := range []struct{ name, want string }{
+		{"bogus", `a socket passed by systemd is named bogus: name each port, tls-port or metrics-addr (FileDescriptorName=)`},
+		{"tls-port", "a socket passed by systemd is named tls-port, but tls-port is off in the configuration"},
+	} {
+		s := testbin.Listen(t, c.name)
+		cmd := testbin.Command(binary, nil, []testbin.Socket{s}, "--dir", t.TempDir(), "--port", testbin.Listen(t, "unused").Port)
+		out, _ := cmd.CombinedOutput()
+		if cmd.ProcessState.ExitCode() != 1 || !strings.Contains(string(out), c.want) || strings.Count(strings.TrimSpace(string(out)), "\n") != 0 {
+			t.Errorf("a socket named %s: exit %d, output %q", c.name, cmd.ProcessState.ExitCode(), out)
 		}
 	}
 }

@@ -1,12 +1,11 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -129,18 +128,21 @@ func TestBadStateFiles(t *testing.T) {
 // output and exit code.
 func runToExit(t *testing.T, args ...string) (string, int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if !slices.Contains(args, "--port") {
-		args = append(args, "--port", testbin.FreePort(t))
+	args, sockets := withPort(t, args)
+	cmd := testbin.Command(binary, nil, sockets, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
 	}
-	cmd := exec.CommandContext(ctx, binary, args...)
-	out, err := cmd.CombinedOutput()
+	stuck := time.AfterFunc(20*time.Second, func() { cmd.Process.Kill() })
+	err := cmd.Wait()
+	stuck.Stop()
 	var exit interface{ ExitCode() int }
 	if err != nil && !errors.As(err, &exit) {
 		t.Fatal(err)
 	}
-	return string(out), cmd.ProcessState.ExitCode()
+	return out.String(), cmd.ProcessState.ExitCode()
 }
 
 // TestSigtermUnderLoad: every reply before the close is a valid ID, the

@@ -6,6 +6,7 @@ package testbin
 import (
 	"bufio"
 	"encoding/json"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -41,17 +42,105 @@ func Run(m *testing.M, dir, reuse string, binary *string) {
 	os.Exit(code)
 }
 
-// FreePort returns a TCP port of 127.0.0.1 that was free a moment ago.
-// (Port 0 is no answer for idserver: there it means no plain TCP, as in
-// Redis.)
-func FreePort(t testing.TB) string {
+// Socket is a listening TCP socket of 127.0.0.1 that a test binds and
+// keeps until it ends, for a binary it starts to serve (systemd's socket
+// activation, which idserver speaks): no other process can take the port
+// between its choice and its use, and a restarted binary serves the same
+// one.
+type Socket struct {
+	Name string // the address it serves: port, tls-port or metrics-addr
+	Port string
+	file *os.File
+}
+
+// Listen binds a socket for the address name.
+func Listen(t testing.TB, name string) Socket {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	f, err := ln.(*net.TCPListener).File()
+	ln.Close() // f is a duplicate: the socket stays bound and listening
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return Socket{Name: name, Port: strconv.Itoa(ln.Addr().(*net.TCPAddr).Port), file: f}
+}
+
+// ReservedPort returns a port of 127.0.0.1 for a program that binds it
+// itself and cannot be passed a socket (etcd), kept for this test until
+// it ends, across restarts of the program: it lies below the kernel's
+// range of ephemeral ports, so no connection is given it, and a lock file
+// keeps other tests' ReservedPort from it.
+func ReservedPort(t testing.TB) string {
+	t.Helper()
+	low := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			low, _ = strconv.Atoi(f[0])
+		}
+	}
+	first := 10000 + rand.IntN(max(low-10000, 1))
+	for i := range low - 10000 {
+		port := strconv.Itoa(10000 + (first-10000+i)%(low-10000))
+		lock, err := os.OpenFile(filepath.Join(os.TempDir(), "idserver-test-port-"+port+".lock"), os.O_CREATE|os.O_RDWR, 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+			lock.Close() // another test's
+			continue
+		}
+		if ln, err := net.Listen("tcp", "127.0.0.1:"+port); err == nil {
+			ln.Close()
+			t.Cleanup(func() { lock.Close() })
+			return port
+		}
+		lock.Close() // in use by a program that took no lock
+	}
+	t.Fatalf("no free port below %d", low)
+	return ""
+}
+
+// Command is the command that runs name with args and env (added to the
+// test's), passing it sockets by systemd's protocol: LISTEN_PID must be
+// the pid of the binary, which a shell that execs it knows.
+func Command(name string, env []string, sockets []Socket, args ...string) *exec.Cmd {
+	if len(sockets) == 0 {
+		cmd := exec.Command(name, args...)
+		cmd.Env = append(os.Environ(), env...)
+		return cmd
+	}
+	cmd := exec.Command("sh", append([]string{"-c", `LISTEN_PID=$$ exec "$0" "$@"`, name}, args...)...)
+	var names []string
+	for _, s := range sockets {
+		names = append(names, s.Name)
+		cmd.ExtraFiles = append(cmd.ExtraFiles, s.file)
+	}
+	cmd.Env = append(append(os.Environ(), env...), "LISTEN_FDS="+strconv.Itoa(len(sockets)), "LISTEN_FDNAMES="+strings.Join(names, ":"))
+	return cmd
+}
+
+// Unused returns an address of 127.0.0.1 where nothing listens and
+// nothing can until the test ends: its port is bound to a socket that
+// never listens, so a connection is refused.
+func Unused(t testing.TB) string {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "127.0.0.1:" + strconv.Itoa(sa.(*syscall.SockaddrInet4).Port)
 }
 
 // Process is a running idserver, its addresses and its log lines.
@@ -65,12 +154,11 @@ type Process struct {
 	done chan struct{} // closed when its stderr ends
 }
 
-// Start runs name with args and env (added to the test's), waits for the
-// binary's "idserver ready" line, and kills it when the test ends.
-func Start(t testing.TB, env []string, name string, args ...string) *Process {
+// Start runs Command(name, env, sockets, args...), waits for the binary's
+// "idserver ready" line, and kills it when the test ends.
+func Start(t testing.TB, env []string, sockets []Socket, name string, args ...string) *Process {
 	t.Helper()
-	cmd := exec.Command(name, args...)
-	cmd.Env = append(os.Environ(), env...)
+	cmd := Command(name, env, sockets, args...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

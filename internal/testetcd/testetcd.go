@@ -96,7 +96,7 @@ func needEtcd(t *testing.T) {
 
 func newServer(t *testing.T, name string) *Server {
 	e := &Server{t: t, dir: filepath.Join(t.TempDir(), "etcd"), name: name,
-		Endpoint: "127.0.0.1:" + testbin.FreePort(t), peer: "http://127.0.0.1:" + testbin.FreePort(t)}
+		Endpoint: "127.0.0.1:" + testbin.ReservedPort(t), peer: "http://127.0.0.1:" + testbin.ReservedPort(t)}
 	t.Cleanup(e.Kill)
 	return e
 }
