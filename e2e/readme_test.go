@@ -245,7 +245,7 @@ func TestReadmeShapeCatchesMistakes(t *testing.T) {
 		` 5) "server-id"`,
 		` 6) (integer) 0`,
 	}
-	real := []string{
+	transcript := []string{
 		` 1) "unix-ms"`,
 		` 2) (integer) 1795514531076`,
 		` 3) "time"`,
@@ -253,7 +253,7 @@ func TestReadmeShapeCatchesMistakes(t *testing.T) {
 		` 5) "server-id"`,
 		` 6) (integer) 3`,
 	}
-	if i := sameShape(want, real); i >= 0 {
+	if i := sameShape(want, transcript); i >= 0 {
 		t.Fatalf("another run's transcript differs at line %d", i+1)
 	}
 	edit := func(f func(l []string) []string) []string { return f(slices.Clone(want)) }
@@ -265,14 +265,15 @@ func TestReadmeShapeCatchesMistakes(t *testing.T) {
 		"a time without ms":       edit(func(l []string) []string { l[3] = ` 4) "2026-11-22T12:52:46Z"`; return l }),
 		"a negative number":       edit(func(l []string) []string { l[5] = ` 6) (integer) -1`; return l }),
 	} {
-		if sameShape(wrong, real) < 0 {
-			t.Errorf("%s: docs showing\n%s\nwould pass against\n%s", name, strings.Join(wrong, "\n"), strings.Join(real, "\n"))
+		if sameShape(wrong, transcript) < 0 {
+			t.Errorf("%s: docs showing\n%s\nwould pass against\n%s", name, strings.Join(wrong, "\n"), strings.Join(transcript, "\n"))
 		}
 	}
 }
 
-// shellWords are the words of one simple command of a shell line, after
-// the prefixes that do not name the program (sudo, VAR=value, do, ...).
+// shellCommands splits a shell line into its simple commands, each as
+// its words after the prefixes that do not name the program (sudo,
+// VAR=value, do, ...).
 func shellCommands(line string) [][]string {
 	var cmds [][]string
 	for _, seg := range regexp.MustCompile(`&&|\|\||[|;&]`).Split(line, -1) {
