@@ -20,7 +20,8 @@ import (
 // the reservations in it may be below IDs already issued, by servers
 // that do not run any more. So a server that sees etcd go back claims
 // nothing until an operator confirms by removing the file, which should
-// be done once etcd holds what it should (see the README).
+// be done once etcd holds what it should (see docs/cluster.md, "After
+// restoring etcd from a snapshot").
 type history struct {
 	path string // "": kept in memory only
 
