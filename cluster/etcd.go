@@ -168,7 +168,7 @@ func (s *store) Save(ctx context.Context, st reservation.State) error {
 		Commit()
 	switch {
 	case errors.Is(err, rpctypes.ErrNoSpace):
-		return fmt.Errorf("etcd's NOSPACE alarm is raised: its database reached its quota (compact and defragment etcd, then disarm the alarm; see the README): %w", err)
+		return fmt.Errorf("etcd's NOSPACE alarm is raised: its database reached its quota (compact and defragment etcd, then disarm the alarm; see docs/cluster.md): %w", err)
 	case err != nil:
 		return fmt.Errorf("etcd: %w", err)
 	case !resp.Succeeded:

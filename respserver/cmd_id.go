@@ -31,7 +31,7 @@ var idCommands = []*command{
 		args:       []arg{{name: "id", typ: "integer"}},
 	}},
 	{name: "idrange", arity: 3, flags: []string{"readonly", "fast"}, run: cmdIDRange, doc: doc{
-		summary:    "Returns the smallest and the largest ID any server of this layout can issue from start-ms to end-ms (unix ms, inclusive).",
+		summary:    "Returns the smallest and the largest ID whose time field lies from start-ms to end-ms (unix ms, inclusive): the bounds of a range query for that window.",
 		since:      idserverSince,
 		group:      "idserver",
 		complexity: "O(1)",
