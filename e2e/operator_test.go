@@ -106,7 +106,7 @@ func TestFailedStartWritesNothing(t *testing.T) {
 	_, port, _ := strings.Cut(a.Addr, ":")
 	failures := [][]string{
 		{"--port", port},
-		{"--bind", "192.0.2.1"}, // TEST-NET-1: no interface here has it
+		{"--bind", "192.0.2.1", "--port", "6551"}, // TEST-NET-1: no interface here has it (and a port of its own: a socket passed would serve instead of the bind)
 		{"--metrics-addr", "192.0.2.1:0"},
 	}
 	a.Cmd.Process.Signal(syscall.SIGSTOP)
