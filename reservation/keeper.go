@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/idserver/idserver/idgen"
+	"github.com/idserver/idserver/internal/ratelog"
 )
 
 // Store holds the State durably.
@@ -34,7 +35,7 @@ type Keeper struct {
 	stop context.CancelFunc
 	done chan struct{}
 
-	failLog failureLog // run's own
+	failLog ratelog.ByText // run's own
 }
 
 // Stats are a Keeper's counters.
@@ -101,8 +102,8 @@ func (k *Keeper) renew() error {
 
 // run renews on a tick of an eighth of the reservation, and at once when a
 // request is waiting for it. A failing store is retried on every tick;
-// each failure is logged with its error, at most once a failureLogEvery
-// per distinct error (failureLog).
+// each failure is logged with its error, at most once a ratelog.Every
+// per distinct error.
 func (k *Keeper) run() {
 	defer close(k.done)
 	t := time.NewTicker(min(max(time.Duration(k.reserve)*time.Millisecond/8, 5*time.Millisecond), 250*time.Millisecond))
@@ -122,7 +123,7 @@ func (k *Keeper) run() {
 		switch {
 		case err != nil && k.ctx.Err() == nil:
 			failed++
-			if ok, held := k.failLog.allow(err.Error(), time.Now()); ok {
+			if ok, held := k.failLog.Allow(err.Error(), time.Now()); ok {
 				k.log.Error().Err(err).Int("failed_in_a_row", failed).Int("same_error_not_logged", held).
 					Msg("cannot renew the reservation; requests past it get -BUSY until a write succeeds")
 			}
@@ -131,32 +132,6 @@ func (k *Keeper) run() {
 			failed = 0
 		}
 	}
-}
-
-// failureLogEvery is how often one error of the store is logged again
-// while it repeats.
-const failureLogEvery = 10 * time.Second
-
-// failureLog lets through the first failure of each error text, and then
-// one every failureLogEvery, with how many of that text it held back: a
-// store failing on every tick (a full disk: 60 a second) is a line every
-// ten seconds, and a new error is news at once.
-type failureLog struct {
-	last map[string]time.Time
-	held map[string]int
-}
-
-func (l *failureLog) allow(text string, now time.Time) (ok bool, held int) {
-	if l.last == nil || len(l.last) > 64 { // bounded: errors may carry varying details
-		l.last, l.held = map[string]time.Time{}, map[string]int{}
-	}
-	if last, seen := l.last[text]; seen && now.Sub(last) < failureLogEvery {
-		l.held[text]++
-		return false, 0
-	}
-	held = l.held[text]
-	l.last[text], l.held[text] = now, 0
-	return true, held
 }
 
 // Close stops renewing, cutting short a renewal under way, stops the

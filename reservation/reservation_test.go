@@ -245,28 +245,6 @@ func TestCloseCutsARenewalShort(t *testing.T) {
 	}
 }
 
-// TestFailureLog: a failing store's error is logged at once, then once
-// every failureLogEvery with the count held back; another error is
-// logged at once.
-func TestFailureLog(t *testing.T) {
-	var l failureLog
-	t0 := time.Unix(1000, 0)
-	if ok, _ := l.allow("disk full", t0); !ok {
-		t.Fatal("first failure not logged")
-	}
-	for i := range 59 {
-		if ok, _ := l.allow("disk full", t0.Add(time.Duration(i+1)*100*time.Millisecond)); ok {
-			t.Fatalf("repeat %d within %v logged", i+1, failureLogEvery)
-		}
-	}
-	if ok, _ := l.allow("etcd: NOSPACE", t0.Add(time.Second)); !ok {
-		t.Fatal("a new error not logged at once")
-	}
-	if ok, held := l.allow("disk full", t0.Add(failureLogEvery)); !ok || held != 59 {
-		t.Fatalf("after %v: logged %v with %d held back, want 59", failureLogEvery, ok, held)
-	}
-}
-
 // TestFailingStore: when writes fail, requests past T are refused until a
 // write succeeds again, and then they go on.
 func TestFailingStore(t *testing.T) {
