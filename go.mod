@@ -22,6 +22,8 @@ require (
 	go.yaml.in/yaml/v3 v3.0.5
 )
 
+require go.etcd.io/bbolt v1.4.3 // indirect
+
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect

@@ -1,0 +1,355 @@
+package sequence
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// File keeps the reservations of a single server's sequences in a bbolt
+// database in dir (bbolt is the embedded store etcd itself uses). It is a
+// Backend.
+//
+// Writes are appended to a log bucket, one entry per write holding every
+// key it reserves: a write of thousands of keys then costs one entry and
+// bbolt's two fsyncs, where putting each key in place would rewrite a
+// page per key (measured here: 52 ms to put 800 random keys among
+// 100,000, against 2 ms to append them). When the log outgrows what the
+// keys hold, it is folded into the marks bucket, each key once, in order.
+// A restart reads the marks and then the log: the last write of a key
+// wins.
+//
+// The file is created by the first write, not at start: a start that
+// fails writes nothing. Its owner holds the state file's lock, and bbolt
+// locks the file too.
+type File struct {
+	path string
+
+	mu       sync.Mutex
+	db       *bolt.DB // nil until the first write
+	entry    uint64   // the number of the last log entry
+	logBytes int      // what the log holds since the last fold
+	keys     int      // keys stored, about: for when to fold
+	dirty    bool     // a write since the start: the last run did not end cleanly
+	folds    uint64
+}
+
+// Restart tells what the file said at the start.
+type Restart struct {
+	Keys int
+	// Clean is whether the last run ended with a graceful stop (Release):
+	// then every key continues from its last value.
+	Clean bool
+	// Skipped bounds the values a restart after a crash skips: what the
+	// last run had reserved and may not have handed out, summed over the
+	// keys. 0 after a clean stop.
+	Skipped int64
+}
+
+var (
+	metaBucket  = []byte("idserver")
+	marksBucket = []byte("marks")
+	logBucket   = []byte("log")
+	formatKey   = []byte("format")
+	cleanKey    = []byte("clean")
+)
+
+// format identifies the file as idserver's sequences, and the version of
+// its layout.
+const format = "idserver sequences 1"
+
+// OpenFile reads the sequences stored at path: none if it does not
+// exist. A file that is not idserver's sequences, or is corrupt, is an
+// error, and is left as it is.
+func OpenFile(path string) (*File, []Mark, Restart, error) {
+	f := &File{path: path}
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return f, nil, Restart{Clean: true}, nil
+	}
+	if err != nil {
+		return nil, nil, Restart{}, fmt.Errorf("sequence file %s: %w", path, err)
+	}
+	if err := checkPages(data); err != nil {
+		return nil, nil, Restart{}, fmt.Errorf("sequence file %s: %w (the file is left as it is)", path, err)
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+	if err != nil {
+		return nil, nil, Restart{}, fmt.Errorf("sequence file %s: %w (the file is left as it is)", path, err)
+	}
+	defer db.Close()
+	marks, r, err := f.load(db)
+	if err != nil {
+		return nil, nil, Restart{}, fmt.Errorf("sequence file %s: %w (the file is left as it is)", path, err)
+	}
+	f.keys = len(marks)
+	return f, marks, r, nil
+}
+
+// stored is a key's record: its mark, and its last value handed out when
+// the mark was written.
+type stored struct{ mark, issued int64 }
+
+// load reads every key's mark: the marks bucket, then the log in order.
+// checkPages made bbolt's walk safe; a panic of bbolt on damage it finds
+// nonetheless is an error here.
+func (f *File) load(db *bolt.DB) (marks []Mark, r Restart, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("corrupt: %v", p)
+		}
+	}()
+	byKey := map[string]stored{}
+	err = db.View(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(metaBucket)
+		if meta == nil || string(meta.Get(formatKey)) != format {
+			return errors.New("not a sequences file of idserver (no format key " + format + ")")
+		}
+		r.Clean = meta.Get(cleanKey) != nil
+		if err := each(tx.Bucket(marksBucket), func(k, v []byte) error { return decodeMark(byKey, k, v) }); err != nil {
+			return err
+		}
+		return each(tx.Bucket(logBucket), func(k, v []byte) error {
+			f.entry = binary.BigEndian.Uint64(k)
+			f.logBytes += len(v)
+			return decodeEntry(byKey, v)
+		})
+	})
+	if err != nil {
+		return nil, Restart{}, err
+	}
+	marks = make([]Mark, 0, len(byKey))
+	for k, s := range byKey {
+		marks = append(marks, Mark{Key: k, Value: s.mark})
+		if !r.Clean {
+			r.Skipped += s.mark - s.issued
+		}
+	}
+	r.Keys = len(marks)
+	return marks, r, nil
+}
+
+// each calls fn for every pair of b; a missing bucket is an error.
+func each(b *bolt.Bucket, fn func(k, v []byte) error) error {
+	if b == nil {
+		return errors.New("a bucket is missing")
+	}
+	return b.ForEach(fn)
+}
+
+// decodeMark reads a pair of the marks bucket.
+func decodeMark(byKey map[string]stored, k, v []byte) error {
+	if len(v) != 16 {
+		return fmt.Errorf("the mark of %q is %d bytes, not 16", clip(string(k)), len(v))
+	}
+	byKey[string(k)] = stored{int64(binary.BigEndian.Uint64(v)), int64(binary.BigEndian.Uint64(v[8:]))}
+	return nil
+}
+
+// A log entry is a list of records, each a key's length and bytes, its
+// mark and its last value then, as uvarints.
+func appendRecord(b []byte, key string, s stored) []byte {
+	b = binary.AppendUvarint(b, uint64(len(key)))
+	b = append(b, key...)
+	b = binary.AppendUvarint(b, uint64(s.mark))
+	return binary.AppendUvarint(b, uint64(s.issued))
+}
+
+func decodeEntry(byKey map[string]stored, b []byte) error {
+	for len(b) > 0 {
+		n, k := binary.Uvarint(b)
+		if k <= 0 || uint64(len(b)-k) < n {
+			return errors.New("a log entry is cut short")
+		}
+		key := string(b[k : k+int(n)])
+		b = b[k+int(n):]
+		var s stored
+		for _, field := range []*int64{&s.mark, &s.issued} {
+			v, k := binary.Uvarint(b)
+			if k <= 0 || v > math.MaxInt64 {
+				return errors.New("a log entry is cut short")
+			}
+			*field, b = int64(v), b[k:]
+		}
+		byKey[key] = s
+	}
+	return nil
+}
+
+// Take reserves each segment, all in one write.
+func (f *File) Take(ctx context.Context, ts []Take) {
+	var rec []byte
+	for i := range ts {
+		t := &ts[i]
+		if t.After > math.MaxInt64-t.N {
+			t.Err = ErrOverflow
+			continue
+		}
+		t.First, t.Last = t.After+1, t.After+t.N
+		rec = appendRecord(rec, t.Key, stored{t.Last, t.Issued})
+	}
+	if len(rec) == 0 {
+		return
+	}
+	if err := f.write(rec, false); err != nil {
+		for i := range ts {
+			if ts[i].Err == nil {
+				ts[i].Err = err
+			}
+		}
+	}
+}
+
+// Set stores v as key's mark; the Table checked that it goes up.
+func (f *File) Set(ctx context.Context, key string, v int64, mode SetMode) error {
+	return f.write(appendRecord(nil, key, stored{v, v}), false)
+}
+
+// Release stores the marks of a graceful stop, and that it was one.
+func (f *File) Release(ctx context.Context, marks []Mark) error {
+	var rec []byte
+	for _, m := range marks {
+		rec = appendRecord(rec, m.Key, stored{m.Value, m.Value})
+	}
+	return f.write(rec, true)
+}
+
+// write appends rec to the log in one transaction (fsynced before it
+// returns), folding the log into the marks when it has grown past them.
+// clean records a graceful stop; any other write says the run is on.
+func (f *File) write(rec []byte, clean bool) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.open(); err != nil {
+		return err
+	}
+	fold := f.logBytes+len(rec) > max(1<<20, 64*f.keys)
+	err := f.db.Update(func(tx *bolt.Tx) error {
+		if err := f.mark(tx, clean); err != nil {
+			return err
+		}
+		var k [8]byte
+		binary.BigEndian.PutUint64(k[:], f.entry+1)
+		if err := tx.Bucket(logBucket).Put(k[:], rec); err != nil {
+			return err
+		}
+		if fold {
+			return f.fold(tx)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("sequence file %s: %w", f.path, err)
+	}
+	f.entry++
+	f.logBytes += len(rec)
+	if fold {
+		f.logBytes = 0
+		f.folds++
+	}
+	return nil
+}
+
+// mark records in tx whether the run ended cleanly, when that changes.
+func (f *File) mark(tx *bolt.Tx, clean bool) error {
+	meta := tx.Bucket(metaBucket)
+	switch {
+	case clean:
+		f.dirty = false
+		return meta.Put(cleanKey, []byte{1})
+	case !f.dirty:
+		f.dirty = true
+		return meta.Delete(cleanKey)
+	}
+	return nil
+}
+
+// fold moves the log into the marks bucket in tx, each key once, in key
+// order (bbolt writes each page it touches once).
+func (f *File) fold(tx *bolt.Tx) error {
+	byKey := map[string]stored{}
+	if err := each(tx.Bucket(logBucket), func(k, v []byte) error { return decodeEntry(byKey, v) }); err != nil {
+		return err
+	}
+	keys := make([]string, 0, len(byKey))
+	for k := range byKey {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	marks := tx.Bucket(marksBucket)
+	values := make([]byte, 16*len(keys)) // bbolt keeps what Put is given until the commit
+	for i, k := range keys {
+		v := values[16*i : 16*i+16]
+		binary.BigEndian.PutUint64(v, uint64(byKey[k].mark))
+		binary.BigEndian.PutUint64(v[8:], uint64(byKey[k].issued))
+		if err := marks.Put([]byte(k), v); err != nil {
+			return err
+		}
+	}
+	f.keys = marks.Stats().KeyN
+	if err := tx.DeleteBucket(logBucket); err != nil {
+		return err
+	}
+	_, err := tx.CreateBucket(logBucket)
+	return err
+}
+
+// open opens the file for writing, creating it (and its buckets) at the
+// first write. f.mu is held.
+func (f *File) open() error {
+	if f.db != nil {
+		return nil
+	}
+	db, err := bolt.Open(f.path, 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		return fmt.Errorf("sequence file %s: %w", f.path, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		meta, err := tx.CreateBucketIfNotExists(metaBucket)
+		if err == nil {
+			err = meta.Put(formatKey, []byte(format))
+		}
+		for _, b := range [][]byte{marksBucket, logBucket} {
+			if err == nil {
+				_, err = tx.CreateBucketIfNotExists(b)
+			}
+		}
+		return err
+	})
+	if err != nil {
+		db.Close()
+		return fmt.Errorf("sequence file %s: %w", f.path, err)
+	}
+	f.db = db
+	return nil
+}
+
+// Path is where the file is.
+func (f *File) Path() string { return f.path }
+
+// Folds is how many times the log was folded into the marks.
+func (f *File) Folds() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.folds
+}
+
+// Close closes the file.
+func (f *File) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.db == nil {
+		return nil
+	}
+	err := f.db.Close()
+	f.db = nil
+	return err
+}

@@ -1,0 +1,218 @@
+package sequence
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// reopen reads the file at path as a restart does, and returns the marks
+// by key.
+func reopen(t *testing.T, path string) (*File, map[string]int64, Restart) {
+	t.Helper()
+	f, marks, r, err := OpenFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byKey := map[string]int64{}
+	for _, m := range marks {
+		byKey[m.Key] = m.Value
+	}
+	return f, byKey, r
+}
+
+// TestFileRestarts: nothing is written until the first write; marks come
+// back at a restart, the last write of a key winning; after a crash the
+// restart says how many values it may skip, after a graceful stop none.
+func TestFileRestarts(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "idserver.seq")
+	f, marks, r := reopen(t, path)
+	if len(marks) != 0 || !r.Clean {
+		t.Fatalf("a missing file: %v %+v", marks, r)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatal("opening created the file")
+	}
+	ts := []Take{{Key: "a", After: 0, N: 10, Issued: 0}, {Key: "b", After: 5, N: 5, Issued: 3}}
+	f.Take(context.Background(), ts)
+	if ts[0].Err != nil || ts[0].First != 1 || ts[0].Last != 10 || ts[1].First != 6 || ts[1].Last != 10 {
+		t.Fatalf("takes: %+v", ts)
+	}
+	if err := f.Set(context.Background(), "c", 42, Always); err != nil {
+		t.Fatal(err)
+	}
+	ts = []Take{{Key: "a", After: 10, N: 100, Issued: 7}}
+	f.Take(context.Background(), ts)
+	f.Close()
+
+	f, marks, r = reopen(t, path)
+	if marks["a"] != 110 || marks["b"] != 10 || marks["c"] != 42 || r.Clean || r.Skipped != 103+7 {
+		t.Fatalf("after a crash: %v %+v; want a 110, b 10, c 42, skipped 110", marks, r)
+	}
+	if err := f.Release(context.Background(), []Mark{{"a", 9}, {"b", 4}}); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	_, marks, r = reopen(t, path)
+	if marks["a"] != 9 || marks["b"] != 4 || marks["c"] != 42 || !r.Clean || r.Skipped != 0 {
+		t.Fatalf("after a graceful stop: %v %+v", marks, r)
+	}
+}
+
+// TestFileFolds: a log that outgrows the keys is folded into the marks;
+// a restart reads the same marks before and after.
+func TestFileFolds(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "idserver.seq")
+	f, _, _ := reopen(t, path)
+	want := map[string]int64{}
+	for round := range 200 {
+		var ts []Take
+		for k := range 500 {
+			key := fmt.Sprintf("key:%06d", (round*37+k)%3000)
+			ts = append(ts, Take{Key: key, After: want[key], N: int64(1 + k%7)})
+		}
+		f.Take(context.Background(), ts)
+		for _, tk := range ts {
+			if tk.Err != nil {
+				t.Fatal(tk.Err)
+			}
+			want[tk.Key] = tk.Last
+		}
+	}
+	if f.Folds() == 0 {
+		t.Fatal("100,000 records, never folded")
+	}
+	f.Close()
+	_, marks, _ := reopen(t, path)
+	if len(marks) != len(want) {
+		t.Fatalf("%d keys back, want %d", len(marks), len(want))
+	}
+	for k, v := range want {
+		if marks[k] != v {
+			t.Fatalf("%s: %d back, want %d", k, marks[k], v)
+		}
+	}
+}
+
+// TestFileRefused: a file that is not idserver's sequences, or is cut
+// short, stops the start with an error naming it, and is left as it is.
+func TestFileRefused(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.seq")
+	f, _, _ := reopen(t, good)
+	f.Take(context.Background(), []Take{{Key: "k", N: 100}})
+	f.Close()
+	goodBytes, _ := os.ReadFile(good)
+
+	foreign := filepath.Join(dir, "foreign.db")
+	db, err := bolt.Open(foreign, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Update(func(tx *bolt.Tx) error { _, err := tx.CreateBucket([]byte("other")); return err })
+	db.Close()
+	foreignBytes, _ := os.ReadFile(foreign)
+
+	cases := map[string][]byte{
+		"text":      []byte("id-generator server-id 0\n"),
+		"empty":     {},
+		"cut short": goodBytes[:len(goodBytes)/3],
+		"foreign":   foreignBytes,
+		"zeroed":    make([]byte, len(goodBytes)),
+	}
+	for name, content := range cases {
+		path := filepath.Join(dir, strings.ReplaceAll(name, " ", "-"))
+		if err := os.WriteFile(path, content, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, _, _, err := OpenFile(path)
+		if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "left as it is") {
+			t.Errorf("%s: %v", name, err)
+		}
+		if after, _ := os.ReadFile(path); !bytes.Equal(after, content) {
+			t.Errorf("%s: the file changed", name)
+		}
+	}
+}
+
+// TestTableOverFile: a Table on a File, crashed (no Stop) under load and
+// restarted, continues every key above everything it handed out.
+func TestTableOverFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "idserver.seq")
+	last := map[string]int64{}
+	for run := range 5 {
+		f, marks, _, err := OpenFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tb := New(Options{}, f, marks)
+		for i := range 3000 {
+			key := fmt.Sprintf("k%d", i%30)
+			v, err := tb.Incr(key, int64(1+i%3))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v <= last[key] {
+				t.Fatalf("run %d: %s got %d, not above %d", run, key, v, last[key])
+			}
+			last[key] = v
+		}
+		if run%2 == 0 { // a crash
+			tb.stopped.Store(true)
+			close(tb.stop)
+			<-tb.done
+		} else if err := tb.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+}
+
+// FuzzDecodeEntry: a log entry of any bytes is decoded or refused, never
+// a panic.
+func FuzzDecodeEntry(f *testing.F) {
+	f.Add(appendRecord(appendRecord(nil, "orders", stored{100, 90}), "k", stored{1, 0}))
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		byKey := map[string]stored{}
+		if decodeEntry(byKey, b) == nil {
+			var again []byte
+			for k, s := range byKey {
+				again = appendRecord(again, k, s)
+			}
+			if decodeEntry(map[string]stored{}, again) != nil {
+				t.Fatal("a decoded entry does not decode again")
+			}
+		}
+	})
+}
+
+// FuzzOpenFile: a sequence file of any bytes is read or refused with an
+// error, never a crash: bbolt's panics on damage and faults past the end
+// of the file are errors.
+func FuzzOpenFile(f *testing.F) {
+	path := filepath.Join(f.TempDir(), "seed.seq")
+	file, _, _, err := OpenFile(path)
+	if err != nil {
+		f.Fatal(err)
+	}
+	file.Take(context.Background(), []Take{{Key: "orders", N: 100}, {Key: "invoices", After: 7, N: 3}})
+	file.Close()
+	seed, _ := os.ReadFile(path)
+	f.Add(seed)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		path := filepath.Join(t.TempDir(), "fuzz.seq")
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if file, _, _, err := OpenFile(path); err == nil {
+			file.Close()
+		}
+	})
+}

@@ -1,0 +1,639 @@
+// Package sequence keeps dense per-key counters, Redis's INCR and INCRBY,
+// whose values never repeat through crashes and power loss, served at
+// in-memory speed.
+//
+// Why no value repeats. Each key has a segment (issued, limit] of values
+// it may hand out, and every value up to limit was reserved durably by
+// the Backend before the segment was given out: Take returns only once
+// the reservation is stored. A restart resumes each key at its stored
+// mark, which is at or above every value handed out, and a Take is always
+// above everything taken before (its After, and the backend's own mark).
+// Per key, the values a Table hands out strictly increase: it issues in
+// order under the key's shard lock, and never below issued.
+//
+// Why INCR does not wait for the disk. A key's next segment is asked for
+// in the background once less than half of the current one is left (and
+// the background writes the reservations of many keys in one write), so
+// a key waits only for its very first value and when it outruns its
+// segment. A segment holds about SegmentTime of the key's traffic, so a
+// busy key is written a few times a minute however fast it goes, a slow
+// one holds a few values, and a crash skips at most one segment of each.
+package sequence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/idserver/idserver/internal/ratelog"
+)
+
+// Take asks a Backend for a segment of a key's values.
+type Take struct {
+	Key    string
+	After  int64 // every value of the segment is above this
+	N      int64 // how many values
+	Issued int64 // the key's last value handed out: a crash may skip those above it
+	// Set by the Backend: the segment is First .. Last (N values), or
+	// Err says why it could not be taken.
+	First, Last int64
+	Err         error
+}
+
+// Mark is a key's reservation: no value above Value was handed out.
+type Mark struct {
+	Key   string
+	Value int64
+}
+
+// Backend keeps every key's reservation durably: a local store in single
+// server mode, etcd in cluster mode.
+type Backend interface {
+	// Take reserves a segment for every t in ts, durably before it
+	// returns: t.N values above t.After, and above every value it ever
+	// gave for t.Key (to any server sharing it). It sets t.First and
+	// t.Last, or t.Err.
+	Take(ctx context.Context, ts []Take)
+	// Set stores v as key's reservation if v is at least every value
+	// ever given for key; with IfNew, only if key has none. It reports
+	// whether it did, and if not, the key's reservation (ErrBelow,
+	// ErrExists).
+	Set(ctx context.Context, key string, v int64, mode SetMode) error
+	// Release stores marks at a graceful stop, each the last value its
+	// key handed out: the values reserved above it were not, and a
+	// restart need not skip them.
+	Release(ctx context.Context, marks []Mark) error
+}
+
+// SetMode is when Set applies.
+type SetMode int
+
+// The modes of Set.
+const (
+	Always SetMode = iota // whenever the value does not go back
+	IfNew                 // only if the key has no value (SET ... NX)
+	IfOld                 // only if the key has one (SET ... XX)
+)
+
+// Errors of a Table.
+var (
+	// ErrWouldWait is returned by TryIncr when the key's segment lacks
+	// the values: Incr, which may block, then waits for the next one.
+	ErrWouldWait = errors.New("the call would wait")
+	// ErrNotReserved is returned when values were not reserved durably
+	// in time; it is wrapped with the backend's error when a write failed.
+	ErrNotReserved = errors.New("sequence values ahead are not yet reserved durably")
+	// ErrOverflow is an increment past the largest 64-bit integer.
+	ErrOverflow = errors.New("increment or decrement would overflow")
+	// ErrStopped is returned after Stop.
+	ErrStopped = errors.New("sequences stopped")
+	// ErrExists is Set's answer under IfNew to a key that exists, and
+	// ErrMissing under IfOld to one that does not.
+	ErrExists  = errors.New("the key exists")
+	ErrMissing = errors.New("no such key")
+)
+
+// BelowError is Set's answer to a value below what the key handed out.
+type BelowError struct {
+	Key string
+	At  int64 // the key's value
+}
+
+func (e *BelowError) Error() string {
+	return fmt.Sprintf("sequences only go up: %q is at %d (idserver never reuses a number)", e.Key, e.At)
+}
+
+// LimitError is the refusal of a new key past a bound.
+type LimitError struct {
+	Key  string
+	What string // which bound
+}
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("sequence %q refused: %s", clip(e.Key), e.What)
+}
+
+// clip shortens a key for an error message.
+func clip(key string) string {
+	if len(key) > 64 {
+		return key[:64] + "..."
+	}
+	return key
+}
+
+// Options configures a Table. Zero fields mean the documented defaults.
+type Options struct {
+	MaxKeys     int           // most keys (seq-max-keys); zero means 1000000
+	MaxKeyBytes int           // longest key (seq-max-key-bytes); zero means 512
+	SegmentTime time.Duration // how much of a key's traffic a segment holds; zero means 3 s
+	MaxSegment  int64         // the largest segment (but for one INCRBY); zero means 1000000
+	// Wait bounds how long Incr waits for a segment; zero means 5 s.
+	Wait time.Duration
+	Log  zerolog.Logger
+
+	now func() time.Time // tests move it
+}
+
+// Table is the sequences of one server, and their segments.
+type Table struct {
+	opts    Options
+	backend Backend
+	seed    maphash.Seed
+	shards  [64]shard
+
+	orderMu sync.RWMutex
+	order   []*entry // every key, in the order it came: SCAN's cursor is an index
+	bytes   atomic.Int64
+
+	queueMu sync.Mutex
+	queue   []*entry // keys whose next segment is asked for
+	wake    chan struct{}
+	stop    chan struct{}
+	done    chan struct{}
+	stopped atomic.Bool
+
+	takes, taken, failures, waits atomic.Uint64
+	lastTake                      atomic.Int64 // unix ms of the last successful Take
+	lastErr                       atomic.Pointer[string]
+	failLog                       ratelog.ByText // run's own
+}
+
+type shard struct {
+	mu sync.Mutex
+	m  map[string]*entry
+	_  [40]byte // a shard's lock on a cache line of its own
+}
+
+// entry is one key. Its fields are under its shard's lock.
+type entry struct {
+	key     string
+	issued  int64   // the last value handed out (the stored mark, before any)
+	limit   int64   // values (issued, limit] may be handed out
+	next    segment // taken, not contiguous with limit: begun when limit is reached
+	seg     int64   // the size of the segment last asked for
+	asked   int64   // issued when it was asked for
+	askedAt int64   // unix ns then
+	want    int64   // values a waiting request needs at once
+	taking  bool    // a take (or a Set) is queued or under way
+	err     error   // why the last take failed
+	done    chan struct{}
+}
+
+type segment struct{ first, last int64 }
+
+// New returns a Table over backend with the keys known stored, each
+// resuming above its mark, and starts its background writer.
+func New(opts Options, backend Backend, known []Mark) *Table {
+	if opts.MaxKeys == 0 {
+		opts.MaxKeys = 1000000
+	}
+	if opts.MaxKeyBytes == 0 {
+		opts.MaxKeyBytes = 512
+	}
+	if opts.SegmentTime == 0 {
+		opts.SegmentTime = 3 * time.Second
+	}
+	if opts.MaxSegment == 0 {
+		opts.MaxSegment = 1000000
+	}
+	if opts.Wait == 0 {
+		opts.Wait = 5 * time.Second
+	}
+	if opts.now == nil {
+		opts.now = time.Now
+	}
+	t := &Table{opts: opts, backend: backend, seed: maphash.MakeSeed(),
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	for i := range t.shards {
+		t.shards[i].m = map[string]*entry{}
+	}
+	for _, m := range known {
+		e := &entry{key: m.Key, issued: m.Value, limit: m.Value, seg: 1}
+		t.shardOf(m.Key).m[m.Key] = e
+		t.remember(e)
+	}
+	go t.run()
+	return t
+}
+
+func (t *Table) shardOf(key string) *shard {
+	return &t.shards[maphash.String(t.seed, key)%uint64(len(t.shards))]
+}
+
+// entryBytes is what a key costs beside its name: the entry, its map
+// slot and its place in order, about.
+const entryBytes = 160
+
+// remember adds a new key to SCAN's order.
+func (t *Table) remember(e *entry) {
+	t.orderMu.Lock()
+	t.order = append(t.order, e)
+	t.orderMu.Unlock()
+	t.bytes.Add(int64(len(e.key) + entryBytes))
+}
+
+// TryIncr hands out n values of key and returns the last, without
+// waiting: where the key's segment lacks them, it asks for the next and
+// returns ErrWouldWait (nothing handed out).
+func (t *Table) TryIncr(key []byte, n int64) (int64, error) {
+	v, _, err := t.tryIncr(key, n)
+	return v, err
+}
+
+// tryIncr is TryIncr that also returns, with ErrWouldWait, a channel
+// closed when the take it waits for ends.
+func (t *Table) tryIncr(key []byte, n int64) (int64, <-chan struct{}, error) {
+	if t.stopped.Load() {
+		return 0, nil, ErrStopped
+	}
+	sh := &t.shards[maphash.Bytes(t.seed, key)%uint64(len(t.shards))]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e := sh.m[string(key)]
+	if e == nil {
+		var err error
+		if e, err = t.create(sh, string(key)); err != nil {
+			return 0, nil, err
+		}
+	}
+	if e.issued > math.MaxInt64-n {
+		return 0, nil, ErrOverflow
+	}
+	if e.available(n) {
+		e.issued += n
+		if !e.taking && e.low() {
+			t.ask(e)
+		}
+		return e.issued, nil, nil
+	}
+	e.want = max(e.want, n)
+	if !e.taking {
+		t.ask(e)
+	}
+	if e.done == nil {
+		e.done = make(chan struct{})
+	}
+	return 0, e.done, ErrWouldWait
+}
+
+// create adds key, new, to sh (locked), within the bounds.
+func (t *Table) create(sh *shard, key string) (*entry, error) {
+	switch {
+	case len(key) > t.opts.MaxKeyBytes:
+		return nil, &LimitError{Key: key, What: fmt.Sprintf("the key is %d bytes, longer than seq-max-key-bytes %d", len(key), t.opts.MaxKeyBytes)}
+	case t.Len() >= t.opts.MaxKeys:
+		return nil, &LimitError{Key: key, What: fmt.Sprintf("there are seq-max-keys %d sequences already (existing keys keep working)", t.opts.MaxKeys)}
+	}
+	e := &entry{key: key, seg: 1}
+	sh.m[key] = e
+	t.remember(e)
+	return e, nil
+}
+
+// available makes n values ready in e's segment if it can, beginning the
+// next segment when the current one lacks them (the rest of the current
+// one is then skipped: only in cluster mode are segments apart).
+func (e *entry) available(n int64) bool {
+	if e.limit-e.issued >= n {
+		return true
+	}
+	if e.next.last-e.next.first+1 >= n && e.next.first > e.issued {
+		e.issued, e.limit, e.next = e.next.first-1, e.next.last, segment{}
+		return true
+	}
+	return false
+}
+
+// low reports whether e's next segment should be asked for: less than
+// half of the last one's size is left.
+func (e *entry) low() bool {
+	left := e.limit - e.issued
+	if e.next.first != 0 {
+		left += e.next.last - e.next.first + 1
+	}
+	return left < (e.seg+1)/2 || left < e.want
+}
+
+// ask queues e for a take; e's shard is locked.
+func (t *Table) ask(e *entry) {
+	e.taking = true
+	t.queueMu.Lock()
+	t.queue = append(t.queue, e)
+	t.queueMu.Unlock()
+	select {
+	case t.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Incr is TryIncr that waits, up to Options.Wait, for the values to be
+// reserved. It fails with ErrNotReserved, wrapped with the backend's
+// error if its write failed.
+func (t *Table) Incr(key string, n int64) (int64, error) {
+	deadline := time.NewTimer(t.opts.Wait)
+	defer deadline.Stop()
+	t.waits.Add(1)
+	for {
+		v, done, err := t.tryIncr([]byte(key), n)
+		if !errors.Is(err, ErrWouldWait) {
+			return v, err
+		}
+		select {
+		case <-done:
+		case <-deadline.C:
+			return 0, fmt.Errorf("%w: the store did not answer within %v", ErrNotReserved, t.opts.Wait)
+		case <-t.stop:
+			return 0, ErrStopped
+		}
+		if err := t.failure(key); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// failure is why the last take of key failed, if it did.
+func (t *Table) failure(key string) error {
+	sh := t.shardOf(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if e := sh.m[key]; e != nil && e.err != nil {
+		return fmt.Errorf("%w: the last write failed: %w", ErrNotReserved, e.err)
+	}
+	return nil
+}
+
+// run takes the segments asked for, many keys in one Take, until Stop.
+func (t *Table) run() {
+	defer close(t.done)
+	backoff := time.Duration(0)
+	for {
+		select {
+		case <-t.stop:
+			return
+		case <-t.wake:
+		}
+		t.queueMu.Lock()
+		batch := t.queue
+		t.queue = nil
+		t.queueMu.Unlock()
+		if len(batch) == 0 {
+			continue
+		}
+		if failed := t.take(batch); failed {
+			backoff = min(max(2*backoff, 50*time.Millisecond), time.Second)
+		} else {
+			backoff = 0
+		}
+		select {
+		case <-t.stop:
+			return
+		case <-time.After(backoff):
+		}
+	}
+}
+
+// take takes a segment for each entry of batch, and hands them over; it
+// reports whether any failed.
+func (t *Table) take(batch []*entry) (failed bool) {
+	now := t.opts.now().UnixNano()
+	ts := make([]Take, len(batch))
+	for i, e := range batch {
+		sh := t.shardOf(e.key)
+		sh.mu.Lock()
+		ts[i] = Take{Key: e.key, After: max(e.limit, e.next.last), N: t.size(e, now), Issued: e.issued}
+		e.seg, e.asked, e.askedAt = ts[i].N, e.issued, now
+		sh.mu.Unlock()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), t.opts.Wait)
+	t.backend.Take(ctx, ts)
+	cancel()
+	t.takes.Add(1)
+	for i, e := range batch {
+		sh := t.shardOf(e.key)
+		sh.mu.Lock()
+		e.taking = false
+		if e.err = ts[i].Err; e.err == nil {
+			e.grant(ts[i].First, ts[i].Last)
+			t.taken.Add(uint64(ts[i].N))
+		} else {
+			failed = true
+		}
+		if e.done != nil {
+			close(e.done)
+			e.done = nil
+		}
+		sh.mu.Unlock()
+	}
+	if failed {
+		t.failed(ts)
+	} else {
+		t.lastTake.Store(t.opts.now().UnixMilli())
+	}
+	return failed
+}
+
+// grant gives e the segment first .. last.
+func (e *entry) grant(first, last int64) {
+	switch {
+	case first == e.limit+1:
+		e.limit = last
+	case e.issued == e.limit:
+		e.issued, e.limit = first-1, last
+	default:
+		e.next = segment{first, last}
+	}
+	e.want = 0
+}
+
+// failed counts and logs the failed takes of ts (the first of each
+// error at once, then once every ratelog.Every).
+func (t *Table) failed(ts []Take) {
+	for _, tk := range ts {
+		if tk.Err == nil {
+			continue
+		}
+		t.failures.Add(1)
+		text := tk.Err.Error()
+		t.lastErr.Store(&text)
+		if ok, held := t.failLog.Allow(text, t.opts.now()); ok {
+			t.opts.Log.Error().Err(tk.Err).Str("key", clip(tk.Key)).Int("same_error_not_logged", held).
+				Msg("sequences: cannot reserve values; INCR of keys past their segment gets -BUSY until a write succeeds")
+		}
+	}
+}
+
+// size is the size of the next segment of e: about SegmentTime of its
+// traffic since the last one was asked for (measured over at least a
+// quarter of SegmentTime, so that a segment grows at most fourfold at a
+// time), at least what a waiting request needs, at most MaxSegment.
+func (t *Table) size(e *entry, now int64) int64 {
+	used := float64(e.issued - e.asked)
+	dt := max(float64(now-e.askedAt), float64(t.opts.SegmentTime)/4)
+	s := int64(min(used*float64(t.opts.SegmentTime)/dt, float64(t.opts.MaxSegment)))
+	return max(s, 1, e.want)
+}
+
+// Get returns key's value: the last handed out (after a restart, its
+// stored mark), and whether key exists.
+func (t *Table) Get(key string) (int64, bool) {
+	sh := t.shardOf(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if e := sh.m[key]; e != nil {
+		return e.issued, true
+	}
+	return 0, false
+}
+
+// Set makes v the key's value, durably before it returns, if v is at
+// least its value now (else a *BelowError): the next Incr hands out
+// v + 1. mode says whether the key must be new or existing.
+func (t *Table) Set(key string, v int64, mode SetMode) error {
+	e, err := t.hold(key, v, mode)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), t.opts.Wait)
+	err = t.backend.Set(ctx, key, v, mode)
+	cancel()
+	sh := t.shardOf(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if err == nil {
+		e.issued, e.limit, e.next, e.asked = v, v, segment{}, v
+	}
+	e.taking = false
+	if e.done != nil {
+		close(e.done)
+		e.done = nil
+	}
+	return err
+}
+
+// hold takes key for a Set of v, creating it if mode allows: no value is
+// handed out meanwhile (the segment's rest is let go, and Incr waits as
+// for a take), and no take runs. It waits for a take under way. (If the
+// Set's write fails, the segment stays let go: the write may have landed
+// below it.)
+func (t *Table) hold(key string, v int64, mode SetMode) (*entry, error) {
+	for {
+		if t.stopped.Load() {
+			return nil, ErrStopped
+		}
+		sh := t.shardOf(key)
+		sh.mu.Lock()
+		e := sh.m[key]
+		switch {
+		case e != nil && mode == IfNew:
+			sh.mu.Unlock()
+			return nil, ErrExists
+		case e == nil && mode == IfOld:
+			sh.mu.Unlock()
+			return nil, ErrMissing
+		case e == nil:
+			var err error
+			if e, err = t.create(sh, key); err != nil {
+				sh.mu.Unlock()
+				return nil, err
+			}
+		case v < e.issued:
+			err := &BelowError{Key: key, At: e.issued}
+			sh.mu.Unlock()
+			return nil, err
+		}
+		if !e.taking {
+			e.taking, e.limit, e.next = true, e.issued, segment{}
+			sh.mu.Unlock()
+			return e, nil
+		}
+		if e.done == nil {
+			e.done = make(chan struct{})
+		}
+		done := e.done
+		sh.mu.Unlock()
+		<-done
+	}
+}
+
+// Len is the number of keys.
+func (t *Table) Len() int {
+	t.orderMu.RLock()
+	defer t.orderMu.RUnlock()
+	return len(t.order)
+}
+
+// Keys returns up to count keys from cursor on, in a stable order (keys
+// are never deleted, and new ones come last), and the cursor to go on
+// from: 0 after the last.
+func (t *Table) Keys(cursor uint64, count int, keys []string) ([]string, uint64) {
+	t.orderMu.RLock()
+	defer t.orderMu.RUnlock()
+	if cursor >= uint64(len(t.order)) {
+		return keys, 0
+	}
+	end := min(cursor+uint64(count), uint64(len(t.order)))
+	for _, e := range t.order[cursor:end] {
+		keys = append(keys, e.key)
+	}
+	if end == uint64(len(t.order)) {
+		end = 0
+	}
+	return keys, end
+}
+
+// Stop ends the background writes and hands nothing out any more, then
+// releases the values reserved but not handed out (Backend.Release), so
+// that a restart continues each key from its last value. It gives up
+// releasing when ctx ends: the reservations stand, and a restart skips
+// them.
+func (t *Table) Stop(ctx context.Context) error {
+	if t.stopped.Swap(true) {
+		return nil
+	}
+	close(t.stop)
+	<-t.done
+	var marks []Mark
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		for _, e := range sh.m {
+			if e.limit > e.issued || e.next.first != 0 {
+				marks = append(marks, Mark{Key: e.key, Value: e.issued})
+			}
+		}
+		sh.mu.Unlock()
+	}
+	if len(marks) == 0 {
+		return nil
+	}
+	return t.backend.Release(ctx, marks)
+}
+
+// Stats are a Table's figures.
+type Stats struct {
+	Keys      int
+	Bytes     int64  // what the keys cost in memory, about
+	Takes     uint64 // writes of reservations (each of many keys)
+	Taken     uint64 // values reserved
+	Failures  uint64 // keys whose take failed
+	Waits     uint64 // requests that waited for a take
+	LastTake  int64  // unix ms of the last successful write; 0: none
+	LastError string // of the last failed take; "" if none
+}
+
+// Stats returns t's figures.
+func (t *Table) Stats() Stats {
+	s := Stats{Keys: t.Len(), Bytes: t.bytes.Load(), Takes: t.takes.Load(), Taken: t.taken.Load(),
+		Failures: t.failures.Load(), Waits: t.waits.Load(), LastTake: t.lastTake.Load()}
+	if p := t.lastErr.Load(); p != nil {
+		s.LastError = *p
+	}
+	return s
+}

@@ -1,0 +1,468 @@
+package sequence
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// memBackend is a Backend in memory: marks as a durable store would keep
+// them, and every segment it gave.
+type memBackend struct {
+	mu     sync.Mutex
+	marks  map[string]int64
+	writes int
+	fail   error         // every write fails with it while set
+	slow   chan struct{} // writes wait for it while set
+}
+
+func newMem() *memBackend { return &memBackend{marks: map[string]int64{}} }
+
+func (m *memBackend) Take(ctx context.Context, ts []Take) {
+	m.mu.Lock()
+	slow, fail := m.slow, m.fail
+	m.mu.Unlock()
+	if slow != nil {
+		<-slow
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.writes++
+	for i := range ts {
+		t := &ts[i]
+		if fail != nil {
+			t.Err = fail
+			continue
+		}
+		t.First, t.Last = t.After+1, t.After+t.N
+		m.marks[t.Key] = t.Last
+	}
+}
+
+func (m *memBackend) Set(ctx context.Context, key string, v int64, mode SetMode) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.fail != nil {
+		return m.fail
+	}
+	m.writes++
+	m.marks[key] = v
+	return nil
+}
+
+func (m *memBackend) Release(ctx context.Context, marks []Mark) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, mk := range marks {
+		m.marks[mk.Key] = mk.Value
+	}
+	return nil
+}
+
+// known is what a restart reads.
+func (m *memBackend) known() []Mark {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var marks []Mark
+	for k, v := range m.marks {
+		marks = append(marks, Mark{k, v})
+	}
+	return marks
+}
+
+func newTable(t *testing.T, b Backend, opts Options, known []Mark) *Table {
+	t.Helper()
+	tb := New(opts, b, known)
+	t.Cleanup(func() { tb.Stop(context.Background()) })
+	return tb
+}
+
+func incr(t *testing.T, tb *Table, key string, n int64) int64 {
+	t.Helper()
+	v, err := tb.Incr(key, n)
+	if err != nil {
+		t.Fatalf("INCRBY %s %d: %v", key, n, err)
+	}
+	return v
+}
+
+// TestIncrLikeRedis: a new key starts at 1, INCRBY returns the last of
+// its values, GET the last value handed out, SET only goes up.
+func TestIncrLikeRedis(t *testing.T) {
+	tb := newTable(t, newMem(), Options{}, nil)
+	if _, ok := tb.Get("orders"); ok {
+		t.Fatal("GET of a new key: exists")
+	}
+	for want := int64(1); want <= 3; want++ {
+		if v := incr(t, tb, "orders", 1); v != want {
+			t.Fatalf("INCR: %d, want %d", v, want)
+		}
+	}
+	if v := incr(t, tb, "orders", 100); v != 103 {
+		t.Fatalf("INCRBY 100: %d, want 103", v)
+	}
+	if v, ok := tb.Get("orders"); !ok || v != 103 {
+		t.Fatalf("GET: %d %v, want 103", v, ok)
+	}
+	if err := tb.Set("orders", 5000, Always); err != nil {
+		t.Fatal(err)
+	}
+	if v := incr(t, tb, "orders", 1); v != 5001 {
+		t.Fatalf("INCR after SET 5000: %d", v)
+	}
+	var below *BelowError
+	if err := tb.Set("orders", 4000, Always); !errors.As(err, &below) || below.At != 5001 {
+		t.Fatalf("SET below: %v", err)
+	}
+	if err := tb.Set("orders", 5001, Always); err != nil {
+		t.Fatalf("SET to the value itself: %v", err)
+	}
+	if err := tb.Set("orders", 9, IfNew); !errors.Is(err, ErrExists) {
+		t.Fatalf("SET NX of an existing key: %v", err)
+	}
+	if err := tb.Set("new", 9, IfOld); !errors.Is(err, ErrMissing) {
+		t.Fatalf("SET XX of a new key: %v", err)
+	}
+	if err := tb.Set("new", 9, IfNew); err != nil {
+		t.Fatalf("SET NX of a new key: %v", err)
+	}
+	if v := incr(t, tb, "new", 1); v != 10 {
+		t.Fatalf("INCR after SET NX 9: %d", v)
+	}
+	if err := tb.Set("big", math.MaxInt64-1, Always); err != nil {
+		t.Fatal(err)
+	}
+	incr(t, tb, "big", 1)
+	if _, err := tb.Incr("big", 1); !errors.Is(err, ErrOverflow) {
+		t.Fatalf("INCR past the largest integer: %v", err)
+	}
+}
+
+// TestBounds: a key longer than MaxKeyBytes, and a new key past MaxKeys,
+// are refused with the key named; existing keys keep working.
+func TestBounds(t *testing.T) {
+	tb := newTable(t, newMem(), Options{MaxKeys: 3, MaxKeyBytes: 8}, nil)
+	var limit *LimitError
+	if _, err := tb.Incr("123456789", 1); !errors.As(err, &limit) || limit.Key != "123456789" {
+		t.Fatalf("a 9-byte key: %v", err)
+	}
+	for _, k := range []string{"a", "b", "c"} {
+		incr(t, tb, k, 1)
+	}
+	if _, err := tb.Incr("d", 1); !errors.As(err, &limit) || limit.Key != "d" {
+		t.Fatalf("a 4th key: %v", err)
+	}
+	if err := tb.Set("d", 5, Always); !errors.As(err, &limit) {
+		t.Fatalf("SET of a 4th key: %v", err)
+	}
+	if v := incr(t, tb, "a", 1); v != 2 || tb.Len() != 3 {
+		t.Fatalf("an existing key after the refusal: %d, %d keys", v, tb.Len())
+	}
+}
+
+// TestNoRepeat is the oracle, over generated inputs (the seed logged):
+// clients incrementing random keys by random amounts, SETs, crashes (the
+// table dropped without Stop) and graceful stops. Per key, no value is
+// handed out twice in all the runs, every value of a run is above every
+// value of the runs before it, and each client's values go up.
+func TestNoRepeat(t *testing.T) {
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	rnd := rand.New(rand.NewPCG(uint64(seed), 0))
+	b := newMem()
+	before := map[string]int64{}      // per key, the largest value of the runs before
+	handed := map[string][][2]int64{} // per key, every range handed out
+	var mu sync.Mutex
+	for run := range 30 {
+		tb := New(Options{SegmentTime: time.Duration(1+rnd.IntN(50)) * time.Millisecond, MaxSegment: int64(1 + rnd.IntN(1000))}, b, b.known())
+		keys := 1 + rnd.IntN(20)
+		var wg sync.WaitGroup
+		for c := range 4 {
+			crnd := rand.New(rand.NewPCG(uint64(seed), uint64(run*10+c+1)))
+			wg.Go(func() {
+				mine := map[string]int64{} // this client's last value per key
+				for range 500 {
+					key := fmt.Sprintf("k%d", crnd.IntN(keys))
+					if crnd.IntN(50) == 0 {
+						v, _ := tb.Get(key)
+						if err := tb.Set(key, v+int64(crnd.IntN(1000)), Always); err != nil && !errors.As(err, new(*BelowError)) {
+							t.Error(err)
+							return
+						}
+						continue
+					}
+					n := int64(1 + crnd.IntN(3)*crnd.IntN(200))
+					v, err := tb.Incr(key, n)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if v-n+1 <= before[key] || v <= mine[key] {
+						t.Errorf("run %d: %s got %d..%d, not above %d of earlier runs or %d of this client", run, key, v-n+1, v, before[key], mine[key])
+					}
+					mine[key] = v
+					mu.Lock()
+					handed[key] = append(handed[key], [2]int64{v - n + 1, v})
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		if t.Failed() {
+			return
+		}
+		if rnd.IntN(2) == 0 {
+			tb.Stop(context.Background()) // graceful: releases the rest of each segment
+		} else {
+			tb.stopped.Store(true) // a crash: nothing released
+			close(tb.stop)
+			<-tb.done
+		}
+		for key, rs := range handed {
+			for _, r := range rs {
+				before[key] = max(before[key], r[1])
+			}
+		}
+	}
+	for key, rs := range handed {
+		slices.SortFunc(rs, func(a, b [2]int64) int { return cmp.Compare(a[0], b[0]) })
+		for i := 1; i < len(rs); i++ {
+			if rs[i][0] <= rs[i-1][1] {
+				t.Fatalf("%s: %v and %v handed out both", key, rs[i-1], rs[i])
+			}
+		}
+	}
+}
+
+// TestSetRacesIncr: SETs and INCRs of one key from many goroutines; every
+// INCR's value is above the SET it follows, and no value repeats.
+func TestSetRacesIncr(t *testing.T) {
+	tb := newTable(t, newMem(), Options{SegmentTime: time.Millisecond}, nil)
+	seen := map[int64]bool{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 300 {
+				if g == 0 && i%10 == 0 {
+					v, _ := tb.Get("k")
+					if err := tb.Set("k", v+1000, Always); err != nil && !errors.As(err, new(*BelowError)) {
+						t.Error(err)
+					}
+					continue
+				}
+				v, err := tb.Incr("k", 1)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				if seen[v] {
+					t.Errorf("value %d handed out twice", v)
+				}
+				seen[v] = true
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// TestSegmentsFollowTheRate: a key incremented steadily is written about
+// once a SegmentTime, and its segments hold about that much of its
+// traffic; a key used once holds a small one.
+func TestSegmentsFollowTheRate(t *testing.T) {
+	clock := time.Unix(1e9, 0)
+	var mu sync.Mutex
+	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	b := newMem()
+	tb := newTable(t, b, Options{SegmentTime: time.Second, now: now}, nil)
+	// 1000 INCRs per (fake) second for 20 seconds.
+	for range 20_000 {
+		incr(t, tb, "hot", 1)
+		mu.Lock()
+		clock = clock.Add(time.Millisecond)
+		mu.Unlock()
+	}
+	incr(t, tb, "once", 1)
+	await(t, func() bool { tb.queueMu.Lock(); defer tb.queueMu.Unlock(); return len(tb.queue) == 0 })
+	waitIdle(t, tb, "hot", "once")
+	b.mu.Lock()
+	hot, once, writes := b.marks["hot"], b.marks["once"], b.writes
+	b.mu.Unlock()
+	if hot-20_000 > 2000 || hot < 20_000 {
+		t.Errorf("hot key reserved up to %d after 20,000 values at 1000/s: want at most 2 s more", hot)
+	}
+	if once > 5 {
+		t.Errorf("a key used once reserved up to %d", once)
+	}
+	if writes > 80 { // about 20 s of traffic at one write a half segment, plus the ramp-up
+		t.Errorf("%d writes for 20 s of one key's traffic", writes)
+	}
+	t.Logf("hot key: %d writes, reserved to %d; once: %d", writes, hot, once)
+}
+
+// waitIdle waits until no take of keys is under way.
+func waitIdle(t *testing.T, tb *Table, keys ...string) {
+	t.Helper()
+	await(t, func() bool {
+		for _, k := range keys {
+			sh := tb.shardOf(k)
+			sh.mu.Lock()
+			busy := sh.m[k] != nil && sh.m[k].taking
+			sh.mu.Unlock()
+			if busy {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func await(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 30s")
+		}
+	}
+}
+
+// TestFailingBackend: while writes fail, a key past its segment gets
+// ErrNotReserved naming the cause; values in hand go on; once writes
+// succeed, INCR goes on above everything before.
+func TestFailingBackend(t *testing.T) {
+	b := newMem()
+	tb := newTable(t, b, Options{SegmentTime: time.Hour}, nil)
+	incr(t, tb, "k", 1)
+	waitIdle(t, tb, "k")
+	b.mu.Lock()
+	b.fail = errors.New("no space left on device")
+	b.mu.Unlock()
+	var last int64
+	for {
+		v, err := tb.Incr("k", 1)
+		if err != nil {
+			if !errors.Is(err, ErrNotReserved) || !strings.Contains(err.Error(), "no space left on device") {
+				t.Fatalf("INCR with failing writes: %v", err)
+			}
+			break
+		}
+		last = v
+	}
+	if _, err := tb.Incr("fresh", 1); !errors.Is(err, ErrNotReserved) {
+		t.Fatalf("INCR of a new key with failing writes: %v", err)
+	}
+	if s := tb.Stats(); s.Failures == 0 || s.LastError != "no space left on device" {
+		t.Fatalf("stats: %+v", s)
+	}
+	b.mu.Lock()
+	b.fail = nil
+	b.mu.Unlock()
+	if v := incr(t, tb, "k", 1); v != last+1 {
+		t.Fatalf("after recovery: %d, want %d", v, last+1)
+	}
+}
+
+// TestTryIncrDoesNotWait: a key past its segment gets ErrWouldWait and
+// nothing handed out, while its take is under way.
+func TestTryIncrDoesNotWait(t *testing.T) {
+	b := newMem()
+	b.slow = make(chan struct{})
+	tb := newTable(t, b, Options{}, nil)
+	if _, err := tb.TryIncr([]byte("k"), 1); !errors.Is(err, ErrWouldWait) {
+		t.Fatalf("TryIncr of a new key: %v", err)
+	}
+	got := make(chan int64)
+	go func() { v, _ := tb.Incr("k", 1); got <- v }()
+	close(b.slow)
+	if v := <-got; v != 1 {
+		t.Fatalf("Incr after the take: %d", v)
+	}
+	b.mu.Lock()
+	b.slow = nil
+	b.mu.Unlock()
+}
+
+// TestKeysInOrder: SCAN's cursor walks every key once, new ones last.
+func TestKeysInOrder(t *testing.T) {
+	tb := newTable(t, newMem(), Options{}, []Mark{{"a", 5}, {"b", 7}})
+	incr(t, tb, "c", 1)
+	var all []string
+	cursor := uint64(0)
+	for {
+		var keys []string
+		keys, cursor = tb.Keys(cursor, 2, keys)
+		all = append(all, keys...)
+		if cursor == 0 {
+			break
+		}
+	}
+	if len(all) != 3 || all[2] != "c" {
+		t.Fatalf("keys: %v", all)
+	}
+	if v, _ := tb.Get("b"); v != 7 {
+		t.Fatalf("GET of a stored key: %d", v)
+	}
+	if v := incr(t, tb, "b", 1); v != 8 {
+		t.Fatalf("INCR of a stored key: %d", v)
+	}
+}
+
+// TestStopReleases: a graceful stop stores each key's last value, so a
+// restart continues with the next one.
+func TestStopReleases(t *testing.T) {
+	b := newMem()
+	tb := New(Options{}, b, nil)
+	for range 100 {
+		incr(t, tb, "k", 1)
+	}
+	if err := tb.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tb.Incr("k", 1); !errors.Is(err, ErrStopped) {
+		t.Fatalf("INCR after Stop: %v", err)
+	}
+	tb = newTable(t, b, Options{}, b.known())
+	if v := incr(t, tb, "k", 1); v != 101 {
+		t.Fatalf("after a graceful restart: %d, want 101", v)
+	}
+}
+
+func BenchmarkTryIncr(b *testing.B) {
+	tb := New(Options{}, newMem(), nil)
+	defer tb.Stop(context.Background())
+	hot := []byte("counter:hot")
+	tb.Incr(string(hot), 1)
+	b.Run("hot", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := tb.TryIncr(hot, 1); err != nil && !errors.Is(err, ErrWouldWait) {
+				b.Fatal(err)
+			}
+		}
+	})
+	keys := make([][]byte, 1000)
+	for i := range keys {
+		keys[i] = fmt.Appendf(nil, "key:%012d", i)
+		tb.Incr(string(keys[i]), 1)
+	}
+	b.Run("1000 keys", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			if _, err := tb.TryIncr(keys[i%len(keys)], 1); err != nil && !errors.Is(err, ErrWouldWait) {
+				b.Fatal(err)
+			}
+			i++
+		}
+	})
+}
