@@ -47,9 +47,11 @@ type session struct {
 type txState struct {
 	tx       *transaction
 	queued   atomic.Int64 // commands in tx, for CLIENT LIST
-	inExec   bool         // EXEC is running tx: its commands take txIDs
+	inExec   bool         // EXEC is running tx: its commands take txIDs and txSeq
 	execArgs [][]byte     // scratch for the arguments of tx's commands
 	txIDs    []int64      // the IDs EXEC took for the transaction, not yet used
+	txSeq    txSeq        // the values EXEC took for the transaction's INCRs
+	watched  []watchedKey // WATCHed since the last EXEC, DISCARD or UNWATCH
 }
 
 // keepBuf is the largest scratch buffer a client keeps between requests;
@@ -150,11 +152,14 @@ func (handler) Sent(cn *conns.Conn[*client]) { cn.Session.batch.observe(cn.Start
 // Closed ends what the client's session started: MONITOR.
 func (h handler) Closed(cn *conns.Conn[*client]) { h.unmonitor(cn.Session) }
 
-// Holds is what the session holds: the queued transaction, MGETID's
-// scratch, MONITOR's pending lines.
+// Holds is what the session holds: the queued transaction, the keys it
+// WATCHes, MGETID's scratch, MONITOR's pending lines.
 func (handler) Holds(cn *conns.Conn[*client]) int {
 	c := cn.Session
 	n := c.tx.bytes() + len(c.ids)*8
+	for _, w := range c.watched {
+		n += len(w.key) + watchedBytes
+	}
 	if c.mon != nil {
 		n += c.mon.bytes()
 	}
@@ -178,7 +183,23 @@ func (c *client) writeBulkString(s string) { c.Out = redcon.AppendBulkString(c.O
 func (c *client) writeInt(n int)           { c.Out = redcon.AppendInt(c.Out, int64(n)) }
 func (c *client) writeInt64(n int64)       { c.Out = redcon.AppendInt(c.Out, n) }
 func (c *client) writeArray(n int)         { c.Out = redcon.AppendArray(c.Out, n) }
-func (c *client) writeNull()               { c.Out = redcon.AppendNull(c.Out) }
+// writeNull writes a nil: a null bulk string in RESP2, RESP3's null.
+func (c *client) writeNull() {
+	if c.resp3 {
+		c.Out = append(c.Out, "_\r\n"...)
+		return
+	}
+	c.Out = redcon.AppendNull(c.Out)
+}
+
+// writeNullArray writes EXEC's nil: a null array in RESP2, RESP3's null.
+func (c *client) writeNullArray() {
+	if c.resp3 {
+		c.Out = append(c.Out, "_\r\n"...)
+		return
+	}
+	c.Out = append(c.Out, "*-1\r\n"...)
+}
 
 // writeVerbatim writes text as RESP3's verbatim string of format txt, or
 // a bulk string in RESP2, as Redis replies to CLIENT LIST and INFO.

@@ -70,7 +70,7 @@ func cmdQuit(s *Server, c *client, args [][]byte) error {
 func cmdReset(s *Server, c *client, args [][]byte) error {
 	s.unmonitor(c)
 	c.mon = nil
-	c.tx = nil
+	c.tx, c.watched = nil, nil
 	c.track = tracking{}
 	c.resp3, c.name = false, ""
 	c.authed = s.opts.RequirePass == ""

@@ -11,7 +11,8 @@ import (
 
 // serverCommands are the commands about the server: introspection
 // (COMMAND, CONFIG GET, INFO, DBSIZE, SCAN) for clients and redis-cli's
-// tools, and the operator's DEBUG and SHUTDOWN.
+// tools, and the operator's DEBUG and SHUTDOWN. (DBSIZE and SCAN are in
+// cmd_keys.go, with KEYS.)
 var serverCommands = []*command{
 	{name: "command", arity: -1, flags: []string{"loading", "stale", "sentinel"}, run: cmdCommand, doc: doc{
 		summary: "Returns detailed information about all commands.", since: "2.8.13", group: "server", complexity: "O(N) where N is the total number of commands",
@@ -54,10 +55,10 @@ var serverCommands = []*command{
 		args: []arg{{name: "section", typ: "string", flags: optMulti}},
 	}},
 	{name: "dbsize", arity: 1, flags: []string{"readonly", "fast"}, run: cmdDBSize, doc: doc{
-		summary: "Returns the number of keys in the database: always 0, idserver has no keys.", since: "1.0.0", group: "server", complexity: "O(1)",
+		summary: "Returns the number of keys in the database: the sequences.", since: "1.0.0", group: "server", complexity: "O(1)",
 	}},
 	{name: "scan", arity: -2, flags: []string{"readonly"}, run: cmdScan, doc: doc{
-		summary: "Iterates over the key names in the database: there are none.", since: "2.8.0", group: "generic", complexity: "O(1)",
+		summary: "Iterates over the key names in the database: the sequences, each once, new ones last.", since: "2.8.0", group: "generic", complexity: "O(1) for every call. O(N) for a complete iteration.",
 		args: []arg{
 			{name: "cursor", typ: "integer"},
 			{name: "pattern", typ: "pattern", token: "MATCH", flags: optional},
@@ -124,43 +125,6 @@ func redisConfig() [][2]string {
 
 func cmdConfigSet(s *Server, c *client, args [][]byte) error {
 	return errReplyf("ERR", "CONFIG SET is not supported: idserver reads its configuration at start ('%.128s')", args[2])
-}
-
-// cmdDBSize and cmdScan answer redis-cli's --bigkeys, --memkeys and
-// --scan: idserver has no keys.
-func cmdDBSize(s *Server, c *client, args [][]byte) error {
-	c.writeInt(0)
-	return nil
-}
-
-// cmdScan is SCAN cursor [MATCH pattern] [COUNT count] [TYPE type], checked
-// as Redis checks it: the one page is empty and ends the iteration.
-func cmdScan(s *Server, c *client, args [][]byte) error {
-	if _, err := strconv.ParseUint(string(args[1]), 10, 64); err != nil {
-		return errReply("ERR", "invalid cursor")
-	}
-	for i := 2; i < len(args); i += 2 {
-		if i+1 == len(args) {
-			return errSyntax
-		}
-		switch strings.ToLower(string(args[i])) {
-		case "count":
-			n, ok := parseInt(args[i+1])
-			if !ok {
-				return errNotInteger
-			}
-			if n < 1 {
-				return errSyntax
-			}
-		case "match", "type":
-		default:
-			return errSyntax
-		}
-	}
-	c.writeArray(2)
-	c.writeBulkString("0")
-	c.writeArray(0)
-	return nil
 }
 
 // debugAllowed reports whether enable-debug-command lets this client run

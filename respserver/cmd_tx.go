@@ -7,13 +7,15 @@ import (
 	"unsafe"
 
 	"github.com/idserver/idserver/idgen"
+	"github.com/idserver/idserver/sequence"
 )
 
 // transactionCommands are MULTI, EXEC, DISCARD, WATCH and UNWATCH, with
 // Redis's semantics: commands after MULTI are checked and queued, and EXEC
 // runs them as one step. The IDs of one transaction are issued in one
-// step, so they are consecutive. idserver has no keys, so nothing a
-// client WATCHes ever changes, and EXEC never fails for it.
+// step, so they are consecutive, and so are the values of its INCRs: no
+// other client's come between them. EXEC fails (a nil reply) when a key
+// WATCHed has changed since, as in Redis.
 var transactionCommands = []*command{
 	{name: "multi", arity: 1, flags: []string{"noscript", "loading", "stale", "fast", "allow_busy"}, run: cmdMulti, control: true, doc: doc{
 		summary: "Starts a transaction.", since: "1.2.0", group: "transactions", complexity: "O(1)",
@@ -26,7 +28,7 @@ var transactionCommands = []*command{
 		summary: "Discards a transaction.", since: "2.0.0", group: "transactions", complexity: "O(N), when N is the number of queued commands",
 	}},
 	{name: "watch", arity: -2, flags: []string{"noscript", "loading", "stale", "fast", "allow_busy"}, run: cmdWatch, control: true, doc: doc{
-		summary: "Monitors changes to keys to determine the execution of a transaction (idserver has no keys: nothing watched ever changes).",
+		summary: "Monitors changes to keys to determine the execution of a transaction.",
 		since:   "2.2.0", group: "transactions", complexity: "O(1) for every key.",
 		args: []arg{{name: "key", typ: "key", flags: multiple}},
 	}},
@@ -43,6 +45,7 @@ type transaction struct {
 	cmds  []queued
 	raw   []byte // every queued argument, each after its length (a uvarint)
 	ids   int64  // the IDs its commands will issue
+	incrs bool   // it has INCRs: EXEC takes their values first
 	dirty bool   // a command was refused: EXEC discards the transaction
 }
 
@@ -99,6 +102,9 @@ func cmdMulti(s *Server, c *client, args [][]byte) error {
 func (s *Server) enqueue(c *client, cmd *command, args [][]byte, err error) error {
 	tx := c.tx
 	var ids int64
+	if err == nil && cmd.noMulti {
+		err = errReply("ERR", "Command not allowed inside a transaction")
+	}
 	if err == nil { // else cmd may be nil: an unknown command
 		ids = s.idsNeeded(cmd, args)
 		err = s.fits(c, ids, args)
@@ -109,6 +115,7 @@ func (s *Server) enqueue(c *client, cmd *command, args [][]byte, err error) erro
 	}
 	tx.add(cmd, args)
 	tx.ids += ids
+	tx.incrs = tx.incrs || cmd.name == "incr" || cmd.name == "incrby"
 	c.queued.Store(int64(len(tx.cmds)))
 	c.writeString("QUEUED")
 	return nil
@@ -133,8 +140,9 @@ func (s *Server) fits(c *client, ids int64, args [][]byte) error {
 }
 
 // cmdExec runs the queued commands, their replies in one array. It takes
-// the transaction's IDs first, in one step; where that would wait, the
-// whole transaction waits off the loop, as a GETID does.
+// the transaction's IDs and its INCRs' values first, each in one step;
+// where that would wait, the whole transaction waits off the loop, as a
+// GETID does.
 func cmdExec(s *Server, c *client, args [][]byte) error {
 	tx := c.tx
 	switch {
@@ -143,38 +151,140 @@ func cmdExec(s *Server, c *client, args [][]byte) error {
 	case tx.dirty:
 		c.endTransaction()
 		return errExecAbort
+	case s.watchedChanged(c):
+		c.endTransaction()
+		c.writeNullArray()
+		return nil
 	}
-	if tx.ids == 0 {
-		return s.runTransaction(c, nil, nil)
+	r := &txReserve{ids: c.scratchIDs(tx.ids)}
+	if tx.incrs {
+		r.incrs = s.txIncrs(c, tx)
 	}
-	ids := c.scratchIDs(tx.ids)
-	err := s.tryNextN(ids)
-	if errors.Is(err, idgen.ErrWouldWait) {
+	err := s.tryReserve(r)
+	if errors.Is(err, idgen.ErrWouldWait) || errors.Is(err, sequence.ErrWouldWait) {
 		c.wait = waiting{
-			off: func() error { return s.nextN(ids) },
+			off: func() error { return s.reserve(r) },
 			then: func(c *client, err error) error {
 				defer c.dropScratchIDs()
-				return s.runTransaction(c, ids, err)
+				return s.runTransaction(c, r, err)
 			},
 		}
 		return errWait
 	}
-	if err := s.runTransaction(c, ids, err); err != nil {
+	if err := s.runTransaction(c, r, err); err != nil {
 		return err
 	}
 	c.dropScratchIDs()
 	return nil
 }
 
-// runTransaction runs c's transaction with the IDs taken for it, or, if
-// taking them failed, discards it and returns the error.
-func (s *Server) runTransaction(c *client, ids []int64, err error) error {
+// txReserve is what EXEC takes for a transaction before running it: its
+// IDs, and the values of its INCRs, one want per key.
+type txReserve struct {
+	ids     []int64
+	idsDone bool
+	incrs   []sequence.Want
+}
+
+// tryReserve takes r without waiting (an ErrWouldWait where it would).
+func (s *Server) tryReserve(r *txReserve) error {
+	if len(r.ids) > 0 && !r.idsDone {
+		if err := s.tryNextN(r.ids); err != nil {
+			return err
+		}
+		r.idsDone = true
+	}
+	if len(r.incrs) == 0 {
+		return nil
+	}
+	seq, err := s.sequences()
+	if err != nil {
+		return err
+	}
+	return seq.TryIncrAll(r.incrs)
+}
+
+// reserve is tryReserve that waits, off the loop.
+func (s *Server) reserve(r *txReserve) error {
+	if len(r.ids) > 0 && !r.idsDone {
+		if err := s.nextN(r.ids); err != nil {
+			return err
+		}
+		r.idsDone = true
+	}
+	if len(r.incrs) == 0 {
+		return nil
+	}
+	seq, err := s.sequences()
+	if err != nil {
+		return err
+	}
+	return seq.IncrAll(r.incrs)
+}
+
+// txIncrs sums the values tx's INCRs and INCRBYs will take, per key, in
+// the order the keys first come. A command that will fail (a bad
+// increment) takes none.
+func (s *Server) txIncrs(c *client, tx *transaction) []sequence.Want {
+	at := map[string]int{}
+	var wants []sequence.Want
+	for _, q := range tx.cmds {
+		if q.cmd.name != "incr" && q.cmd.name != "incrby" {
+			continue
+		}
+		args := tx.args(q, c.execArgs[:0])
+		c.execArgs = args
+		n := int64(1)
+		if q.cmd.name == "incrby" {
+			var err error
+			if n, err = s.increment(args[2]); err != nil {
+				continue
+			}
+		}
+		i, ok := at[string(args[1])]
+		if !ok {
+			i = len(wants)
+			at[string(args[1])] = i
+			wants = append(wants, sequence.Want{Key: string(args[1])})
+		}
+		wants[i].N += n
+	}
+	return wants
+}
+
+// txSeq is the values EXEC took for a transaction's INCRs: per key, the
+// next one to hand out.
+type txSeq map[string]int64
+
+// take hands out n values of key and returns the last.
+func (t txSeq) take(key []byte, n int64) int64 {
+	v := t[string(key)] + n
+	t[string(key)] = v
+	return v - 1
+}
+
+// last is key's value as the transaction's INCRs so far left it.
+func (t txSeq) last(key []byte) (int64, bool) {
+	v, ok := t[string(key)]
+	return v - 1, ok
+}
+
+// runTransaction runs c's transaction with what EXEC took for it, or, if
+// taking it failed, discards it and returns the error.
+func (s *Server) runTransaction(c *client, r *txReserve, err error) error {
 	tx := c.tx
 	c.endTransaction()
 	if err != nil {
 		return err
 	}
-	c.inExec, c.txIDs = true, ids
+	c.txSeq = nil
+	if len(r.incrs) > 0 {
+		c.txSeq = txSeq{}
+		for _, w := range r.incrs {
+			c.txSeq[w.Key] = w.Last - w.N + 1
+		}
+	}
+	c.inExec, c.txIDs = true, r.ids
 	c.writeArray(len(tx.cmds))
 	for _, q := range tx.cmds {
 		s.commands.Add(1) // each counts as processed when it runs, as in Redis
@@ -186,7 +296,7 @@ func (s *Server) runTransaction(c *client, ids []int64, err error) error {
 		}
 		s.feed(c, q.cmd, args)
 	}
-	c.inExec, c.txIDs = false, nil
+	c.inExec, c.txIDs, c.txSeq = false, nil, nil
 	return nil
 }
 
@@ -197,9 +307,9 @@ func (c *client) abortTransaction(err error) error {
 	return errReplyf("EXECABORT", "Transaction discarded because of: %s", strings.TrimPrefix(replyText(err), "ERR "))
 }
 
-// endTransaction leaves MULTI.
+// endTransaction leaves MULTI, and forgets the keys WATCHed.
 func (c *client) endTransaction() {
-	c.tx = nil
+	c.tx, c.watched = nil, nil
 	c.refreshShown()
 }
 
@@ -212,15 +322,47 @@ func cmdDiscard(s *Server, c *client, args [][]byte) error {
 	return nil
 }
 
+// watchedKey is a key a client WATCHes, and its value then. A sequence's
+// value only goes up, so an unchanged value means an unchanged key.
+type watchedKey struct {
+	key    string
+	v      int64
+	exists bool
+}
+
+// watchedBytes is what a watched key costs beside its name.
+const watchedBytes = int(unsafe.Sizeof(watchedKey{}))
+
 func cmdWatch(s *Server, c *client, args [][]byte) error {
 	if c.tx != nil {
 		return errReply("ERR", "WATCH inside MULTI is not allowed")
+	}
+	if seq, err := s.sequences(); err == nil {
+		for _, key := range args[1:] {
+			v, ok := seq.Get(string(key))
+			c.watched = append(c.watched, watchedKey{string(key), v, ok})
+		}
 	}
 	c.writeString("OK")
 	return nil
 }
 
+// watchedChanged reports whether a key c WATCHes changed since.
+func (s *Server) watchedChanged(c *client) bool {
+	seq, err := s.sequences()
+	if err != nil {
+		return false
+	}
+	for _, w := range c.watched {
+		if v, ok := seq.Get(w.key); v != w.v || ok != w.exists {
+			return true
+		}
+	}
+	return false
+}
+
 func cmdUnwatch(s *Server, c *client, args [][]byte) error {
+	c.watched = nil
 	c.writeString("OK")
 	return nil
 }

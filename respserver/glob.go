@@ -19,13 +19,15 @@ import "slices"
 // per byte of the key, each a few word operations, whatever the pattern.
 // So a CONFIG GET costs a few operations per byte of its patterns plus a
 // bounded amount per pattern and key; cost counts them, and a test holds
-// generated patterns to that bound.
+// generated patterns to that bound. CONFIG GET matches regardless of
+// case, KEYS and SCAN's MATCH exactly, as in Redis.
 
 // glob is a compiled pattern: an automaton over positions 0..len(toks)
 // (position i: the first i tokens matched), as bit sets of words words.
 // Runs of stars are one star. A glob may be compiled again, reusing its
 // buffers.
 type glob struct {
+	exact bool // case matters (KEYS); else both sides are lower-cased (CONFIG GET)
 	toks  []globToken
 	need  int      // bytes a match takes at least: tokens other than '*'
 	words int      // of a position set; 0: the pattern matches nothing
@@ -49,10 +51,22 @@ func compileGlob(p []byte, maxLen int) *glob {
 	return g
 }
 
-// compile makes g the pattern p, for strings of at most maxLen bytes: a
-// pattern that needs more matches nothing, and is read no further. Every
-// byte string is a valid pattern. It costs a step per byte read.
+// compileExact is compile for a pattern whose case matters.
+func (g *glob) compileExact(p []byte, maxLen int) {
+	g.exact = true
+	g.compileAs(p, maxLen)
+}
+
+// compile makes g the pattern p, regardless of case, for strings of at
+// most maxLen bytes: a pattern that needs more matches nothing, and is
+// read no further. Every byte string is a valid pattern. It costs a step
+// per byte read.
 func (g *glob) compile(p []byte, maxLen int) {
+	g.exact = false
+	g.compileAs(p, maxLen)
+}
+
+func (g *glob) compileAs(p []byte, maxLen int) {
 	g.toks, g.need, g.words, g.have = g.toks[:0], 0, 0, [4]uint64{}
 	i := 0
 	for ; i < len(p) && g.need <= maxLen; i++ {
@@ -67,7 +81,7 @@ func (g *glob) compile(p []byte, maxLen int) {
 			g.toks = append(g.toks, globToken{kind: '?'})
 		case '[':
 			var t globToken
-			end := t.parseSet(p, i+1)
+			end := t.parseSet(p, i+1, g.fold)
 			g.cost += end - i
 			i = end
 			g.toks = append(g.toks, t)
@@ -75,9 +89,9 @@ func (g *glob) compile(p []byte, maxLen int) {
 			if i+1 < len(p) {
 				i++
 			}
-			g.toks = append(g.toks, globToken{kind: 'c', c: lower(p[i])})
+			g.toks = append(g.toks, globToken{kind: 'c', c: g.fold(p[i])})
 		default:
-			g.toks = append(g.toks, globToken{kind: 'c', c: lower(p[i])})
+			g.toks = append(g.toks, globToken{kind: 'c', c: g.fold(p[i])})
 		}
 		g.need++
 	}
@@ -117,7 +131,7 @@ func (g *glob) row(c byte) []uint64 {
 
 // parseSet reads a set that starts at p[i], after its '[', into t and
 // returns the index of its ']' (or the last byte of p, if none closes it).
-func (t *globToken) parseSet(p []byte, i int) int {
+func (t *globToken) parseSet(p []byte, i int, fold func(byte) byte) int {
 	t.kind = '['
 	neg := i < len(p) && p[i] == '^'
 	if neg {
@@ -127,12 +141,12 @@ func (t *globToken) parseSet(p []byte, i int) int {
 		switch {
 		case p[i] == '\\' && i+1 < len(p):
 			i++
-			t.add(p[i], p[i])
+			t.add(fold(p[i]), fold(p[i]))
 		case i+2 < len(p) && p[i+1] == '-':
-			t.add(p[i], p[i+2])
+			t.add(fold(p[i]), fold(p[i+2]))
 			i += 2
 		default:
-			t.add(p[i], p[i])
+			t.add(fold(p[i]), fold(p[i]))
 		}
 	}
 	if neg {
@@ -146,7 +160,6 @@ func (t *globToken) parseSet(p []byte, i int) int {
 // add puts the bytes from a to b (either way round) in the set, a word at
 // a time: a range of 256 bytes costs no more than one of 1.
 func (t *globToken) add(a, b byte) {
-	a, b = lower(a), lower(b)
 	if a > b {
 		a, b = b, a
 	}
@@ -154,7 +167,6 @@ func (t *globToken) add(a, b byte) {
 		lo, hi := max(int(a), 64*w)-64*w, min(int(b), 64*w+63)-64*w
 		t.in[w] |= (^uint64(0) >> (63 - hi)) &^ (1<<lo - 1)
 	}
-	// 'A'-'Z' stand for 'a'-'z': keys and bytes are lower-cased.
 }
 
 func (t *globToken) matches(c byte) bool {
@@ -184,7 +196,7 @@ func (g *glob) match(s string) bool {
 	state = state[:g.words]
 	g.closeStars(state)
 	for i := 0; i < len(s); i++ {
-		takes := g.row(lower(s[i]))
+		takes := g.row(g.fold(s[i]))
 		var carry, alive uint64
 		for w := range state {
 			moved := state[w] & takes[w]
@@ -211,6 +223,14 @@ func (g *glob) closeStars(state []uint64) {
 		state[w] |= past<<1 | carry
 		carry = past >> 63
 	}
+}
+
+// fold is c as g compares it.
+func (g *glob) fold(c byte) byte {
+	if g.exact {
+		return c
+	}
+	return lower(c)
 }
 
 func lower(c byte) byte {

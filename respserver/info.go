@@ -182,8 +182,15 @@ func humanBytes(n uint64) string {
 	return fmt.Sprintf("%.2f%s", f, units[i])
 }
 
-// infoKeyspace has no database lines: idserver has no keys.
-func (s *Server) infoKeyspace() []stats.Field { return nil }
+// infoKeyspace is Redis's line for database 0, the sequences, when there
+// are any (redis-cli --stat reads its keys); sequences never expire.
+func (s *Server) infoKeyspace() []stats.Field {
+	seq, err := s.sequences()
+	if err != nil || seq.Len() == 0 {
+		return nil
+	}
+	return []stats.Field{stats.T("db0", fmt.Sprintf("keys=%d,expires=0,avg_ttl=0", seq.Len()))}
+}
 
 func (s *Server) infoStats() []stats.Field {
 	st := s.Stats()

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/idserver/idserver/idgen"
+	"github.com/idserver/idserver/sequence"
 )
 
 // Replies whose wording clients and users know from Redis.
@@ -78,7 +79,9 @@ func replyText(err error) string {
 			msg += " (the write to the state file, or to etcd in cluster mode, is slow or failing)"
 		}
 		msg += "; retry shortly"
-	case errors.Is(err, idgen.ErrStopped):
+	case errors.Is(err, sequence.ErrNotReserved):
+		msg = "BUSY " + err.Error() + "; retry shortly"
+	case errors.Is(err, idgen.ErrStopped), errors.Is(err, sequence.ErrStopped):
 		msg = "ERR server is shutting down"
 	default:
 		msg = "ERR " + err.Error()

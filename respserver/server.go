@@ -26,6 +26,7 @@ import (
 
 	"github.com/idserver/idserver/idgen"
 	"github.com/idserver/idserver/resplimit"
+	"github.com/idserver/idserver/sequence"
 	"github.com/idserver/idserver/respserver/internal/conns"
 	"github.com/idserver/idserver/stats"
 )
@@ -77,6 +78,12 @@ type Options struct {
 	// Cluster lists the fields of INFO cluster; nil means single-server
 	// mode (cluster_enabled:0).
 	Cluster func() []stats.Field
+
+	// Sequences are the per-key counters (INCR and the rest); nil: none,
+	// and their commands are refused.
+	Sequences *sequence.Table
+	// SeqMaxIncrBy is the largest INCRBY increment; zero means 1000000.
+	SeqMaxIncrBy int64
 
 	// EnableDebug is who may run DEBUG and SHUTDOWN; SHUTDOWN is also
 	// allowed when RequirePass is set, to clients that authenticated.
@@ -134,6 +141,9 @@ type OutputLimits = conns.OutputLimits
 func New(opts Options) *Server {
 	if opts.MGetIDMax == 0 {
 		opts.MGetIDMax = 10000
+	}
+	if opts.SeqMaxIncrBy == 0 {
+		opts.SeqMaxIncrBy = 1000000
 	}
 	s := &Server{
 		opts:    opts,

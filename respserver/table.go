@@ -20,6 +20,7 @@ type command struct {
 	doc   doc
 
 	noAuth  bool // runs before AUTH: the flag no_auth
+	noMulti bool // refused inside MULTI: the flag no_multi
 	control bool // runs at once inside MULTI instead of being queued
 	// setup marks what client libraries send on connect before their
 	// ready check (AUTH, HELLO, SELECT, CLIENT SETNAME and SETINFO):
@@ -79,7 +80,7 @@ var table []*command
 var commands map[string]*command
 
 func init() {
-	table = slices.Concat(idCommands, connectionCommands, transactionCommands, serverCommands, []*command{monitorCommand})
+	table = slices.Concat(idCommands, seqCommands, refusedCommands, connectionCommands, transactionCommands, serverCommands, []*command{monitorCommand})
 	commands = map[string]*command{}
 	for _, cmd := range table {
 		index(cmd)
@@ -90,6 +91,7 @@ func init() {
 // index derives the fields the table does not spell out.
 func index(cmd *command) {
 	cmd.noAuth = slices.Contains(cmd.flags, "no_auth")
+	cmd.noMulti = slices.Contains(cmd.flags, "no_multi")
 	cmd.noMonitor = slices.Contains(cmd.flags, "admin")
 	if len(cmd.subs) == 0 {
 		return

@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -151,6 +152,8 @@ type Table struct {
 	orderMu sync.RWMutex
 	order   []*entry // every key, in the order it came: SCAN's cursor is an index
 	bytes   atomic.Int64
+	longest atomic.Int64 // the longest key's length
+	born    atomic.Int64 // keys that exist for GET, DBSIZE and SCAN (see entry.born)
 
 	queueMu sync.Mutex
 	queue   []*entry // keys whose next segment is asked for
@@ -182,8 +185,12 @@ type entry struct {
 	askedAt int64   // unix ns then
 	want    int64   // values a waiting request needs at once
 	taking  bool    // a take (or a Set) is queued or under way
-	err     error   // why the last take failed
-	done    chan struct{}
+	// born: the key has a value, handed out, set or stored. A key made
+	// only to Prepare its segment (a pipelined INCR that has not run) is
+	// not born: GET, EXISTS, DBSIZE and SCAN do not see it.
+	born bool
+	err  error // why the last take failed
+	done chan struct{}
 }
 
 type segment struct{ first, last int64 }
@@ -218,6 +225,7 @@ func New(opts Options, backend Backend, known []Mark) *Table {
 		e := &entry{key: m.Key, issued: m.Value, limit: m.Value, seg: 1}
 		t.shardOf(m.Key).m[m.Key] = e
 		t.remember(e)
+		t.bear(e)
 	}
 	go t.run()
 	return t
@@ -237,7 +245,24 @@ func (t *Table) remember(e *entry) {
 	t.order = append(t.order, e)
 	t.orderMu.Unlock()
 	t.bytes.Add(int64(len(e.key) + entryBytes))
+	for n := int64(len(e.key)); ; {
+		if old := t.longest.Load(); old >= n || t.longest.CompareAndSwap(old, n) {
+			break
+		}
+	}
 }
+
+// bear makes e born, once; its shard is locked (or not yet shared).
+func (t *Table) bear(e *entry) {
+	if !e.born {
+		e.born = true
+		t.born.Add(1)
+	}
+}
+
+// LongestKey is the length of the longest key: a pattern that needs more
+// matches none.
+func (t *Table) LongestKey() int { return int(t.longest.Load()) }
 
 // TryIncr hands out n values of key and returns the last, without
 // waiting: where the key's segment lacks them, it asks for the next and
@@ -268,6 +293,7 @@ func (t *Table) tryIncr(key []byte, n int64) (int64, <-chan struct{}, error) {
 	}
 	if e.available(n) {
 		e.issued += n
+		t.bear(e)
 		if !e.taking && e.low() {
 			t.ask(e)
 		}
@@ -288,7 +314,7 @@ func (t *Table) create(sh *shard, key string) (*entry, error) {
 	switch {
 	case len(key) > t.opts.MaxKeyBytes:
 		return nil, &LimitError{Key: key, What: fmt.Sprintf("the key is %d bytes, longer than seq-max-key-bytes %d", len(key), t.opts.MaxKeyBytes)}
-	case t.Len() >= t.opts.MaxKeys:
+	case t.entries() >= t.opts.MaxKeys:
 		return nil, &LimitError{Key: key, What: fmt.Sprintf("there are seq-max-keys %d sequences already (existing keys keep working)", t.opts.MaxKeys)}
 	}
 	e := &entry{key: key, seg: 1}
@@ -333,6 +359,32 @@ func (t *Table) ask(e *entry) {
 	}
 }
 
+// Prepare asks for key's next segment if it lacks n values, without
+// handing any out or waiting: for a request that will come (a pipeline's
+// INCRs behind one that waits), so that one write serves them all. A key
+// it cannot create is left to its request to refuse.
+func (t *Table) Prepare(key []byte, n int64) {
+	if t.stopped.Load() {
+		return
+	}
+	sh := &t.shards[maphash.Bytes(t.seed, key)%uint64(len(t.shards))]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e := sh.m[string(key)]
+	if e == nil {
+		var err error
+		if e, err = t.create(sh, string(key)); err != nil {
+			return
+		}
+	}
+	if e.limit-e.issued < n || e.low() {
+		e.want = max(e.want, n)
+		if !e.taking {
+			t.ask(e)
+		}
+	}
+}
+
 // Incr is TryIncr that waits, up to Options.Wait, for the values to be
 // reserved. It fails with ErrNotReserved, wrapped with the backend's
 // error if its write failed.
@@ -354,6 +406,104 @@ func (t *Table) Incr(key string, n int64) (int64, error) {
 		}
 		if err := t.failure(key); err != nil {
 			return 0, err
+		}
+	}
+}
+
+// Want is one key's part of IncrAll: N values of Key, the last of which
+// IncrAll sets in Last.
+type Want struct {
+	Key  string
+	N    int64
+	Last int64
+}
+
+// TryIncrAll hands out the values of every w in ws in one step (no other
+// request's values of their keys come between), each key at most once in
+// ws; or none of them, with ErrWouldWait (asking for the segments that
+// lack them) or the first error of a key.
+func (t *Table) TryIncrAll(ws []Want) error {
+	_, err := t.tryIncrAll(ws)
+	return err
+}
+
+func (t *Table) tryIncrAll(ws []Want) ([]<-chan struct{}, error) {
+	if t.stopped.Load() {
+		return nil, ErrStopped
+	}
+	var locked [len(t.shards)]bool
+	for _, w := range ws {
+		locked[maphash.String(t.seed, w.Key)%uint64(len(t.shards))] = true
+	}
+	for i := range t.shards { // in order: two IncrAll never wait for each other
+		if locked[i] {
+			t.shards[i].mu.Lock()
+			defer t.shards[i].mu.Unlock()
+		}
+	}
+	es := make([]*entry, len(ws))
+	var waits []<-chan struct{}
+	for i, w := range ws {
+		sh := t.shardOf(w.Key)
+		e := sh.m[w.Key]
+		if e == nil {
+			var err error
+			if e, err = t.create(sh, w.Key); err != nil {
+				return nil, err
+			}
+		}
+		if e.issued > math.MaxInt64-w.N {
+			return nil, ErrOverflow
+		}
+		es[i] = e
+		if !e.available(w.N) {
+			e.want = max(e.want, w.N)
+			if !e.taking {
+				t.ask(e)
+			}
+			if e.done == nil {
+				e.done = make(chan struct{})
+			}
+			waits = append(waits, e.done)
+		}
+	}
+	if len(waits) > 0 {
+		return waits, ErrWouldWait
+	}
+	for i, e := range es {
+		e.issued += ws[i].N
+		ws[i].Last = e.issued
+		t.bear(e)
+		if !e.taking && e.low() {
+			t.ask(e)
+		}
+	}
+	return nil, nil
+}
+
+// IncrAll is TryIncrAll that waits, as Incr does.
+func (t *Table) IncrAll(ws []Want) error {
+	deadline := time.NewTimer(t.opts.Wait)
+	defer deadline.Stop()
+	t.waits.Add(1)
+	for {
+		waits, err := t.tryIncrAll(ws)
+		if !errors.Is(err, ErrWouldWait) {
+			return err
+		}
+		for _, done := range waits {
+			select {
+			case <-done:
+			case <-deadline.C:
+				return fmt.Errorf("%w: the store did not answer within %v", ErrNotReserved, t.opts.Wait)
+			case <-t.stop:
+				return ErrStopped
+			}
+		}
+		for _, w := range ws {
+			if err := t.failure(w.Key); err != nil {
+				return err
+			}
 		}
 	}
 }
@@ -486,7 +636,7 @@ func (t *Table) Get(key string) (int64, bool) {
 	sh := t.shardOf(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if e := sh.m[key]; e != nil {
+	if e := sh.m[key]; e != nil && e.born {
 		return e.issued, true
 	}
 	return 0, false
@@ -508,6 +658,7 @@ func (t *Table) Set(key string, v int64, mode SetMode) error {
 	defer sh.mu.Unlock()
 	if err == nil {
 		e.issued, e.limit, e.next, e.asked = v, v, segment{}, v
+		t.bear(e)
 	}
 	e.taking = false
 	if e.done != nil {
@@ -537,6 +688,9 @@ func (t *Table) hold(key string, v int64, mode SetMode) (*entry, error) {
 		case e == nil && mode == IfOld:
 			sh.mu.Unlock()
 			return nil, ErrMissing
+		case e == nil && v < 0:
+			sh.mu.Unlock()
+			return nil, &BelowError{Key: key}
 		case e == nil:
 			var err error
 			if e, err = t.create(sh, key); err != nil {
@@ -563,7 +717,11 @@ func (t *Table) hold(key string, v int64, mode SetMode) (*entry, error) {
 }
 
 // Len is the number of keys.
-func (t *Table) Len() int {
+func (t *Table) Len() int { return int(t.born.Load()) }
+
+// entries is the number of keys made, born or not: what they cost in
+// memory, bounded by MaxKeys.
+func (t *Table) entries() int {
 	t.orderMu.RLock()
 	defer t.orderMu.RUnlock()
 	return len(t.order)
@@ -571,19 +729,26 @@ func (t *Table) Len() int {
 
 // Keys returns up to count keys from cursor on, in a stable order (keys
 // are never deleted, and new ones come last), and the cursor to go on
-// from: 0 after the last.
+// from: 0 after the last. It examines count keys, returning those born.
 func (t *Table) Keys(cursor uint64, count int, keys []string) ([]string, uint64) {
 	t.orderMu.RLock()
-	defer t.orderMu.RUnlock()
 	if cursor >= uint64(len(t.order)) {
+		t.orderMu.RUnlock()
 		return keys, 0
 	}
 	end := min(cursor+uint64(count), uint64(len(t.order)))
-	for _, e := range t.order[cursor:end] {
-		keys = append(keys, e.key)
-	}
+	examined := slices.Clone(t.order[cursor:end])
 	if end == uint64(len(t.order)) {
 		end = 0
+	}
+	t.orderMu.RUnlock()
+	for _, e := range examined {
+		sh := t.shardOf(e.key)
+		sh.mu.Lock()
+		if e.born {
+			keys = append(keys, e.key)
+		}
+		sh.mu.Unlock()
 	}
 	return keys, end
 }

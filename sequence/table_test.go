@@ -466,3 +466,24 @@ func BenchmarkTryIncr(b *testing.B) {
 		}
 	})
 }
+
+// TestPrepareIsInvisible: a key made only to prepare its segment (a
+// pipelined INCR not run yet) does not exist for GET, DBSIZE or SCAN
+// until a value of it is handed out; its first INCR still returns 1.
+func TestPrepareIsInvisible(t *testing.T) {
+	tb := newTable(t, newMem(), Options{}, nil)
+	tb.Prepare([]byte("p"), 1)
+	waitIdle(t, tb, "p")
+	if _, ok := tb.Get("p"); ok || tb.Len() != 0 {
+		t.Fatalf("a prepared key exists: %v, %d keys", ok, tb.Len())
+	}
+	if keys, _ := tb.Keys(0, 10, nil); len(keys) != 0 {
+		t.Fatalf("SCAN sees %v", keys)
+	}
+	if v, err := tb.TryIncr([]byte("p"), 1); err != nil || v != 1 {
+		t.Fatalf("INCR of a prepared key: %d, %v (want 1 without waiting)", v, err)
+	}
+	if v, ok := tb.Get("p"); !ok || v != 1 || tb.Len() != 1 {
+		t.Fatalf("after INCR: %d %v, %d keys", v, ok, tb.Len())
+	}
+}

@@ -34,7 +34,9 @@ type Conn[S any] struct {
 	tls   *tlsConn // nil for plain TCP
 	scan  resplimit.Scanner
 	split Splitter
-	in    []byte // read but not yet run: an unfinished command, or what came while busy
+	next  []byte   // the whole commands after the one running, for Ahead
+	peek  Splitter // Ahead's own: the running command's args stay valid
+	in    []byte   // read but not yet run: an unfinished command, or what came while busy
 	bad   error  // a framing violation, answered after the commands before it
 	quit  bool   // close once the replies are out
 	start time.Time
@@ -276,13 +278,38 @@ func (s *Server[S]) runCommands(c *Conn[S], buf []byte, room int) []byte {
 		if len(args) == 0 {
 			continue // an empty line
 		}
+		c.next = buf
 		s.h.Command(c, args)
+		c.next = nil
 		if c.busy {
 			s.blocked.Add(1)
 			return buf
 		}
 	}
 	return buf
+}
+
+// aheadMax bounds the commands one Ahead reads: its work stays bounded
+// however deep the pipeline.
+const aheadMax = 1024
+
+// Ahead calls fn with the arguments of each command the client sent
+// after the one running (those already read, up to aheadMax), until fn
+// returns false. It consumes nothing: they run in turn as usual. A
+// command that will wait calls it to prepare what the commands behind it
+// will need, so that a pipeline waits once rather than once for each.
+func (c *Conn[S]) Ahead(fn func(args [][]byte) bool) {
+	buf := c.next
+	for i := 0; i < aheadMax && len(buf) > 0; i++ {
+		args, rest, err := c.peek.Next(buf)
+		if err != nil {
+			return
+		}
+		buf = rest
+		if len(args) > 0 && !fn(args) {
+			return
+		}
+	}
 }
 
 // finish runs the part of a command that cannot run on the loop, off it,

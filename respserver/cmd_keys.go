@@ -1,0 +1,126 @@
+package respserver
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// cmdDBSize is the number of sequences.
+func cmdDBSize(s *Server, c *client, args [][]byte) error {
+	n := 0
+	if seq, err := s.sequences(); err == nil {
+		n = seq.Len()
+	}
+	c.writeInt(n)
+	return nil
+}
+
+// scanMaxCount bounds the keys one SCAN examines, whatever its COUNT (a
+// hint in Redis too): each call's work stays bounded.
+const scanMaxCount = 1000
+
+// cmdScan is SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]: the
+// cursor is a position in the order the keys came (they are never
+// deleted, new ones come last), so a full iteration returns every key
+// that existed all along exactly once. Sequences are strings: TYPE
+// anything else returns none.
+func cmdScan(s *Server, c *client, args [][]byte) error {
+	cursor, err := strconv.ParseUint(string(args[1]), 10, 64)
+	if err != nil {
+		return errReply("ERR", "invalid cursor")
+	}
+	count, pattern, typ := 10, []byte(nil), "string"
+	for i := 2; i < len(args); i += 2 {
+		if i+1 == len(args) {
+			return errSyntax
+		}
+		switch strings.ToLower(string(args[i])) {
+		case "count":
+			n, ok := parseInt(args[i+1])
+			if !ok {
+				return errNotInteger
+			}
+			if n < 1 {
+				return errSyntax
+			}
+			count = int(min(n, scanMaxCount))
+		case "match":
+			pattern = args[i+1]
+		case "type":
+			typ = strings.ToLower(string(args[i+1]))
+		default:
+			return errSyntax
+		}
+	}
+	var keys []string
+	next := uint64(0)
+	if seq, err := s.sequences(); err == nil {
+		keys, next = seq.Keys(cursor, count, nil)
+		if typ != "string" {
+			keys = nil
+		}
+		if pattern != nil {
+			var g glob
+			g.compileExact(pattern, seq.LongestKey())
+			keys = slices.DeleteFunc(keys, func(k string) bool { return !g.match(k) })
+		}
+	}
+	c.writeArray(2)
+	c.writeBulkString(strconv.FormatUint(next, 10))
+	c.writeArray(len(keys))
+	for _, k := range keys {
+		c.writeBulkString(k)
+	}
+	return nil
+}
+
+// cmdKeys is KEYS pattern. It examines every key, so it runs off the
+// event loop (other clients are not held up), a chunk of keys at a time;
+// what it collects is bounded by the client's hard output limit, past
+// which it would be closed anyway: then it fails, saying to use SCAN.
+func cmdKeys(s *Server, c *client, args [][]byte) error {
+	seq, err := s.sequences()
+	if err != nil {
+		return err
+	}
+	pattern := slices.Clone(args[1]) // args are the read buffer's, reused once this returns
+	limit := s.opts.Output.Hard
+	if limit <= 0 {
+		limit = 64 << 20
+	}
+	var keys []string
+	c.wait = waiting{
+		off: func() error {
+			var g glob
+			g.compileExact(pattern, seq.LongestKey())
+			size := 0
+			for cursor := uint64(0); ; {
+				var chunk []string
+				chunk, cursor = seq.Keys(cursor, 10000, nil)
+				for _, k := range chunk {
+					if g.match(k) {
+						keys = append(keys, k)
+						if size += len(k) + 16; size > limit {
+							return errReplyf("ERR", "KEYS %q matches more than the client's hard output limit of %d bytes (client-output-buffer-limit) can hold: use SCAN", pattern, limit)
+						}
+					}
+				}
+				if cursor == 0 {
+					return nil
+				}
+			}
+		},
+		then: func(c *client, err error) error {
+			if err != nil {
+				return err
+			}
+			c.writeArray(len(keys))
+			for _, k := range keys {
+				c.writeBulkString(k)
+			}
+			return nil
+		},
+	}
+	return errWait
+}

@@ -1,0 +1,300 @@
+package respserver
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+
+	"github.com/tidwall/redcon"
+
+	"github.com/idserver/idserver/sequence"
+)
+
+// seqCommands are the sequences: Redis's commands and replies for
+// counters (INCR, INCRBY, GET, SET, MGET, EXISTS, TYPE, SCAN, KEYS), so
+// that code written for Redis counters points here unchanged. A sequence
+// never goes back, so the writes that would move one back or remove it
+// are refused (refusedCommands).
+var seqCommands = []*command{
+	{name: "incr", arity: 2, flags: []string{"write", "denyoom", "fast"}, run: cmdIncr, doc: doc{
+		summary: "Returns the key's next value: 1 for a new key. Values never repeat, through crashes and restarts.",
+		since:   "1.0.0", group: "string", complexity: "O(1)",
+		args: []arg{{name: "key", typ: "key"}},
+	}},
+	{name: "incrby", arity: 3, flags: []string{"write", "denyoom", "fast"}, run: cmdIncrBy, doc: doc{
+		summary: "Reserves the key's next increment values and returns the last of them (1 <= increment <= seq-max-incrby).",
+		since:   "1.0.0", group: "string", complexity: "O(1)",
+		args: []arg{{name: "key", typ: "key"}, {name: "increment", typ: "integer"}},
+	}},
+	{name: "get", arity: 2, flags: []string{"readonly", "fast"}, run: cmdGet, doc: doc{
+		summary: "Returns the key's value: at least every value handed out (after a restart, the durable mark); nil for a new key.",
+		since:   "1.0.0", group: "string", complexity: "O(1)",
+		args: []arg{{name: "key", typ: "key"}},
+	}},
+	{name: "mget", arity: -2, flags: []string{"readonly", "fast"}, run: cmdMGet, doc: doc{
+		summary: "Returns the values of the keys, as GET does each.",
+		since:   "1.0.0", group: "string", complexity: "O(N) where N is the number of keys to retrieve.",
+		args: []arg{{name: "key", typ: "key", flags: multiple}},
+	}},
+	{name: "set", arity: -3, flags: []string{"write", "denyoom", "no_multi"}, run: cmdSet, doc: doc{
+		summary: "Sets the key's value, only upward: the next INCR returns value + 1 (to start above an existing MAX(id)).",
+		since:   "1.0.0", group: "string", complexity: "O(1)",
+		args: []arg{{name: "key", typ: "key"}, {name: "value", typ: "integer"}, oneOf("condition", optional, "NX", "XX")},
+	}},
+	{name: "setnx", arity: 3, flags: []string{"write", "denyoom", "fast", "no_multi"}, run: cmdSetNX, doc: doc{
+		summary: "Sets the value of a new key; 1 if it was set, 0 if the key exists.",
+		since:   "1.0.0", group: "string", complexity: "O(1)",
+		args: []arg{{name: "key", typ: "key"}, {name: "value", typ: "integer"}},
+	}},
+	{name: "exists", arity: -2, flags: []string{"readonly", "fast"}, run: cmdExists, doc: doc{
+		summary: "Returns how many of the keys exist (a key named twice counts twice).",
+		since:   "1.0.0", group: "generic", complexity: "O(N) where N is the number of keys to check.",
+		args: []arg{{name: "key", typ: "key", flags: multiple}},
+	}},
+	{name: "type", arity: 2, flags: []string{"readonly", "fast"}, run: cmdType, doc: doc{
+		summary: "Returns the type of the key: string for a sequence, none otherwise.",
+		since:   "1.0.0", group: "generic", complexity: "O(1)",
+		args: []arg{{name: "key", typ: "key"}},
+	}},
+	{name: "keys", arity: 2, flags: []string{"readonly"}, run: cmdKeys, doc: doc{
+		summary: "Returns the keys that match the pattern (it examines every key: prefer SCAN).",
+		since:   "1.0.0", group: "generic", complexity: "O(N) with N being the number of keys in the database",
+		args: []arg{{name: "pattern", typ: "pattern"}},
+	}},
+}
+
+// refusedCommands are Redis's writes that would move a sequence back or
+// remove it: idserver never reuses a number, so they are refused, each
+// with a reply that says so.
+var refusedCommands = func() []*command {
+	var cmds []*command
+	for _, name := range []string{"del", "unlink", "decr", "decrby", "incrbyfloat", "getset", "getdel", "getex",
+		"setex", "psetex", "mset", "msetnx", "append", "setrange", "expire", "pexpire", "expireat", "pexpireat",
+		"persist", "rename", "renamenx", "move", "copy", "restore", "flushdb", "flushall", "swapdb"} {
+		cmds = append(cmds, &command{name: name, arity: -1, flags: []string{"write"}, run: cmdRefused, doc: doc{
+			summary: "Refused: sequences never go back, expire or go away (idserver never reuses a number).",
+			since:   idserverSince, group: "generic", complexity: "O(1)",
+		}})
+	}
+	return cmds
+}()
+
+func cmdRefused(s *Server, c *client, args [][]byte) error {
+	return errReplyf("ERR", "%s is refused: sequences never go back, expire or go away (idserver never reuses a number)", strings.ToUpper(string(args[0])))
+}
+
+// errNoSequences is the reply of a server that has no sequences: a
+// protocol server made without them (tests).
+var errNoSequences = errReply("ERR", "sequences are off on this server")
+
+// sequences is the server's table, or why there is none.
+func (s *Server) sequences() (*sequence.Table, error) {
+	if s.opts.Sequences == nil {
+		return nil, errNoSequences
+	}
+	return s.opts.Sequences, nil
+}
+
+func cmdIncr(s *Server, c *client, args [][]byte) error { return s.incr(c, args[1], 1) }
+
+func cmdIncrBy(s *Server, c *client, args [][]byte) error {
+	n, err := s.increment(args[2])
+	if err != nil {
+		return err
+	}
+	return s.incr(c, args[1], n)
+}
+
+// increment is INCRBY's increment, checked: sequences only go up.
+func (s *Server) increment(arg []byte) (int64, error) {
+	n, ok := parseInt(arg)
+	switch {
+	case !ok:
+		return 0, errNotInteger
+	case n < 1 || n > s.opts.SeqMaxIncrBy:
+		return 0, errReplyf("ERR", "increment %d out of range, must be 1..%d (seq-max-incrby): sequences never go back", n, s.opts.SeqMaxIncrBy)
+	}
+	return n, nil
+}
+
+// incr hands out n values of key and replies with the last. Inside EXEC
+// they come from the values EXEC took for the whole transaction.
+// Otherwise, where the key's segment lacks them, it returns errWait and
+// the rest is done off the loop.
+func (s *Server) incr(c *client, key []byte, n int64) error {
+	if c.inExec {
+		c.writeInt64(c.txSeq.take(key, n))
+		return nil
+	}
+	seq, err := s.sequences()
+	if err != nil {
+		return err
+	}
+	v, err := seq.TryIncr(key, n)
+	if errors.Is(err, sequence.ErrWouldWait) {
+		k := string(key)
+		c.prepareAhead(seq)
+		c.wait = waiting{
+			off: func() error { v, err = seq.Incr(k, n); return err },
+			then: func(c *client, err error) error {
+				if err == nil {
+					c.writeInt64(v)
+				}
+				return err
+			},
+		}
+		return errWait
+	}
+	if err != nil {
+		return err
+	}
+	c.writeInt64(v)
+	return nil
+}
+
+// prepareAhead has seq prepare the values the INCRs pipelined behind a
+// waiting one will need, so that they all wait for one write.
+func (c *client) prepareAhead(seq *sequence.Table) {
+	c.Ahead(func(args [][]byte) bool {
+		switch {
+		case len(args) == 2 && strings.EqualFold(string(args[0]), "incr"):
+			seq.Prepare(args[1], 1)
+		case len(args) == 3 && strings.EqualFold(string(args[0]), "incrby"):
+			if n, ok := parseInt(args[2]); ok && n > 0 {
+				seq.Prepare(args[1], n)
+			}
+		}
+		return true
+	})
+}
+
+func cmdGet(s *Server, c *client, args [][]byte) error {
+	seq, err := s.sequences()
+	if err != nil {
+		return err
+	}
+	c.writeValue(c.value(seq, args[1]))
+	return nil
+}
+
+// value is key's value as GET answers it: inside EXEC, as the
+// transaction's INCRs so far left it.
+func (c *client) value(seq *sequence.Table, key []byte) (int64, bool) {
+	if c.inExec {
+		if v, ok := c.txSeq.last(key); ok {
+			return v, true
+		}
+	}
+	return seq.Get(string(key))
+}
+
+// writeValue writes a value as GET replies: a bulk string, or nil.
+func (c *client) writeValue(v int64, ok bool) {
+	if !ok {
+		c.writeNull()
+		return
+	}
+	c.Out = redcon.AppendBulk(c.Out, strconv.AppendInt(c.lower[:0], v, 10))
+}
+
+func cmdMGet(s *Server, c *client, args [][]byte) error {
+	seq, err := s.sequences()
+	if err != nil {
+		return err
+	}
+	c.writeArray(len(args) - 1)
+	for _, key := range args[1:] {
+		c.writeValue(c.value(seq, key))
+	}
+	return nil
+}
+
+func cmdExists(s *Server, c *client, args [][]byte) error {
+	seq, err := s.sequences()
+	if err != nil {
+		return err
+	}
+	n := 0
+	for _, key := range args[1:] {
+		if _, ok := c.value(seq, key); ok {
+			n++
+		}
+	}
+	c.writeInt(n)
+	return nil
+}
+
+func cmdType(s *Server, c *client, args [][]byte) error {
+	seq, err := s.sequences()
+	if err != nil {
+		return err
+	}
+	if _, ok := c.value(seq, args[1]); ok {
+		c.writeString("string")
+	} else {
+		c.writeString("none")
+	}
+	return nil
+}
+
+// cmdSet is SET key value [NX|XX]: the write is durable before the
+// reply, so it finishes off the loop. Redis's other options set an
+// expiry or read the old value, as GETSET does: refused.
+func cmdSet(s *Server, c *client, args [][]byte) error {
+	mode := sequence.Always
+	for _, opt := range args[3:] {
+		switch o := strings.ToUpper(string(opt)); {
+		case o == "NX" && mode == sequence.Always:
+			mode = sequence.IfNew
+		case o == "XX" && mode == sequence.Always:
+			mode = sequence.IfOld
+		case o == "EX" || o == "PX" || o == "EXAT" || o == "PXAT" || o == "KEEPTTL" || o == "GET":
+			return errReplyf("ERR", "SET ... %s is refused: sequences never expire, and SET only goes up (idserver never reuses a number)", o)
+		default:
+			return errSyntax
+		}
+	}
+	return s.set(c, args[1], args[2], mode, func(c *client, set bool) {
+		if set {
+			c.writeString("OK")
+		} else {
+			c.writeNull()
+		}
+	})
+}
+
+func cmdSetNX(s *Server, c *client, args [][]byte) error {
+	return s.set(c, args[1], args[2], sequence.IfNew, func(c *client, set bool) { c.writeInt(map[bool]int{true: 1}[set]) })
+}
+
+// set stores value as key's value under mode, off the loop (the write is
+// durable before the reply), and has reply say whether it did.
+func (s *Server) set(c *client, key, value []byte, mode sequence.SetMode, reply func(c *client, set bool)) error {
+	seq, err := s.sequences()
+	if err != nil {
+		return err
+	}
+	v, ok := parseInt(value)
+	if !ok {
+		return errReply("ERR", "value is not an integer or out of range (a sequence holds an integer)")
+	}
+	k := string(key)
+	set := false
+	c.wait = waiting{
+		off: func() error {
+			err := seq.Set(k, v, mode)
+			set = err == nil
+			if errors.Is(err, sequence.ErrExists) || errors.Is(err, sequence.ErrMissing) {
+				return nil // NX or XX not met: a nil reply, as in Redis
+			}
+			return err
+		},
+		then: func(c *client, err error) error {
+			if err == nil {
+				reply(c, set)
+			}
+			return err
+		},
+	}
+	return errWait
+}

@@ -1,0 +1,277 @@
+package respserver
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idserver/idserver/idgen"
+	"github.com/idserver/idserver/sequence"
+)
+
+// withSequences gives opts a sequence table kept in a file of t's.
+func withSequences(t testing.TB, opts Options) Options {
+	t.Helper()
+	f, marks, _, err := sequence.OpenFile(filepath.Join(t.TempDir(), "idserver.seq"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Sequences = sequence.New(sequence.Options{}, f, marks)
+	t.Cleanup(func() { opts.Sequences.Stop(context.Background()); f.Close() })
+	return opts
+}
+
+// seqLikeRedis are sessions of counters whose every reply idserver must
+// give exactly as redis-server 7 does, each on keys of its own.
+var seqLikeRedis = []struct {
+	name  string
+	resp3 bool
+	cmds  [][]string
+}{
+	{"incr", false, [][]string{{"GET", "a"}, {"INCR", "a"}, {"INCR", "a"}, {"INCRBY", "a", "10"}, {"GET", "a"}, {"EXISTS", "a", "b", "a"}, {"TYPE", "a"}, {"TYPE", "b"}, {"MGET", "a", "b", "a"}}},
+	{"incr resp3", true, [][]string{{"GET", "r3"}, {"INCR", "r3"}, {"GET", "r3"}, {"MGET", "r3", "none3"}}},
+	{"set", false, [][]string{{"SET", "s", "100"}, {"INCR", "s"}, {"SET", "s", "200", "NX"}, {"SET", "s", "200", "XX"}, {"GET", "s"}, {"SET", "s2", "5", "XX"}, {"GET", "s2"}, {"SETNX", "s3", "7"}, {"SETNX", "s3", "9"}, {"INCR", "s3"}}},
+	{"set errors", false, [][]string{{"SET", "e"}, {"SET", "e", "1", "NX", "XX"}, {"SET", "e", "1", "FOO"}, {"INCRBY", "e", "x"}, {"INCR"}, {"GET"}}},
+	{"transaction", false, [][]string{{"INCR", "t"}, {"MULTI"}, {"INCR", "t"}, {"GET", "t"}, {"INCRBY", "t", "5"}, {"INCR", "t2"}, {"GET", "t"}, {"EXEC"}, {"GET", "t"}}},
+	{"transaction resp3", true, [][]string{{"MULTI"}, {"INCR", "t3"}, {"GET", "t3"}, {"EXEC"}}},
+	{"watch changed", false, [][]string{{"INCR", "w"}, {"WATCH", "w"}, {"INCR", "w"}, {"MULTI"}, {"INCR", "w"}, {"EXEC"}, {"GET", "w"}}},
+	{"watch unchanged", false, [][]string{{"WATCH", "w2", "w3"}, {"MULTI"}, {"INCR", "w2"}, {"EXEC"}, {"WATCH", "w2"}, {"UNWATCH"}, {"INCR", "w2"}, {"MULTI"}, {"INCR", "w2"}, {"EXEC"}}},
+	{"watch resp3", true, [][]string{{"WATCH", "w4"}, {"INCR", "w4"}, {"MULTI"}, {"GET", "w4"}, {"EXEC"}}},
+	{"keyspace", false, [][]string{{"INCR", "only:1"}, {"KEYS", "only:*"}, {"KEYS", "ONLY:*"}, {"SCAN", "0", "MATCH", "only:*", "COUNT", "1000"}, {"SCAN", "0", "TYPE", "hash", "COUNT", "1000"}}},
+}
+
+// TestSequencesLikeRedis runs the seqLikeRedis sessions against
+// redis-server and idserver and compares every reply, then DBSIZE and
+// INFO keyspace, which count the keys of all of them.
+func TestSequencesLikeRedis(t *testing.T) {
+	sock := startRedisSocket(t)
+	_, addr := startServer(t, idgen.Settings{}, withSequences(t, Options{}))
+	for _, sess := range seqLikeRedis {
+		t.Run(sess.name, func(t *testing.T) {
+			want, got := runSession(t, sock, sess.resp3, sess.cmds), runSession(t, addr, sess.resp3, sess.cmds)
+			for i, cmd := range sess.cmds {
+				if !reflect.DeepEqual(got[i], want[i]) {
+					t.Errorf("%q: idserver replied %#v, redis-server %#v", cmd, got[i], want[i])
+				}
+			}
+		})
+	}
+	cmds := [][]string{{"DBSIZE"}, {"INFO", "keyspace"}}
+	want, got := runSession(t, sock, false, cmds), runSession(t, addr, false, cmds)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("DBSIZE and INFO keyspace: idserver %#v, redis-server %#v", got, want)
+	}
+}
+
+// TestSequencesOnlyGoUp: every write that could move a sequence back is
+// refused with a reply that says so, and the value stays; INCRBY takes
+// 1..seq-max-incrby; SET only upward, an integer.
+func TestSequencesOnlyGoUp(t *testing.T) {
+	_, addr := startServer(t, idgen.Settings{}, withSequences(t, Options{SeqMaxIncrBy: 1000}))
+	c := newClient(t, addr, 2)
+	ctx := context.Background()
+	if v := c.IncrBy(ctx, "k", 50).Val(); v != 50 {
+		t.Fatalf("INCRBY 50: %d", v)
+	}
+	for _, cmd := range refusedCommands {
+		err := c.Do(ctx, cmd.name, "k", "1").Err()
+		if err == nil || !strings.Contains(err.Error(), strings.ToUpper(cmd.name)+" is refused: sequences never go back") {
+			t.Errorf("%s: %v", cmd.name, err)
+		}
+	}
+	for _, tc := range []struct {
+		args []any
+		want string
+	}{
+		{[]any{"INCRBY", "k", 0}, "ERR increment 0 out of range, must be 1..1000 (seq-max-incrby): sequences never go back"},
+		{[]any{"INCRBY", "k", -1}, "ERR increment -1 out of range"},
+		{[]any{"INCRBY", "k", 1001}, "ERR increment 1001 out of range"},
+		{[]any{"SET", "k", 49}, `ERR sequences only go up: "k" is at 50 (idserver never reuses a number)`},
+		{[]any{"SET", "k", "x"}, "ERR value is not an integer or out of range"},
+		{[]any{"SET", "k", 60, "EX", 10}, "ERR SET ... EX is refused: sequences never expire"},
+		{[]any{"SET", "k", 60, "GET"}, "ERR SET ... GET is refused"},
+		{[]any{"SET", "n", -1}, `ERR sequences only go up: "n" is at 0`},
+	} {
+		if err := c.Do(ctx, tc.args...).Err(); err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want %q", tc.args, err, tc.want)
+		}
+	}
+	if v, _ := c.Get(ctx, "k").Int64(); v != 50 {
+		t.Fatalf("GET after the refusals: %d, want 50", v)
+	}
+	if err := c.Do(ctx, "MULTI").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Do(ctx, "SET", "k", 100).Err(); err == nil || err.Error() != "ERR Command not allowed inside a transaction" {
+		t.Fatalf("SET inside MULTI: %v", err)
+	}
+	if err := c.Do(ctx, "EXEC").Err(); err == nil || !strings.HasPrefix(err.Error(), "EXECABORT") {
+		t.Fatalf("EXEC after a refused SET: %v", err)
+	}
+}
+
+// TestSequencesConcurrent: clients incrementing a few keys at once, with
+// pipelines and transactions (go-redis's TxPipelined): per key, no value
+// twice, and each client's values increase; a transaction's values of a
+// key are consecutive.
+func TestSequencesConcurrent(t *testing.T) {
+	_, addr := startServer(t, idgen.Settings{}, withSequences(t, Options{}))
+	ctx := context.Background()
+	var mu sync.Mutex
+	seen := map[string]map[int64]bool{}
+	record := func(key string, v int64) {
+		mu.Lock()
+		defer mu.Unlock()
+		if seen[key] == nil {
+			seen[key] = map[int64]bool{}
+		}
+		if seen[key][v] {
+			t.Errorf("%s: %d handed out twice", key, v)
+		}
+		seen[key][v] = true
+	}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			c := newClient(t, addr, 2+g%2)
+			last := map[string]int64{}
+			for i := range 200 {
+				key := "k" + strconv.Itoa(i%3)
+				var cmds []redis.Cmder
+				var err error
+				if i%2 == 0 {
+					cmds, err = c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+						p.Incr(ctx, key)
+						p.IncrBy(ctx, key, 3)
+						return nil
+					})
+				} else {
+					cmds, err = c.Pipelined(ctx, func(p redis.Pipeliner) error {
+						p.Incr(ctx, key)
+						p.IncrBy(ctx, key, 3)
+						return nil
+					})
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				a, b := cmds[0].(*redis.IntCmd).Val(), cmds[1].(*redis.IntCmd).Val()
+				if a <= last[key] || b <= a || i%2 == 0 && b != a+3 {
+					t.Errorf("%s: %d then %d after %d (transaction %v)", key, a, b, last[key], i%2 == 0)
+				}
+				last[key] = b
+				for v := a; v <= b; v++ {
+					if v == a || v > b-3 {
+						record(key, v)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// TestSequencesBounds: a key past seq-max-key-bytes, and a new key past
+// seq-max-keys, are refused naming the key; the others keep working.
+func TestSequencesBounds(t *testing.T) {
+	opts := Options{}
+	f, _, _, err := sequence.OpenFile(filepath.Join(t.TempDir(), "idserver.seq"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Sequences = sequence.New(sequence.Options{MaxKeys: 2, MaxKeyBytes: 10}, f, nil)
+	t.Cleanup(func() { opts.Sequences.Stop(context.Background()); f.Close() })
+	_, addr := startServer(t, idgen.Settings{}, opts)
+	c := newClient(t, addr, 2)
+	ctx := context.Background()
+	if err := c.Incr(ctx, "0123456789a").Err(); err == nil || !strings.Contains(err.Error(), `"0123456789a" refused: the key is 11 bytes, longer than seq-max-key-bytes 10`) {
+		t.Fatalf("an 11-byte key: %v", err)
+	}
+	c.Incr(ctx, "a")
+	c.Incr(ctx, "b")
+	if err := c.Incr(ctx, "c").Err(); err == nil || !strings.Contains(err.Error(), `sequence "c" refused: there are seq-max-keys 2 sequences already`) {
+		t.Fatalf("a third key: %v", err)
+	}
+	if v := c.Incr(ctx, "a").Val(); v != 2 {
+		t.Fatalf("an existing key: %d", v)
+	}
+	if n := c.DBSize(ctx).Val(); n != 2 {
+		t.Fatalf("DBSIZE: %d", n)
+	}
+}
+
+// TestNoSequences: a server without sequences says so.
+func TestNoSequences(t *testing.T) {
+	_, addr := startServer(t, idgen.Settings{}, Options{})
+	c := newClient(t, addr, 2)
+	if err := c.Incr(context.Background(), "k").Err(); err == nil || err.Error() != "ERR sequences are off on this server" || !errors.Is(err, err) {
+		t.Fatalf("INCR: %v", err)
+	}
+}
+
+// TestScanAndKeys: a full SCAN returns every key exactly once, while
+// keys are added during it; KEYS matches exactly (case matters), and one
+// whose reply would pass the client's hard output limit fails, saying to
+// use SCAN.
+func TestScanAndKeys(t *testing.T) {
+	_, addr := startServer(t, idgen.Settings{}, withSequences(t, Options{Output: OutputLimits{Hard: 1 << 20}}))
+	c := newClient(t, addr, 2)
+	ctx := context.Background()
+	incrAll(t, c, 3000, func(i int) string { return "user:" + strconv.Itoa(i) })
+	seen := map[string]int{}
+	cursor, added := uint64(0), 0
+	for {
+		keys, next, err := c.Scan(ctx, cursor, "user:*", 100).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range keys {
+			seen[k]++
+		}
+		c.Incr(ctx, "other:"+strconv.Itoa(added)) // not matched
+		c.Incr(ctx, "user:new"+strconv.Itoa(added))
+		added++
+		if cursor = next; cursor == 0 {
+			break
+		}
+	}
+	for i := range 3000 {
+		if n := seen["user:"+strconv.Itoa(i)]; n != 1 {
+			t.Fatalf("user:%d returned %d times", i, n)
+		}
+	}
+	if keys := c.Keys(ctx, "user:1?9").Val(); len(keys) != 10 {
+		t.Fatalf("KEYS user:1?9: %d keys", len(keys))
+	}
+	if keys := c.Keys(ctx, "USER:*").Val(); len(keys) != 0 {
+		t.Fatalf("KEYS USER:* matched %d keys: case must matter", len(keys))
+	}
+	incrAll(t, c, 40000, func(i int) string { return "long:" + strings.Repeat("x", 20) + strconv.Itoa(i) })
+	if err := c.Keys(ctx, "*").Err(); err == nil || !strings.Contains(err.Error(), "use SCAN") {
+		t.Fatalf("KEYS * of more than 1 MiB: %v", err)
+	}
+}
+
+// incrAll increments n keys, named by key, in pipelines.
+func incrAll(t *testing.T, c *redis.Client, n int, key func(int) string) {
+	t.Helper()
+	for i := 0; i < n; i += 1000 {
+		_, err := c.Pipelined(context.Background(), func(p redis.Pipeliner) error {
+			for j := i; j < min(i+1000, n); j++ {
+				p.Incr(context.Background(), key(j))
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
