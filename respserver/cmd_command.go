@@ -72,8 +72,12 @@ func cmdCommandDocs(s *Server, c *client, args [][]byte) error {
 }
 
 // findCommand finds a command by name, or a subcommand by its full name
-// ("client|kill"), in any case.
+// ("client|kill"), in any case. A name longer than any is none, at once:
+// its cost does not grow with its length.
 func findCommand(name string) *command {
+	if len(name) > longestName {
+		return nil
+	}
 	parent, sub, isSub := strings.Cut(strings.ToLower(name), "|")
 	cmd := commands[parent]
 	if cmd == nil || !isSub {
@@ -82,16 +86,17 @@ func findCommand(name string) *command {
 	return cmd.bySub[sub]
 }
 
-// writeCommandInfo writes Redis 7's COMMAND entry for cmd. No command here
-// takes a key, so the key positions are 0 and there are no key specs.
+// writeCommandInfo writes Redis 7's COMMAND entry for cmd: the positions
+// of its keys (the sequences' commands and WATCH take keys), and no key
+// specs.
 func (c *client) writeCommandInfo(cmd *command) {
 	c.writeArray(10)
 	c.writeBulkString(cmd.name)
 	c.writeInt(cmd.arity)
 	c.writeFlags(cmd.flags)
-	c.writeInt(0)
-	c.writeInt(0)
-	c.writeInt(0)
+	c.writeInt(cmd.keys.first)
+	c.writeInt(cmd.keys.last)
+	c.writeInt(cmd.keys.step)
 	for range 3 { // ACL categories, tips, key specs
 		c.writeArray(0)
 	}

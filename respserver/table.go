@@ -19,6 +19,7 @@ type command struct {
 	subs  []*command // for a container command such as CLIENT
 	doc   doc
 
+	keys    keyPositions
 	noAuth  bool // runs before AUTH: the flag no_auth
 	noMulti bool // refused inside MULTI: the flag no_multi
 	control bool // runs at once inside MULTI instead of being queued
@@ -32,6 +33,11 @@ type command struct {
 	bySub     map[string]*command
 	latency   stats.Latency // of the calls that ran, until their reply
 }
+
+// keyPositions are where a command's keys are, as COMMAND INFO tells
+// them: the first, the last (-1: every argument from the first on), and
+// the step between them; zeros for a command without keys.
+type keyPositions struct{ first, last, step int }
 
 // doc is what COMMAND DOCS tells about a command.
 type doc struct {
@@ -79,6 +85,10 @@ var table []*command
 // commands indexes table by lower-case name, for dispatch.
 var commands map[string]*command
 
+// longestName is the length of the longest name of a command or
+// subcommand ("client|no-evict").
+var longestName int
+
 func init() {
 	table = slices.Concat(idCommands, seqCommands, refusedCommands, connectionCommands, transactionCommands, serverCommands, []*command{monitorCommand})
 	commands = map[string]*command{}
@@ -90,6 +100,16 @@ func init() {
 
 // index derives the fields the table does not spell out.
 func index(cmd *command) {
+	longestName = max(longestName, len(cmd.name))
+	for i, a := range cmd.doc.args {
+		if a.typ == "key" {
+			cmd.keys = keyPositions{i + 1, i + 1, 1}
+			if slices.Contains(a.flags, "multiple") {
+				cmd.keys.last = -1
+			}
+			break
+		}
+	}
 	cmd.noAuth = slices.Contains(cmd.flags, "no_auth")
 	cmd.noMulti = slices.Contains(cmd.flags, "no_multi")
 	cmd.noMonitor = slices.Contains(cmd.flags, "admin")
