@@ -22,6 +22,8 @@ var hostileCommands = [][]string{
 	{"CLIENT", "TRACKING", "ON", "BCAST", "PREFIX"}, {"CLIENT", "SETNAME"}, {"CLIENT", "SETINFO", "LIB-NAME"},
 	{"HELLO", "3", "AUTH"}, {"AUTH"}, {"PING"}, {"ECHO"}, {"WATCH"}, {"MGETID"}, {"DECODEID"}, {"IDRANGE"},
 	{"SELECT"}, {"NOSUCHCOMMAND"}, {"CLIENT", "NOSUCH"}, {"MULTI"}, {"GETID"},
+	{"INCR"}, {"INCRBY", "k"}, {"GET"}, {"MGET"}, {"EXISTS"}, {"TYPE"}, {"SET", "k"}, {"SET", "k", "1"}, {"KEYS"},
+	{"SCAN", "0", "TYPE"}, {"DEL"},
 }
 
 // hostilePieces are what hostile arguments are made of: glob syntax, a
@@ -60,10 +62,12 @@ func (f argForm) make(r *rand.Rand, n int) string {
 // takes on a quiet machine (10 times more under -race); sets whose
 // ranges were compiled byte by byte took three times the bound.
 func TestCPUPerByte(t *testing.T) {
-	_, addr := startServer(t, idgen.Settings{}, Options{
+	_, addr := startServer(t, idgen.Settings{}, withSequences(t, Options{
 		QueryBufferLimit: 8 << 20,
 		Config:           [][2]string{{"maxclients", "10000"}, {"port", "6551"}, {"max-lead-ms", "5000"}},
-	})
+	}))
+	c := newClient(t, addr, 2)
+	incrAll(t, c, 2000, func(i int) string { return fmt.Sprintf("key:%06d", i) }) // for KEYS and SCAN to match
 	perByte, allowance, scale := 20*time.Nanosecond, 2*time.Millisecond, 1
 	if raceEnabled { // slower, and here for races rather than for costs
 		perByte, allowance, scale = 10*perByte, 10*allowance, 4
