@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/idserver/idserver/idgen"
 	"github.com/idserver/idserver/reservation"
 	"github.com/idserver/idserver/respserver"
+	"github.com/idserver/idserver/sequence"
 	"github.com/idserver/idserver/stats"
 )
 
@@ -48,8 +50,33 @@ func newMode(cfg *conf.Config, log zerolog.Logger) (mode, error) {
 	m := &singleMode{cfg: cfg, log: log}
 	m.identity = reservation.State{ServerID: int64(cfg.ServerID), Layout: cfg.Layout(), Epoch: cfg.EpochMs}
 	var err error
-	m.store, m.gen, err = openState(cfg, m.identity, log)
+	if m.store, m.gen, err = openState(cfg, m.identity, log); err != nil {
+		return m, err
+	}
+	// Under the state file's lock: one process per dir.
+	m.seqFile, m.seqKnown, m.seqRestart, err = sequence.OpenFile(filepath.Join(cfg.Dir, cfg.SeqFile))
+	if err == nil {
+		logSeqRestart(log, m.seqFile.Path(), m.seqRestart)
+	}
 	return m, err
+}
+
+// seqOptions are the sequence table's options of cfg.
+func seqOptions(cfg *conf.Config, log zerolog.Logger) sequence.Options {
+	return sequence.Options{
+		MaxKeys: cfg.SeqMaxKeys, MaxKeyBytes: cfg.SeqMaxKeyBytes,
+		SegmentTime: cfg.SeqSegment.Duration, MaxSegment: cfg.SeqMaxSegment, Log: log,
+	}
+}
+
+// logSeqRestart says what a restart after a crash may have skipped of the
+// sequences.
+func logSeqRestart(log zerolog.Logger, path string, r sequence.Restart) {
+	if r.Clean {
+		return
+	}
+	log.Warn().Str("seq_file", path).Int("keys", r.Keys).Int64("skipped_max", r.Skipped).
+		Msg("sequences: the last run did not stop gracefully; each key continues above its reservation on disk, skipping at most the values reserved but not handed out")
 }
 
 // singleMode serves with the server-id of the configuration and the
@@ -62,6 +89,11 @@ type singleMode struct {
 	gen      *idgen.Generator
 	keeper   *reservation.Keeper
 	finished func() bool
+
+	seqFile    *sequence.File
+	seqKnown   []sequence.Mark // what seqFile held at the start
+	seqRestart sequence.Restart
+	seqs       *sequence.Table
 }
 
 func (m *singleMode) reserve(*listeners) (respserver.Options, error) {
@@ -70,18 +102,29 @@ func (m *singleMode) reserve(*listeners) (respserver.Options, error) {
 		return respserver.Options{}, err
 	}
 	m.keeper = keeper
+	m.seqs = sequence.New(seqOptions(m.cfg, m.log), m.seqFile, m.seqKnown)
+	m.seqKnown = nil
 	m.finished = sync.OnceValue(func() bool {
+		ok := true
 		if err := keeper.Close(context.Background()); err != nil {
 			m.log.Error().Err(err).Msg("could not write the final reservation; the last renewal stands, so no ID repeats")
-			return false
+			ok = false
+		} else {
+			m.log.Info().Str("state_file", m.store.Path()).Msg("reservation written")
 		}
-		m.log.Info().Str("state_file", m.store.Path()).Msg("reservation written")
-		return true
+		if err := m.seqs.Stop(context.Background()); err != nil {
+			m.log.Error().Err(err).Msg("sequences: could not write their last values; the reservations stand, so a restart skips what was reserved and no value repeats")
+			ok = false
+		}
+		return ok
 	})
 	return respserver.Options{
-		Generator: m.gen,
+		Generator:    m.gen,
+		Sequences:    m.seqs,
+		SeqMaxIncrBy: m.cfg.SeqMaxIncrBy,
 		Persistence: func() []stats.Field {
-			return reservation.Info(stats.T("state_file", m.store.Path()), m.cfg.EpochMs, m.gen, keeper.Stats())
+			return slices.Concat(reservation.Info(stats.T("state_file", m.store.Path()), m.cfg.EpochMs, m.gen, keeper.Stats()),
+				sequence.Info(stats.T("seq_file", m.seqFile.Path()), m.seqs, m.seqRestart))
 		},
 	}, nil
 }
@@ -91,6 +134,9 @@ func (m *singleMode) attach(*respserver.Server) {}
 func (m *singleMode) finish() bool { return m.finished == nil || m.finished() }
 
 func (m *singleMode) close() {
+	if m.seqFile != nil {
+		m.seqFile.Close()
+	}
 	if m.store != nil {
 		m.store.Close()
 	}

@@ -63,6 +63,13 @@ type Config struct {
 	StateFile    string `key:"state-file" default:"idserver.state" usage:"file name of the durable ID reservation, in dir"`
 	ReserveAhead Millis `key:"reserve-ms" default:"3000" usage:"how far ahead IDs are reserved on disk"`
 
+	SeqFile        string `key:"seq-file" default:"idserver.seq" usage:"file name of the sequences' store (INCR), in dir; single-server mode"`
+	SeqMaxKeys     int    `key:"seq-max-keys" default:"1000000" usage:"most sequences; past it, INCR of a new key is refused (existing keys keep working)"`
+	SeqMaxKeyBytes int    `key:"seq-max-key-bytes" default:"512" usage:"longest sequence key, bytes"`
+	SeqMaxIncrBy   int64  `key:"seq-max-incrby" default:"1000000" usage:"largest INCRBY increment"`
+	SeqSegment     Millis `key:"seq-segment-ms" default:"3000" usage:"how much of a key's traffic one write reserves: a busy key is written about every seq-segment-ms/2, and a crash skips at most that much of its values"`
+	SeqMaxSegment  int64  `key:"seq-max-segment" default:"1000000" usage:"most values one write reserves for a key (but for one larger INCRBY): the most a crash skips of a key"`
+
 	EnableDebugCommand DebugCommand `key:"enable-debug-command" default:"no" usage:"allow DEBUG and SHUTDOWN: no, yes, or local (loopback clients only)"`
 	DebugClockOffset   Millis       `key:"debug-clock-offset-ms" default:"0" usage:"start with the clock shifted (tests; needs enable-debug-command)"`
 
@@ -449,6 +456,17 @@ func (c *Config) validate() error {
 			return nil
 		},
 		func() error { return inRange("reserve-ms", c.ReserveAhead.Milliseconds(), 10, 600_000) },
+		func() error {
+			if c.SeqFile == "" || strings.ContainsRune(c.SeqFile, '/') || c.SeqFile == "." || c.SeqFile == ".." || c.SeqFile == c.StateFile {
+				return fmt.Errorf("seq-file %q must be a file name, without a directory, other than state-file", c.SeqFile)
+			}
+			return nil
+		},
+		func() error { return inRange("seq-max-keys", int64(c.SeqMaxKeys), 1, 100_000_000) },
+		func() error { return inRange("seq-max-key-bytes", int64(c.SeqMaxKeyBytes), 1, 65536) },
+		func() error { return inRange("seq-max-incrby", c.SeqMaxIncrBy, 1, 1<<40) },
+		func() error { return inRange("seq-segment-ms", c.SeqSegment.Milliseconds(), 10, 3_600_000) },
+		func() error { return inRange("seq-max-segment", c.SeqMaxSegment, 1, 1<<40) },
 		func() error {
 			// A reservation must hold the largest MGETID with room to spare,
 			// or such a request could wait for ever for a large enough one.

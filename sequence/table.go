@@ -235,16 +235,16 @@ func (t *Table) shardOf(key string) *shard {
 	return &t.shards[maphash.String(t.seed, key)%uint64(len(t.shards))]
 }
 
-// entryBytes is what a key costs beside its name: the entry, its map
-// slot and its place in order, about.
-const entryBytes = 160
+// EntryBytes is what a key costs in memory beside its name: the entry,
+// its map slot and its place in SCAN's order, about.
+const EntryBytes = 160
 
 // remember adds a new key to SCAN's order.
 func (t *Table) remember(e *entry) {
 	t.orderMu.Lock()
 	t.order = append(t.order, e)
 	t.orderMu.Unlock()
-	t.bytes.Add(int64(len(e.key) + entryBytes))
+	t.bytes.Add(int64(len(e.key) + EntryBytes))
 	for n := int64(len(e.key)); ; {
 		if old := t.longest.Load(); old >= n || t.longest.CompareAndSwap(old, n) {
 			break
