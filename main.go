@@ -176,16 +176,17 @@ func maxWait(cfg *conf.Config) time.Duration {
 
 // openState locks the state file, reads where the last run stopped, and
 // returns a generator that starts above it and issues nothing until the
-// keeper has a reservation on disk.
-func openState(cfg *conf.Config, identity reservation.State, log zerolog.Logger) (*reservation.FileStore, *idgen.Generator, error) {
+// keeper has a reservation on disk, and a function that logs where it
+// resumed from (once the start is sure to go on).
+func openState(cfg *conf.Config, identity reservation.State, log zerolog.Logger) (*reservation.FileStore, *idgen.Generator, func(), error) {
 	store, err := reservation.OpenFile(filepath.Join(cfg.Dir, cfg.StateFile), log)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	resumed, err := store.Resume(identity)
 	if err != nil {
 		store.Close()
-		return nil, nil, fmt.Errorf("%w (the file is left as it is)", err)
+		return nil, nil, nil, fmt.Errorf("%w (the file is left as it is)", err)
 	}
 	now := time.Now().UnixMilli() + cfg.DebugClockOffset.Milliseconds() - cfg.EpochMs
 	floor := resumed.Floor(now, cfg.MaxLead.Duration)
@@ -201,10 +202,9 @@ func openState(cfg *conf.Config, identity reservation.State, log zerolog.Logger)
 	})
 	if err != nil {
 		store.Close()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	logResumption(log, resumed, store.Path(), gen, floor, cfg)
-	return store, gen, nil
+	return store, gen, func() { logResumption(log, resumed, store.Path(), gen, floor, cfg) }, nil
 }
 
 // logProtectedMode warns when protected mode will refuse every client

@@ -50,12 +50,14 @@ func newMode(cfg *conf.Config, log zerolog.Logger) (mode, error) {
 	m := &singleMode{cfg: cfg, log: log}
 	m.identity = reservation.State{ServerID: int64(cfg.ServerID), Layout: cfg.Layout(), Epoch: cfg.EpochMs}
 	var err error
-	if m.store, m.gen, err = openState(cfg, m.identity, log); err != nil {
+	var resumed func()
+	if m.store, m.gen, resumed, err = openState(cfg, m.identity, log); err != nil {
 		return m, err
 	}
 	// Under the state file's lock: one process per dir.
 	m.seqFile, m.seqKnown, m.seqRestart, err = sequence.OpenFile(filepath.Join(cfg.Dir, cfg.SeqFile))
 	if err == nil {
+		resumed()
 		logSeqRestart(log, m.seqFile.Path(), m.seqRestart)
 	}
 	return m, err
