@@ -169,15 +169,15 @@ func cmdClientList(s *Server, c *client, args [][]byte) error {
 	all := s.clientList()
 	switch {
 	case len(args) == 2:
-	case len(args) == 4 && strings.EqualFold(string(args[2]), "type"):
-		switch strings.ToLower(string(args[3])) {
+	case len(args) == 4 && keyword(args[2]) == "type":
+		switch keyword(args[3]) {
 		case "normal":
 		case "master", "replica", "slave", "pubsub":
 			all = nil
 		default:
 			return errReplyf("ERR", "Unknown client type '%.128s'", args[3])
 		}
-	case len(args) > 3 && strings.EqualFold(string(args[2]), "id"):
+	case len(args) > 3 && keyword(args[2]) == "id":
 		var ids []int64
 		for _, a := range args[3:] {
 			id, ok := parseInt(a)
@@ -251,7 +251,7 @@ func parseKillFilter(args [][]byte) (killFilter, error) {
 			return f, errSyntax
 		}
 		v := string(args[i+1])
-		switch strings.ToLower(string(args[i])) {
+		switch keyword(args[i]) {
 		case "id":
 			id, ok := parseInt(args[i+1])
 			if !ok || id < 1 {
@@ -291,7 +291,7 @@ func parseKillFilter(args [][]byte) (killFilter, error) {
 // cmdClientSetInfo is CLIENT SETINFO LIB-NAME|LIB-VER value. Under
 // getid-reply auto, LIB-NAME decides how GETID replies.
 func cmdClientSetInfo(s *Server, c *client, args [][]byte) error {
-	attr := strings.ToLower(string(args[2]))
+	attr := keyword(args[2])
 	if attr != "lib-name" && attr != "lib-ver" {
 		return errReplyf("ERR", "Unrecognized option '%.128s'", args[2])
 	}
@@ -368,14 +368,14 @@ func cmdClientID(s *Server, c *client, args [][]byte) error {
 // and shown in CLIENT LIST; idserver neither evicts clients nor has keys.
 func cmdClientFlag(s *Server, c *client, args [][]byte) error {
 	var on bool
-	switch strings.ToLower(string(args[2])) {
+	switch keyword(args[2]) {
 	case "on":
 		on = true
 	case "off":
 	default:
 		return errSyntax
 	}
-	if strings.EqualFold(string(args[1]), "no-evict") {
+	if keyword(args[1]) == "no-evict" {
 		c.noEvict = on
 	} else {
 		c.noTouch = on

@@ -168,7 +168,7 @@ func (c *client) writeArgs(args []arg) {
 // COMMAND HELP, CONFIG HELP): a usage line and the summary of each
 // subcommand, as Redis prints them.
 func cmdHelp(s *Server, c *client, args [][]byte) error {
-	parent := commands[strings.ToLower(string(args[0]))]
+	parent := commands[keyword(args[0])]
 	lines := []string{strings.ToUpper(parent.name) + " <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"}
 	if parent.run != nil {
 		lines = append(lines, "(no subcommand)", "    "+parent.doc.summary)

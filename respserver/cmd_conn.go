@@ -2,7 +2,6 @@ package respserver
 
 import (
 	"crypto/subtle"
-	"strings"
 )
 
 // connectionCommands are the commands about the connection itself, which
@@ -137,7 +136,7 @@ func cmdHello(s *Server, c *client, args [][]byte) error {
 	}
 	authed, name := c.authed, c.name
 	for i := 2; i < len(args); i++ {
-		switch opt := strings.ToLower(string(args[i])); {
+		switch opt := keyword(args[i]); {
 		case opt == "auth" && i+2 < len(args):
 			if err := s.checkPass(args[i+1], args[i+2]); err != nil {
 				return err

@@ -3,7 +3,6 @@ package respserver
 import (
 	"slices"
 	"strconv"
-	"strings"
 )
 
 // cmdDBSize is the number of sequences.
@@ -35,7 +34,7 @@ func cmdScan(s *Server, c *client, args [][]byte) error {
 		if i+1 == len(args) {
 			return errSyntax
 		}
-		switch strings.ToLower(string(args[i])) {
+		switch keyword(args[i]) {
 		case "count":
 			n, ok := parseInt(args[i+1])
 			if !ok {
@@ -48,7 +47,7 @@ func cmdScan(s *Server, c *client, args [][]byte) error {
 		case "match":
 			pattern = args[i+1]
 		case "type":
-			typ = strings.ToLower(string(args[i+1]))
+			typ = keyword(args[i+1])
 		default:
 			return errSyntax
 		}

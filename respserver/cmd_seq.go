@@ -157,9 +157,9 @@ func (s *Server) incr(c *client, key []byte, n int64) error {
 func (c *client) prepareAhead(seq *sequence.Table) {
 	c.Ahead(func(args [][]byte) bool {
 		switch {
-		case len(args) == 2 && strings.EqualFold(string(args[0]), "incr"):
+		case len(args) == 2 && keyword(args[0]) == "incr":
 			seq.Prepare(args[1], 1)
-		case len(args) == 3 && strings.EqualFold(string(args[0]), "incrby"):
+		case len(args) == 3 && keyword(args[0]) == "incrby":
 			if n, ok := parseInt(args[2]); ok && n > 0 {
 				seq.Prepare(args[1], n)
 			}

@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"net"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -148,7 +147,7 @@ func cmdDebug(s *Server, c *client, args [][]byte) error {
 	if !s.debugAllowed(c) {
 		return errReply("ERR", `DEBUG command not allowed. If the enable-debug-command option is set to "local", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.`)
 	}
-	if strings.ToLower(string(args[1])) != "clock-offset" {
+	if keyword(args[1]) != "clock-offset" {
 		return errSubcommand(args[1], "debug")
 	}
 	switch len(args) {
@@ -179,7 +178,7 @@ func cmdShutdown(s *Server, c *client, args [][]byte) error {
 		return errReply("ERR", "SHUTDOWN is not allowed: set requirepass, or enable-debug-command yes or local")
 	}
 	for _, a := range args[1:] {
-		switch strings.ToLower(string(a)) {
+		switch keyword(a) {
 		case "nosave", "save", "now", "force":
 		default:
 			return errReplyf("ERR", "syntax error, unsupported SHUTDOWN option '%.128s'", a)

@@ -1,7 +1,6 @@
 package respserver
 
 import (
-	"strings"
 )
 
 // tracking is a client's CLIENT TRACKING state. idserver has no keys, so
@@ -23,7 +22,7 @@ func cmdClientTracking(s *Server, c *client, args [][]byte) error {
 	if err != nil {
 		return err
 	}
-	switch strings.ToLower(string(args[2])) {
+	switch keyword(args[2]) {
 	case "on":
 		if err := c.track.compatible(t); err != nil {
 			return err
@@ -44,7 +43,7 @@ func (s *Server) parseTracking(args [][]byte) (tracking, error) {
 	var t tracking
 	for j := 3; j < len(args); j++ {
 		more := j+1 < len(args)
-		switch opt := strings.ToLower(string(args[j])); {
+		switch opt := keyword(args[j]); {
 		case opt == "redirect" && more:
 			j++
 			if t.redirect != 0 {
@@ -109,7 +108,7 @@ func cmdClientCaching(s *Server, c *client, args [][]byte) error {
 	if !c.track.on {
 		return errReply("ERR", "CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled")
 	}
-	switch opt := strings.ToLower(string(args[2])); {
+	switch opt := keyword(args[2]); {
 	case opt == "yes" && c.track.optin, opt == "no" && c.track.optout:
 		c.track.caching = opt
 	case opt == "yes":

@@ -52,7 +52,7 @@ func (s *Server) Snapshot(names ...string) []stats.Section {
 func cmdInfo(s *Server, c *client, args [][]byte) error {
 	var names []string
 	for _, a := range args[1:] {
-		switch name := strings.ToLower(string(a)); name {
+		switch name := keyword(a); name {
 		case "all", "everything", "default":
 			for _, sec := range infoSections {
 				if name != "default" || !sec.onlyAll {

@@ -3,7 +3,6 @@ package respserver
 import (
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 )
@@ -174,7 +173,7 @@ func redactedFrom(cmd *command, args [][]byte) span {
 		return span{1, len(args)}
 	case "hello":
 		for i := 2; i < len(args); i++ {
-			if strings.EqualFold(string(args[i]), "auth") {
+			if keyword(args[i]) == "auth" {
 				return span{i + 1, i + 3}
 			}
 		}

@@ -94,6 +94,20 @@ func replyText(err error) string {
 	}, msg)
 }
 
+// keywordMax is longer than every keyword of every command (options,
+// subcommands, INFO sections).
+const keywordMax = 64
+
+// keyword is arg lower-cased, to compare with a command's keywords: an
+// argument longer than any keyword is none ("\x00", which matches none)
+// at once, so what it costs does not grow with its length.
+func keyword(arg []byte) string {
+	if len(arg) > keywordMax {
+		return "\x00"
+	}
+	return strings.ToLower(string(arg))
+}
+
 // parseInt parses a decimal int64 as Redis does: optional minus, digits,
 // nothing else. It does not allocate, unlike strconv on a []byte.
 func parseInt(b []byte) (int64, bool) {

@@ -143,7 +143,7 @@ func (c *client) lookup(args [][]byte) (*command, error) {
 		return nil, errUnknown(args)
 	}
 	if cmd.bySub != nil && len(args) > 1 {
-		sub, ok := cmd.bySub[strings.ToLower(string(args[1]))]
+		sub, ok := cmd.bySub[keyword(args[1])]
 		if !ok {
 			return nil, errSubcommand(args[1], cmd.name)
 		}
