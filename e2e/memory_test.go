@@ -170,7 +170,10 @@ func TestHostileClientsMemory(t *testing.T) {
 			if peak >= tt.bound {
 				t.Errorf("peak RSS %d MiB, want under %d", peak, tt.bound)
 			}
-			if worst > time.Second {
+			// A stall, not a figure: under two CPU hogs a PING once
+			// waited 1.1 s (quiet: 50-140 ms); a server that stops
+			// answering for the attack's 4 s still fails.
+			if worst > 2500*time.Millisecond {
 				t.Errorf("a PING waited %v", worst)
 			}
 			if closed == 0 {
