@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -126,7 +127,7 @@ func (m *singleMode) reserve(*listeners) (respserver.Options, error) {
 		SeqMaxIncrBy: m.cfg.SeqMaxIncrBy,
 		Persistence: func() []stats.Field {
 			return slices.Concat(reservation.Info(stats.T("state_file", m.store.Path()), m.cfg.EpochMs, m.gen, keeper.Stats()),
-				sequence.Info(stats.T("seq_file", m.seqFile.Path()), m.seqs, m.seqRestart))
+				sequence.Info(stats.T("seq_file", m.seqFile.Path()), m.seqs, &m.seqRestart))
 		},
 	}, nil
 }
@@ -153,6 +154,7 @@ type clusterMode struct {
 	log     zerolog.Logger
 	etcdTLS *tls.Config
 	member  *cluster.Member
+	seqs    *sequence.Table
 	closing sync.Once
 }
 
@@ -180,12 +182,17 @@ func (m *clusterMode) reserve(lns *listeners) (respserver.Options, error) {
 		StatePath:    filepath.Join(cfg.Dir, cfg.StateFile),
 		Log:          m.log,
 	})
+	m.seqs = sequence.New(seqOptions(cfg, m.log), m.member.Sequences(), nil)
 	return respserver.Options{
-		Layout:      cfg.Layout(),
-		Epoch:       cfg.Epoch(),
-		ClockOffset: cfg.DebugClockOffset.Duration,
-		Persistence: m.member.Persistence,
-		Cluster:     m.member.Info,
+		Layout:       cfg.Layout(),
+		Epoch:        cfg.Epoch(),
+		ClockOffset:  cfg.DebugClockOffset.Duration,
+		Sequences:    m.seqs,
+		SeqMaxIncrBy: cfg.SeqMaxIncrBy,
+		Persistence: func() []stats.Field {
+			return slices.Concat(m.member.Persistence(), sequence.Info(stats.T("seq_etcd_prefix", cfg.EtcdPrefix+"seq/"), m.seqs, nil))
+		},
+		Cluster: m.member.Info,
 	}, nil
 }
 
@@ -193,6 +200,15 @@ func (m *clusterMode) attach(srv *respserver.Server) { m.member.Start(srv) }
 
 func (m *clusterMode) finish() bool {
 	m.closing.Do(func() {
+		if m.seqs != nil {
+			// Before the member closes etcd's client: what was reserved
+			// and not handed out goes back where no server took more.
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			if err := m.seqs.Stop(ctx); err != nil {
+				m.log.Warn().Err(err).Msg("sequences: could not give back what was reserved and not handed out; those values are skipped, none repeats")
+			}
+			cancel()
+		}
 		if m.member != nil {
 			m.member.Close() // the final reservation, and the id freed for a standby
 			m.log.Info().Msg("server-id given up")

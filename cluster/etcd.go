@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/idserver/idserver/idgen"
@@ -167,10 +166,8 @@ func (s *store) Save(ctx context.Context, st reservation.State) error {
 		Then(clientv3.OpPut(s.k.reserved(s.id), strconv.FormatInt(st.Reserved, 10))).
 		Commit()
 	switch {
-	case errors.Is(err, rpctypes.ErrNoSpace):
-		return fmt.Errorf("etcd's NOSPACE alarm is raised: its database reached its quota (compact and defragment etcd, then disarm the alarm; see docs/cluster.md): %w", err)
 	case err != nil:
-		return fmt.Errorf("etcd: %w", err)
+		return etcdError(err)
 	case !resp.Succeeded:
 		select {
 		case s.fenced <- struct{}{}:

@@ -33,6 +33,7 @@ type seqRange struct {
 	key         string
 	first, last int64
 	run         int
+	client      int
 }
 
 func newSeqSet() *seqSet { return &seqSet{fails: map[string]int{}} }
@@ -57,20 +58,31 @@ func (s *seqSet) fail(err error) {
 	s.fails[word]++
 }
 
-// check fails the test if a value of a key was handed out twice, or a
-// run's value is not above every value of the runs before it; where
-// clean says a run followed a graceful stop, its first value of each key
-// must follow the last before it exactly (nothing skipped). It returns
-// how many values came.
+// check fails the test if a value of a key was handed out twice, a run's
+// value is not above every value of the runs before it, or a client's
+// values of a key (from the one server it talks to) did not increase;
+// where clean says a run followed a graceful stop, its first value of
+// each key must follow the last before it exactly (nothing skipped). It
+// returns how many values came.
 func (s *seqSet) check(t *testing.T, clean func(run int) bool) int64 {
 	t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	byKey := map[string][]seqRange{}
+	type clientKey struct {
+		client int
+		key    string
+	}
+	lastOf := map[clientKey]int64{}
 	var values int64
 	for _, r := range s.ranges {
 		byKey[r.key] = append(byKey[r.key], r)
 		values += r.last - r.first + 1
+		ck := clientKey{r.client, r.key}
+		if r.first <= lastOf[ck] {
+			t.Fatalf("%s: client %d got %d..%d after %d: a server's values did not increase", r.key, r.client, r.first, r.last, lastOf[ck])
+		}
+		lastOf[ck] = r.last
 	}
 	for key, rs := range byKey {
 		slices.SortFunc(rs, func(a, b seqRange) int { return cmp.Compare(a.first, b.first) })
@@ -91,7 +103,7 @@ func (s *seqSet) check(t *testing.T, clean func(run int) bool) int64 {
 
 // load has one client pipeline INCRs and INCRBYs of keys random keys at
 // addr until stop, into s.
-func (s *seqSet) load(addr func() string, keys int, seed uint64, stop <-chan struct{}, wg *sync.WaitGroup) {
+func (s *seqSet) load(addr func() string, keys, client int, seed uint64, stop <-chan struct{}, wg *sync.WaitGroup) {
 	defer wg.Done()
 	rnd := rand.New(rand.NewPCG(seed, 0))
 	for {
@@ -103,7 +115,7 @@ func (s *seqSet) load(addr func() string, keys int, seed uint64, stop <-chan str
 		c := redis.NewClient(&redis.Options{Addr: addr(), MaxRetries: -1, DialTimeout: 500 * time.Millisecond,
 			ReadTimeout: 2 * time.Second, WriteTimeout: time.Second, PoolSize: 1})
 		for range 20 {
-			if !s.pipeline(c, rnd, keys) {
+			if !s.pipeline(c, rnd, keys, client) {
 				time.Sleep(10 * time.Millisecond)
 				break
 			}
@@ -114,7 +126,7 @@ func (s *seqSet) load(addr func() string, keys int, seed uint64, stop <-chan str
 
 // pipeline sends one pipeline of 50 INCRs and INCRBYs, and keeps what
 // came back; it reports whether the connection is still good.
-func (s *seqSet) pipeline(c *redis.Client, rnd *rand.Rand, keys int) bool {
+func (s *seqSet) pipeline(c *redis.Client, rnd *rand.Rand, keys, client int) bool {
 	ctx := context.Background()
 	p := c.Pipeline()
 	type sent struct {
@@ -148,7 +160,7 @@ func (s *seqSet) pipeline(c *redis.Client, rnd *rand.Rand, keys int) bool {
 			}
 			continue
 		}
-		s.ranges = append(s.ranges, seqRange{sc.key, v - sc.n + 1, v, s.run})
+		s.ranges = append(s.ranges, seqRange{sc.key, v - sc.n + 1, v, s.run, client})
 	}
 	return true
 }
@@ -160,7 +172,7 @@ func (s *seqSet) loadAll(addr func(i int) string, clients, keys int, seed uint64
 	var wg sync.WaitGroup
 	for i := range clients {
 		wg.Add(1)
-		go s.load(func() string { return addr(i) }, keys, seed+uint64(i), quit, &wg)
+		go s.load(func() string { return addr(i) }, keys, i, seed+uint64(i), quit, &wg)
 	}
 	var once sync.Once
 	return func() { once.Do(func() { close(quit); wg.Wait() }) }

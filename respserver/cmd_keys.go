@@ -5,14 +5,29 @@ import (
 	"strconv"
 )
 
-// cmdDBSize is the number of sequences.
+// cmdDBSize is the number of sequences (in cluster mode, etcd's count,
+// off the loop).
 func cmdDBSize(s *Server, c *client, args [][]byte) error {
-	n := 0
-	if seq, err := s.sequences(); err == nil {
-		n = seq.Len()
+	seq, err := s.sequences()
+	if err != nil || !seq.Shared() {
+		n := 0
+		if err == nil {
+			n = seq.Len()
+		}
+		c.writeInt(n)
+		return nil
 	}
-	c.writeInt(n)
-	return nil
+	n := 0
+	c.wait = waiting{
+		off: func() error { n, err = seq.Count(); return err },
+		then: func(c *client, err error) error {
+			if err == nil {
+				c.writeInt(n)
+			}
+			return err
+		},
+	}
+	return errWait
 }
 
 // scanMaxCount bounds the keys one SCAN examines, whatever its COUNT (a
@@ -22,8 +37,9 @@ const scanMaxCount = 1000
 // cmdScan is SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]: the
 // cursor is a position in the order the keys came (they are never
 // deleted, new ones come last), so a full iteration returns every key
-// that existed all along exactly once. Sequences are strings: TYPE
-// anything else returns none.
+// that existed all along exactly once; in cluster mode, it names the last
+// key returned, in etcd's order (sequence.Table.Scan), and SCAN runs off
+// the loop. Sequences are strings: TYPE anything else returns none.
 func cmdScan(s *Server, c *client, args [][]byte) error {
 	cursor, err := strconv.ParseUint(string(args[1]), 10, 64)
 	if err != nil {
@@ -52,10 +68,19 @@ func cmdScan(s *Server, c *client, args [][]byte) error {
 			return errSyntax
 		}
 	}
+	seq, err := s.sequences()
+	if err != nil {
+		c.writeScan(nil, 0)
+		return nil
+	}
+	pattern = slices.Clone(pattern) // args are the read buffer's, reused once this returns
 	var keys []string
 	next := uint64(0)
-	if seq, err := s.sequences(); err == nil {
-		keys, next = seq.Keys(cursor, count, nil)
+	scan := func() error {
+		var err error
+		if keys, next, err = seq.Scan(cursor, count); err != nil {
+			return errReply("ERR", err.Error())
+		}
 		if typ != "string" {
 			keys = nil
 		}
@@ -64,14 +89,29 @@ func cmdScan(s *Server, c *client, args [][]byte) error {
 			g.compileExact(pattern, seq.LongestKey())
 			keys = slices.DeleteFunc(keys, func(k string) bool { return !g.match(k) })
 		}
+		return nil
 	}
+	reply := func(c *client, err error) error {
+		if err == nil {
+			c.writeScan(keys, next)
+		}
+		return err
+	}
+	if !seq.Shared() {
+		return reply(c, scan())
+	}
+	c.wait = waiting{off: scan, then: reply}
+	return errWait
+}
+
+// writeScan writes SCAN's reply: the cursor to go on from, and keys.
+func (c *client) writeScan(keys []string, next uint64) {
 	c.writeArray(2)
 	c.writeBulkString(strconv.FormatUint(next, 10))
 	c.writeArray(len(keys))
 	for _, k := range keys {
 		c.writeBulkString(k)
 	}
-	return nil
 }
 
 // cmdKeys is KEYS pattern. It examines every key, so it runs off the
@@ -95,8 +135,11 @@ func cmdKeys(s *Server, c *client, args [][]byte) error {
 			g.compileExact(pattern, seq.LongestKey())
 			size := 0
 			for cursor := uint64(0); ; {
-				var chunk []string
-				chunk, cursor = seq.Keys(cursor, 10000, nil)
+				chunk, next, err := seq.Scan(cursor, 10000)
+				if err != nil {
+					return err
+				}
+				cursor = next
 				for _, k := range chunk {
 					if g.match(k) {
 						keys = append(keys, k)

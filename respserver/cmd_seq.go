@@ -2,6 +2,7 @@ package respserver
 
 import (
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -169,16 +170,67 @@ func (c *client) prepareAhead(seq *sequence.Table) {
 }
 
 func cmdGet(s *Server, c *client, args [][]byte) error {
+	return s.lookup(c, args[1:], func(c *client, vals []int64, exist []bool) { c.writeValue(vals[0], exist[0]) })
+}
+
+func cmdMGet(s *Server, c *client, args [][]byte) error {
+	return s.lookup(c, args[1:], func(c *client, vals []int64, exist []bool) {
+		c.writeArray(len(vals))
+		for i, v := range vals {
+			c.writeValue(v, exist[i])
+		}
+	})
+}
+
+func cmdExists(s *Server, c *client, args [][]byte) error {
+	return s.lookup(c, args[1:], func(c *client, vals []int64, exist []bool) {
+		c.writeInt(len(slices.DeleteFunc(exist, func(ok bool) bool { return !ok })))
+	})
+}
+
+func cmdType(s *Server, c *client, args [][]byte) error {
+	return s.lookup(c, args[1:], func(c *client, vals []int64, exist []bool) {
+		c.writeString(map[bool]string{true: "string", false: "none"}[exist[0]])
+	})
+}
+
+// lookup has reply answer with the values of keys, and whether each
+// exists: at once from this server's table, or, when the sequences are
+// shared (cluster mode), from etcd, off the loop. Inside EXEC it answers
+// at once, as the transaction's INCRs left them on this server.
+func (s *Server) lookup(c *client, keys [][]byte, reply func(c *client, vals []int64, exist []bool)) error {
 	seq, err := s.sequences()
 	if err != nil {
 		return err
 	}
-	c.writeValue(c.value(seq, args[1]))
-	return nil
+	if c.inExec || !seq.Shared() {
+		vals, exist := make([]int64, len(keys)), make([]bool, len(keys))
+		for i, k := range keys {
+			vals[i], exist[i] = c.value(seq, k)
+		}
+		reply(c, vals, exist)
+		return nil
+	}
+	ks := make([]string, len(keys))
+	for i, k := range keys {
+		ks[i] = string(k)
+	}
+	var vals []int64
+	var exist []bool
+	c.wait = waiting{
+		off: func() error { vals, exist, err = seq.Lookup(ks); return err },
+		then: func(c *client, err error) error {
+			if err == nil {
+				reply(c, vals, exist)
+			}
+			return err
+		},
+	}
+	return errWait
 }
 
-// value is key's value as GET answers it: inside EXEC, as the
-// transaction's INCRs so far left it.
+// value is key's value on this server: inside EXEC, as the transaction's
+// INCRs so far left it.
 func (c *client) value(seq *sequence.Table, key []byte) (int64, bool) {
 	if c.inExec {
 		if v, ok := c.txSeq.last(key); ok {
@@ -195,46 +247,6 @@ func (c *client) writeValue(v int64, ok bool) {
 		return
 	}
 	c.Out = redcon.AppendBulk(c.Out, strconv.AppendInt(c.lower[:0], v, 10))
-}
-
-func cmdMGet(s *Server, c *client, args [][]byte) error {
-	seq, err := s.sequences()
-	if err != nil {
-		return err
-	}
-	c.writeArray(len(args) - 1)
-	for _, key := range args[1:] {
-		c.writeValue(c.value(seq, key))
-	}
-	return nil
-}
-
-func cmdExists(s *Server, c *client, args [][]byte) error {
-	seq, err := s.sequences()
-	if err != nil {
-		return err
-	}
-	n := 0
-	for _, key := range args[1:] {
-		if _, ok := c.value(seq, key); ok {
-			n++
-		}
-	}
-	c.writeInt(n)
-	return nil
-}
-
-func cmdType(s *Server, c *client, args [][]byte) error {
-	seq, err := s.sequences()
-	if err != nil {
-		return err
-	}
-	if _, ok := c.value(seq, args[1]); ok {
-		c.writeString("string")
-	} else {
-		c.writeString("none")
-	}
-	return nil
 }
 
 // cmdSet is SET key value [NX|XX]: the write is durable before the

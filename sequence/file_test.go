@@ -55,7 +55,7 @@ func TestFileRestarts(t *testing.T) {
 	if marks["a"] != 110 || marks["b"] != 10 || marks["c"] != 42 || r.Clean || r.Skipped != 103+7 {
 		t.Fatalf("after a crash: %v %+v; want a 110, b 10, c 42, skipped 110", marks, r)
 	}
-	if err := f.Release(context.Background(), []Mark{{"a", 9}, {"b", 4}}); err != nil {
+	if err := f.Release(context.Background(), []Mark{{Key: "a", Value: 9}, {Key: "b", Value: 4}}); err != nil {
 		t.Fatal(err)
 	}
 	f.Close()

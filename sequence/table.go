@@ -52,6 +52,9 @@ type Take struct {
 type Mark struct {
 	Key   string
 	Value int64
+	// Reserved is, at a graceful stop (Release), the end of the key's
+	// segments then: what this server reserved, Value and above unused.
+	Reserved int64
 }
 
 // Backend keeps every key's reservation durably: a local store in single
@@ -261,8 +264,13 @@ func (t *Table) bear(e *entry) {
 }
 
 // LongestKey is the length of the longest key: a pattern that needs more
-// matches none.
-func (t *Table) LongestKey() int { return int(t.longest.Load()) }
+// matches none. (Shared, other servers' keys may be up to MaxKeyBytes.)
+func (t *Table) LongestKey() int {
+	if t.Shared() {
+		return t.opts.MaxKeyBytes
+	}
+	return int(t.longest.Load())
+}
 
 // TryIncr hands out n values of key and returns the last, without
 // waiting: where the key's segment lacks them, it asks for the next and
@@ -770,7 +778,7 @@ func (t *Table) Stop(ctx context.Context) error {
 		sh.mu.Lock()
 		for _, e := range sh.m {
 			if e.limit > e.issued || e.next.first != 0 {
-				marks = append(marks, Mark{Key: e.key, Value: e.issued})
+				marks = append(marks, Mark{Key: e.key, Value: e.issued, Reserved: max(e.limit, e.next.last)})
 			}
 		}
 		sh.mu.Unlock()

@@ -73,7 +73,7 @@ func (m *memBackend) known() []Mark {
 	defer m.mu.Unlock()
 	var marks []Mark
 	for k, v := range m.marks {
-		marks = append(marks, Mark{k, v})
+		marks = append(marks, Mark{Key: k, Value: v})
 	}
 	return marks
 }
@@ -394,7 +394,7 @@ func TestTryIncrDoesNotWait(t *testing.T) {
 
 // TestKeysInOrder: SCAN's cursor walks every key once, new ones last.
 func TestKeysInOrder(t *testing.T) {
-	tb := newTable(t, newMem(), Options{}, []Mark{{"a", 5}, {"b", 7}})
+	tb := newTable(t, newMem(), Options{}, []Mark{{Key: "a", Value: 5}, {Key: "b", Value: 7}})
 	incr(t, tb, "c", 1)
 	var all []string
 	cursor := uint64(0)
