@@ -194,10 +194,15 @@ func (r *radixReply) UnmarshalRESP(br resp.BufferedReader, o *resp.Opts) error {
 
 // bulksAsStrings turns the []byte that redigo and radix give for a bulk
 // string into the string the checks expect, in arrays too. An integer
-// reply stays an int64, so the checks still tell the two apart.
+// reply stays an int64, so the checks still tell the two apart. A nil
+// []byte is radix's RESP2 nil bulk (GET of an unknown key), which stays
+// nil, as redigo gives it.
 func bulksAsStrings(v any) any {
 	switch v := v.(type) {
 	case []byte:
+		if v == nil {
+			return nil
+		}
 		return string(v)
 	case []any:
 		a := make([]any, len(v))

@@ -55,6 +55,10 @@ func runChecks(t *testing.T, open func(*testing.T, string) idClient) {
 	t.Run("TransactionAbort", func(t *testing.T) { checkTransactionAbort(t, c) })
 	t.Run("ErrorReply", func(t *testing.T) { checkErrorReply(t, c) })
 	t.Run("DecodeID", func(t *testing.T) { checkDecodeID(t, c) })
+	t.Run("SequenceCommands", func(t *testing.T) { checkSequenceCommands(t, c) })
+	t.Run("SequencePipeline", func(t *testing.T) { checkSequencePipeline(t, c) })
+	t.Run("SequenceTransaction", func(t *testing.T) { checkSequenceTransaction(t, c) })
+	t.Run("SequenceSetInMulti", func(t *testing.T) { checkSequenceSetInMulti(t, c) })
 	t.Run("StringGetIDRefused", func(t *testing.T) {
 		checkStringGetIDRefused(t, open(t, startServer(t, "--getid-reply", "string")))
 	})

@@ -183,6 +183,7 @@ func (c *client) writeBulkString(s string) { c.Out = redcon.AppendBulkString(c.O
 func (c *client) writeInt(n int)           { c.Out = redcon.AppendInt(c.Out, int64(n)) }
 func (c *client) writeInt64(n int64)       { c.Out = redcon.AppendInt(c.Out, n) }
 func (c *client) writeArray(n int)         { c.Out = redcon.AppendArray(c.Out, n) }
+
 // writeNull writes a nil: a null bulk string in RESP2, RESP3's null.
 func (c *client) writeNull() {
 	if c.resp3 {

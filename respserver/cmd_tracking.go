@@ -1,7 +1,6 @@
 package respserver
 
-import (
-)
+import ()
 
 // tracking is a client's CLIENT TRACKING state. idserver has no keys, so
 // no invalidation message is ever due; the state is kept so that the

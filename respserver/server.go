@@ -26,8 +26,8 @@ import (
 
 	"github.com/idserver/idserver/idgen"
 	"github.com/idserver/idserver/resplimit"
-	"github.com/idserver/idserver/sequence"
 	"github.com/idserver/idserver/respserver/internal/conns"
+	"github.com/idserver/idserver/sequence"
 	"github.com/idserver/idserver/stats"
 )
 

@@ -37,8 +37,8 @@ type Conn[S any] struct {
 	next  []byte   // the whole commands after the one running, for Ahead
 	peek  Splitter // Ahead's own: the running command's args stay valid
 	in    []byte   // read but not yet run: an unfinished command, or what came while busy
-	bad   error  // a framing violation, answered after the commands before it
-	quit  bool   // close once the replies are out
+	bad   error    // a framing violation, answered after the commands before it
+	quit  bool     // close once the replies are out
 	start time.Time
 
 	busy bool         // a command cannot finish on the loop: it runs off it
