@@ -2,7 +2,7 @@
 # Benchmark harness: idserver against redis-server on the same machine, in
 # the same run, under the same redis-benchmark commands, interleaved A/B.
 #
-#   scripts/bench.sh [rounds]             (default 3; about 40 s a round, 10 s more at the end)
+#   scripts/bench.sh [rounds]             (default 3; about 60 s a round, 10 s more at the end)
 #   BASELINE=<git rev> scripts/bench.sh   adds idserver built at rev as a third column set
 #
 # Rows (idserver vs redis):
@@ -12,6 +12,13 @@
 #   GETID vs INCR k, appendfsync always   the durable way people use INCR for IDs
 #   GETID vs INCR k over TLS        at -c 50 and -c 50 -P 16 (both servers with
 #                                   tls-auth-clients yes: a client certificate)
+#   INCR k (sequences) vs INCR k    one key, at -c 50 and -c 50 -P 16
+#   INCR key:__rand_int__ -r 100000 100,000 random keys, likewise (a key's first
+#                                   INCR waits for its first write: the first
+#                                   round pays for the keys' creation, as
+#                                   first writes; the median is of warm rounds)
+#   INCR k vs INCR k, appendfsync always, -c 1   the durable way, one client:
+#                                   Redis cannot share an fsync among clients
 # MGETID rows use a second idserver with id-range 2 shard-range 19
 # random-range 0 (the default layout caps a server at 512 IDs per ms).
 # Last, once: GETID -P 16 against a default-layout idserver with
@@ -112,6 +119,11 @@ rows=(
 	"GETID vs INCR appendfsync always|ip|GETID|ap|INCR k|-c 50|50000"
 	"GETID vs INCR, TLS -c 50|itp|GETID|rtp|INCR k|-c 50 $tls_client|200000"
 	"GETID vs INCR, TLS -c 50 -P 16|itp|GETID|rtp|INCR k|-c 50 -P 16 $tls_client|1000000"
+	"INCR one key, -c 50|ip|INCR k|rp|INCR k|-c 50|200000"
+	"INCR one key, -c 50 -P 16|ip|INCR k|rp|INCR k|-c 50 -P 16|1000000"
+	"INCR 100k keys, -c 50|ip|INCR key:__rand_int__|rp|INCR key:__rand_int__|-c 50 -r 100000|200000"
+	"INCR 100k keys, -c 50 -P 16|ip|INCR key:__rand_int__|rp|INCR key:__rand_int__|-c 50 -P 16 -r 100000|1000000"
+	"INCR vs appendfsync always, -c 1|ip|INCR k|ap|INCR k|-c 1|5000"
 )
 
 # cpu_ticks PID prints the process's user + system CPU time in clock ticks.
@@ -140,7 +152,7 @@ for round in $(seq "$rounds"); do
 		for side in $order; do
 			if [ "$side" = id ]; then
 				echo "$i id $(bench "${!iv}" "$n" "$opts" $icmd)" >>"$results"
-				if [ -n "$bp" ] && [ "$iv" != itp ]; then # the baseline may predate TLS
+				if [ -n "$bp" ] && [ "$iv" != itp ] && [[ $icmd != INCR* ]]; then # the baseline may predate TLS and sequences
 					basev=bp; [ "$iv" = wp ] && basev=bwp
 					echo "$i base $(bench "${!basev}" "$n" "$opts" $icmd)" >>"$results"
 				fi
