@@ -345,13 +345,19 @@ func (e *entry) available(n int64) bool {
 	return false
 }
 
-// low reports whether e's next segment should be asked for: less than
-// half of the last one's size is left.
-func (e *entry) low() bool {
+// left is how many values e has in hand, reserved and not handed out.
+func (e *entry) left() int64 {
 	left := e.limit - e.issued
 	if e.next.first != 0 {
 		left += e.next.last - e.next.first + 1
 	}
+	return left
+}
+
+// low reports whether e's next segment should be asked for: less than
+// half of the last one's size is left.
+func (e *entry) low() bool {
+	left := e.left()
 	return left < (e.seg+1)/2 || left < e.want
 }
 
@@ -565,8 +571,11 @@ func (t *Table) take(batch []*entry) (failed bool) {
 	for i, e := range batch {
 		sh := t.shardOf(e.key)
 		sh.mu.Lock()
-		ts[i] = Take{Key: e.key, After: max(e.limit, e.next.last), N: t.size(e, now), Issued: e.issued}
-		e.seg, e.asked, e.askedAt = ts[i].N, e.issued, now
+		// Up to one segment ahead of what was handed out, no more: a
+		// crash skips at most a segment (or one INCRBY's values).
+		size := t.size(e, now)
+		ts[i] = Take{Key: e.key, After: max(e.limit, e.next.last), N: max(size-e.left(), e.want, 1), Issued: e.issued}
+		e.seg, e.asked, e.askedAt = size, e.issued, now
 		sh.mu.Unlock()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), t.opts.Wait)
