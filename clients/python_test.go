@@ -19,7 +19,8 @@ const systemPython = "/usr/bin/python3"
 func TestRedisPy(t *testing.T) {
 	needRedisPy(t)
 	addr := startServer(t)
-	for _, check := range []string{"GetIDExact", "MGetID", "MixedPipeline", "Transaction", "TransactionAbort", "ErrorReply"} {
+	for _, check := range []string{"GetIDExact", "MGetID", "MixedPipeline", "Transaction", "TransactionAbort", "ErrorReply",
+		"Sequences", "SequencePipeline", "SequenceTransaction"} {
 		t.Run(check, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 			defer cancel()

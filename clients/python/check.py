@@ -120,6 +120,60 @@ def check_error_reply(r):
     int_id("GETID after the error", r.execute_command("GETID"))
 
 
+def raises(what, call, text):
+    """call must raise redis-py's ResponseError with text in it."""
+    try:
+        reply = call()
+    except redis.ResponseError as e:
+        if text not in str(e):
+            raise AssertionError("%s raised %r, want %r in it" % (what, str(e), text))
+    else:
+        raise AssertionError("%s = %r, want a ResponseError" % (what, reply))
+
+
+def want(what, got, expected):
+    if type(got) is not type(expected) or got != expected:
+        raise AssertionError("%s = %r, want %r" % (what, got, expected))
+
+
+def check_sequences(r):
+    """A new key counts from 1; SET only up; DEL refused; INCR gives an
+    int, GET and MGET bytes, as against Redis."""
+    k, none = "py:Sequences:k", "py:Sequences:none"
+    want("incr of a new key", r.incr(k), 1)
+    want("incr", r.incr(k), 2)
+    want("incrby 10", r.incrby(k, 10), 12)
+    want("get", r.get(k), b"12")
+    want("get of an unknown key", r.get(none), None)
+    want("set 100", r.set(k, 100), True)
+    want("incr after set 100", r.incr(k), 101)
+    raises("set 50", lambda: r.set(k, 50), 'sequences only go up: "%s" is at 101' % k)
+    want("setnx of a key that exists", r.setnx(k, 500), False)
+    raises("delete", lambda: r.delete(k), "DEL is refused: sequences never go back")
+    want("exists of a key and an unknown one", r.exists(k, none), 1)
+    want("type", r.type(k), b"string")
+    want("mget", r.mget(k, none), [b"101", None])
+
+
+def check_sequence_pipeline(r):
+    """100 INCRs of a new key in one pipeline without MULTI: 1 to 100."""
+    p = r.pipeline(transaction=False)
+    for _ in range(100):
+        p.incr("py:SequencePipeline")
+    want("100 pipelined incr", p.execute(), list(range(1, 101)))
+
+
+def check_sequence_transaction(r):
+    """The default pipeline() is MULTI/EXEC: INCR, INCRBY 5 and GET of a
+    new key give 1, 6 and b"6". A SET in it is refused (not allowed
+    inside a transaction), which discards the INCR before it too."""
+    k = "py:SequenceTransaction"
+    want("pipeline() incr, incrby 5, get", r.pipeline().incr(k).incrby(k, 5).get(k).execute(), [1, 6, b"6"])
+    raises("pipeline() incr, set", lambda: r.pipeline().incr(k).set(k, 100).execute(),
+           "Command not allowed inside a transaction")
+    want("get after the discarded transaction", r.get(k), b"6")
+
+
 CHECKS = {
     "GetIDExact": check_getid_exact,
     "MGetID": check_mgetid,
@@ -127,6 +181,9 @@ CHECKS = {
     "Transaction": check_transaction,
     "TransactionAbort": check_transaction_abort,
     "ErrorReply": check_error_reply,
+    "Sequences": check_sequences,
+    "SequencePipeline": check_sequence_pipeline,
+    "SequenceTransaction": check_sequence_transaction,
 }
 
 
