@@ -160,10 +160,10 @@ func cmdExec(s *Server, c *client, args [][]byte) error {
 	if tx.incrs {
 		r.incrs = s.txIncrs(c, tx)
 	}
-	err := s.tryReserve(r)
+	err := s.reserve(r, noWait)
 	if errors.Is(err, idgen.ErrWouldWait) || errors.Is(err, sequence.ErrWouldWait) {
 		c.wait = waiting{
-			off: func() error { return s.reserve(r) },
+			off: func() error { return s.reserve(r, mayWait) },
 			then: func(c *client, err error) error {
 				defer c.dropScratchIDs()
 				return s.runTransaction(c, r, err)
@@ -186,10 +186,22 @@ type txReserve struct {
 	incrs   []sequence.Want
 }
 
-// tryReserve takes r without waiting (an ErrWouldWait where it would).
-func (s *Server) tryReserve(r *txReserve) error {
+// waitMode is whether taking what a transaction needs may wait.
+type waitMode int
+
+const (
+	noWait  waitMode = iota // on the loop: ErrWouldWait where it would wait
+	mayWait                 // off the loop
+)
+
+// reserve takes r: the IDs (once), then the INCRs' values.
+func (s *Server) reserve(r *txReserve, w waitMode) error {
 	if len(r.ids) > 0 && !r.idsDone {
-		if err := s.tryNextN(r.ids); err != nil {
+		next := s.tryNextN
+		if w == mayWait {
+			next = s.nextN
+		}
+		if err := next(r.ids); err != nil {
 			return err
 		}
 		r.idsDone = true
@@ -198,28 +210,13 @@ func (s *Server) tryReserve(r *txReserve) error {
 		return nil
 	}
 	seq, err := s.sequences()
-	if err != nil {
+	switch {
+	case err != nil:
 		return err
+	case w == mayWait:
+		return seq.IncrAll(r.incrs)
 	}
 	return seq.TryIncrAll(r.incrs)
-}
-
-// reserve is tryReserve that waits, off the loop.
-func (s *Server) reserve(r *txReserve) error {
-	if len(r.ids) > 0 && !r.idsDone {
-		if err := s.nextN(r.ids); err != nil {
-			return err
-		}
-		r.idsDone = true
-	}
-	if len(r.incrs) == 0 {
-		return nil
-	}
-	seq, err := s.sequences()
-	if err != nil {
-		return err
-	}
-	return seq.IncrAll(r.incrs)
 }
 
 // txIncrs sums the values tx's INCRs and INCRBYs will take, per key, in

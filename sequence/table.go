@@ -286,15 +286,12 @@ func (t *Table) tryIncr(key []byte, n int64) (int64, <-chan struct{}, error) {
 	if t.stopped.Load() {
 		return 0, nil, ErrStopped
 	}
-	sh := &t.shards[maphash.Bytes(t.seed, key)%uint64(len(t.shards))]
+	sh := t.shardOfBytes(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e := sh.m[string(key)]
-	if e == nil {
-		var err error
-		if e, err = t.create(sh, string(key)); err != nil {
-			return 0, nil, err
-		}
+	e, err := t.find(sh, key)
+	if err != nil {
+		return 0, nil, err
 	}
 	if e.issued > math.MaxInt64-n {
 		return 0, nil, ErrOverflow
@@ -315,6 +312,19 @@ func (t *Table) tryIncr(key []byte, n int64) (int64, <-chan struct{}, error) {
 		e.done = make(chan struct{})
 	}
 	return 0, e.done, ErrWouldWait
+}
+
+// shardOfBytes is shardOf for a key as bytes, without copying it.
+func (t *Table) shardOfBytes(key []byte) *shard {
+	return &t.shards[maphash.Bytes(t.seed, key)%uint64(len(t.shards))]
+}
+
+// find returns key's entry in sh (locked), creating it if it is new.
+func (t *Table) find(sh *shard, key []byte) (*entry, error) {
+	if e := sh.m[string(key)]; e != nil { // no allocation: the compiler sees the lookup
+		return e, nil
+	}
+	return t.create(sh, string(key))
 }
 
 // create adds key, new, to sh (locked), within the bounds.
@@ -381,15 +391,12 @@ func (t *Table) Prepare(key []byte, n int64) {
 	if t.stopped.Load() {
 		return
 	}
-	sh := &t.shards[maphash.Bytes(t.seed, key)%uint64(len(t.shards))]
+	sh := t.shardOfBytes(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e := sh.m[string(key)]
-	if e == nil {
-		var err error
-		if e, err = t.create(sh, string(key)); err != nil {
-			return
-		}
+	e, err := t.find(sh, key)
+	if err != nil {
+		return
 	}
 	if e.limit-e.issued < n || e.low() {
 		e.want = max(e.want, n)
