@@ -132,25 +132,35 @@ func (s *Server) incr(c *client, key []byte, n int64) error {
 		return err
 	}
 	v, err := seq.TryIncr(key, n)
-	if errors.Is(err, sequence.ErrWouldWait) {
-		k := string(key)
+	switch {
+	case errors.Is(err, sequence.ErrWouldWait):
 		c.prepareAhead(seq)
-		c.wait = waiting{
-			off: func() error { v, err = seq.Incr(k, n); return err },
-			then: func(c *client, err error) error {
-				if err == nil {
-					c.writeInt64(v)
-				}
-				return err
-			},
-		}
-		return errWait
-	}
-	if err != nil {
+		return c.incrLater(seq, string(key), n)
+	case err != nil:
 		return err
 	}
 	c.writeInt64(v)
 	return nil
+}
+
+// incrLater is incr's wait, off the loop. (Its own function: what its
+// closures share escapes to the heap, and incr's fast path must not.)
+func (c *client) incrLater(seq *sequence.Table, key string, n int64) error {
+	var v int64
+	c.wait = waiting{
+		off: func() error {
+			var err error
+			v, err = seq.Incr(key, n)
+			return err
+		},
+		then: func(c *client, err error) error {
+			if err == nil {
+				c.writeInt64(v)
+			}
+			return err
+		},
+	}
+	return errWait
 }
 
 // prepareAhead has seq prepare the values the INCRs pipelined behind a

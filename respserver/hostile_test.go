@@ -241,13 +241,16 @@ func isErrorCode(e string) bool {
 // GETID or MGETID 100 through the framing checks, the parser, dispatch
 // and the reply, as the connection layer runs one read.
 func BenchmarkHandle(b *testing.B) {
-	for _, args := range [][]string{{"GETID"}, {"MGETID", "100"}} {
+	for _, args := range [][]string{{"GETID"}, {"MGETID", "100"}, {"INCR", "counter"}, {"INCRBY", "counter", "100"}} {
 		b.Run(strings.Join(args, "_"), func(b *testing.B) {
 			g, err := idgen.New(idgen.Settings{MaxLead: 24 * time.Hour})
 			if err != nil {
 				b.Fatal(err)
 			}
-			s := New(Options{Generator: g})
+			s := New(withSequences(b, Options{Generator: g}))
+			if _, err := s.opts.Sequences.Incr("counter", 1); err != nil { // its first segment
+				b.Fatal(err)
+			}
 			p := testPipe(s)
 			cmd := []byte(encode(args...))
 			b.ReportAllocs()
