@@ -15,7 +15,12 @@ import (
 // integer replies into JavaScript Numbers, so every GETID must arrive as a
 // string (getid-reply auto): from ioredis 5.8+, node-redis 4.6.11+ and GLIDE
 // because they send CLIENT SETINFO LIB-NAME, from the others because they
-// begin with the bare lowercase info ready check.
+// begin with the bare lowercase info ready check. Sequences' INCRs stay
+// integer replies, as from Redis: exact as Numbers below 2^53, which a
+// key passes only if a user SETs it there; the check "INCR above 2^53"
+// logs what each library then returns, and with its option for exact
+// integers (ioredis stringNumbers, node-redis 3 string_numbers, node-redis
+// 5+ typeMapping; node-redis 4 and GLIDE have none).
 
 // TestIORedis runs clients/node/ioredis.js, ioredis 6 on its defaults.
 func TestIORedis(t *testing.T) { runNode(t, "ioredis.js", "ioredis") }

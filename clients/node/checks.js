@@ -83,6 +83,11 @@ function same(got, want, what) {
   if (got !== want) throw new Error(`${what}: reply ${show(got)}, want ${show(want)}`);
 }
 
+// sameAll checks an array reply, element by element.
+function sameAll(got, want, what) {
+  list(got, want.length, what).forEach((v, i) => same(v, want[i], `${what} #${i}`));
+}
+
 // int returns a small integer field: a Number that is a safe integer, or
 // a decimal string.
 function int(v, what) {
@@ -163,8 +168,13 @@ function show(v) {
   return inspect(v, { breakLength: Infinity, maxArrayLength: 5, maxStringLength: 80 });
 }
 
-// checks are [name, async (a, c) => {...}]: a is the adapter, c its
-// client.
+// ABOVE is 2^53 + 1, where a sequence gets only if a user SETs it there:
+// JavaScript Numbers are exact up to 2^53, and INCRs from 1 stay below.
+const ABOVE = (1n << 53n) + 1n;
+
+// checks are [name, async (a, c, another) => {...}]: a is the adapter, c
+// its client, another(opts) a promise of one more client (see run). A
+// check may return a note, printed with its result.
 const checks = [
   [`GETID x${N} pipelined`, async (a, c) => {
     const got = await a.pipeline(c, Array.from({ length: N }, getid));
@@ -216,6 +226,55 @@ const checks = [
     await rejects(a.call(c, mgetid(0)), 'out of range', 'MGETID 0');
     id(await a.call(c, getid()), 'GETID after the error');
   }],
+
+  // Sequences: a new key counts from 1, INCR's reply an integer (a
+  // Number, exact this low), GET's a string, SET only up, DEL refused.
+  ['INCR, INCRBY, GET, SET, DEL, EXISTS, TYPE, MGET', async (a, c) => {
+    const k = 'js:seq', none = 'js:none';
+    const call = (...args) => a.call(c, args);
+    same(await call('INCR', k), 1, 'INCR of a new key');
+    same(await call('INCR', k), 2, 'INCR');
+    same(await call('INCRBY', k, '10'), 12, 'INCRBY 10');
+    same(await call('GET', k), '12', 'GET');
+    same(await call('GET', none), null, 'GET of an unknown key');
+    same(await call('SET', k, '100'), 'OK', 'SET 100');
+    same(await call('INCR', k), 101, 'INCR after SET 100');
+    await rejects(call('SET', k, '50'), `sequences only go up: "${k}" is at 101`, 'SET 50');
+    await rejects(call('DEL', k), 'DEL is refused: sequences never go back', 'DEL');
+    same(await call('EXISTS', k, none), 1, 'EXISTS');
+    same(await call('TYPE', k), 'string', 'TYPE');
+    sameAll(await call('MGET', k, none), ['101', null], 'MGET');
+  }],
+
+  ['pipeline of 100 INCRs', async (a, c) => {
+    sameAll(await a.pipeline(c, Array.from({ length: 100 }, () => ['INCR', 'js:pipeline'])),
+      Array.from({ length: 100 }, (_, i) => i + 1), 'pipeline');
+  }],
+
+  ['MULTI, INCR, INCRBY 5, GET, EXEC', async (a, c) => {
+    const k = 'js:multi';
+    sameAll(await a.multi(c, [['INCR', k], ['INCRBY', k, '5'], ['GET', k]]), [1, 6, '6'], 'EXEC');
+  }],
+
+  // Above 2^53 the library's Number is the nearest double: 2^53+3 comes
+  // as 2^53+4, the same Number as the next INCR's, as it does from
+  // Redis. GET's string stays exact, and so does INCR's reply on a
+  // client that asks for numbers as strings (a.exactNumbers, where the
+  // library can).
+  ['INCR above 2^53', async (a, c, another) => {
+    const k = 'js:above';
+    same(await a.call(c, ['SET', k, String(ABOVE)]), 'OK', `SET ${ABOVE}`);
+    const got = [];
+    for (let i = 0; i < 3; i++) got.push(await a.call(c, ['INCR', k]));
+    sameAll(got, [Number(ABOVE + 1n), Number(ABOVE + 2n), Number(ABOVE + 3n)], 'three INCRs');
+    same(got[1], got[2], 'INCRs 2^53+3 and 2^53+4 as Numbers');
+    same(await a.call(c, ['GET', k]), String(ABOVE + 3n), 'GET');
+    let note = `INCRs of 2^53+2..4 gave ${got.map(show).join(', ')}`;
+    if (!a.exactNumbers) return `${note}; no option for exact integers`;
+    const exact = await another({ exactNumbers: true });
+    same(await a.call(exact, ['INCR', k]), String(ABOVE + 4n), `INCR with ${a.exactNumbers}`);
+    return `${note}; with ${a.exactNumbers}, '${ABOVE + 4n}'`;
+  }],
 ];
 
 // run runs the checks through one library against a server, and exits 1
@@ -224,15 +283,19 @@ const checks = [
 // versions that package.json pins, the first being the default.
 // adapter(alias) returns the library's adapter:
 //   lib: the library and its version, for the report;
-//   open(addr, lost): a client of host:port on the library's defaults,
-//     or a promise of one; lost(err) is told of connection errors;
+//   open(addr, lost, opts): a client of host:port on the library's
+//     defaults, or a promise of one; lost(err) is told of connection
+//     errors;
 //   connect(c): if given, connects it;
 //   close(c): drops it;
 //   call(c, args): a promise of one command's reply;
 //   pipeline(c, cmds), multi(c, cmds): a promise of the replies of cmds
 //     (lists of args) sent as a pipeline, or as MULTI ... EXEC; either
 //     rejects if a reply is an error;
-//   refused: the text of multi's error when a command was refused.
+//   refused: the text of multi's error when a command was refused;
+//   exactNumbers: if the library can give integer replies as exact
+//     strings, the option that does, which open(addr, lost, opts) sets
+//     when opts.exactNumbers.
 async function run({ usage, aliases, adapter }) {
   const argv = process.argv.slice(2);
   const [alias, addr] = argv.length === 1 ? [aliases[0], argv[0]] : argv;
@@ -259,17 +322,21 @@ async function run({ usage, aliases, adapter }) {
     const t = performance.now();
     // A fresh client per check: one failure cannot leave the next with
     // replies out of step, and every check sees the connect handshake.
-    let c;
-    try {
-      c = await a.open(addr, (err) => { lost = err; });
+    const clients = [];
+    const open = async (opts) => {
+      const c = await a.open(addr, (err) => { lost = err; }, opts);
+      clients.push(c);
       if (a.connect) await a.connect(c);
-      await check(a, c);
-      console.log(`ok   ${name} (${Math.round(performance.now() - t)} ms)`);
+      return c;
+    };
+    try {
+      const note = await check(a, await open({}), open);
+      console.log(`ok   ${name} (${Math.round(performance.now() - t)} ms)${note ? `: ${note}` : ''}`);
     } catch (err) {
       failed++;
       console.log(`FAIL ${name}: ${message(err)}${lost && lost !== err ? ` (connection: ${lost.message})` : ''}`);
     }
-    if (c) a.close(c);
+    clients.forEach((c) => a.close(c));
   }
   console.log(`${a.lib}: ${checks.length - failed} of ${checks.length} checks passed in ${Math.round(performance.now() - start)} ms`);
   process.exit(failed ? 1 : 0);

@@ -45,5 +45,6 @@ run({
     pipeline: (c, cmds) => c.exec(queue(false, cmds), true),
     multi: (c, cmds) => c.exec(queue(true, cmds), true),
     refused: "unknown command 'NOSUCHCMD'",
+    // No exactNumbers: GLIDE has no option to take integers as strings.
   }),
 });

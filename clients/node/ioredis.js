@@ -38,9 +38,10 @@ run({
     const Redis = require(alias);
     return {
       lib: `${alias.startsWith('iovalkey') ? 'iovalkey' : 'ioredis'} ${version(alias)} (npm ${alias})`,
-      open: (addr, lost) => {
+      open: (addr, lost, opts) => {
         const colon = addr.lastIndexOf(':');
-        const r = new Redis(Number(addr.slice(colon + 1)), addr.slice(0, colon));
+        const r = new Redis(Number(addr.slice(colon + 1)), addr.slice(0, colon),
+          opts.exactNumbers ? { stringNumbers: true } : {});
         r.on('error', lost);
         return r;
       },
@@ -51,6 +52,8 @@ run({
       // command.
       multi: (r, cmds) => queue(r.multi(), cmds, 'EXEC'),
       refused: 'EXECABORT',
+      // Every version: integer replies as strings.
+      exactNumbers: 'stringNumbers: true',
     };
   },
 });

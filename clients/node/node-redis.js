@@ -26,14 +26,17 @@ function ok(replies, what) {
 // promised is the adapter of node-redis 4 and later: promises, a client
 // that connect() connects, and multi() for transactions and pipelines.
 function promised(alias) {
-  const { createClient } = require(alias);
+  // RESP_TYPES (node-redis 5 and later) maps a reply type to a decoding;
+  // node-redis 4 has no way to take integers as strings.
+  const { createClient, RESP_TYPES } = require(alias);
+  const exact = RESP_TYPES && { commandOptions: { typeMapping: { [RESP_TYPES.NUMBER]: String } } };
   const queue = (m, cmds) => {
     for (const args of cmds) m.addCommand(args);
     return m;
   };
   return {
-    open: (addr, lost) => {
-      const c = createClient({ url: `redis://${addr}` });
+    open: (addr, lost, opts) => {
+      const c = createClient({ url: `redis://${addr}`, ...(opts.exactNumbers && exact) });
       // Without a listener, node-redis's error event would end the process.
       c.on('error', lost);
       return c;
@@ -49,6 +52,7 @@ function promised(alias) {
     // reject with the refusal, the first failed reply of the chain, and
     // drop EXECABORT (as against redis-server 7).
     refused: version(alias).startsWith('4.') ? 'EXECABORT' : "unknown command 'NOSUCHCMD'",
+    exactNumbers: exact && 'typeMapping { [RESP_TYPES.NUMBER]: String }',
   };
 }
 
@@ -67,9 +71,12 @@ function callbacks(alias) {
     return new Promise((resolve, reject) => m.exec((err, replies) => (err ? reject(err) : resolve(replies))));
   };
   return {
-    open: (addr, lost) => {
+    open: (addr, lost, opts) => {
       const colon = addr.lastIndexOf(':');
-      const c = redis.createClient({ host: addr.slice(0, colon), port: Number(addr.slice(colon + 1)) });
+      const c = redis.createClient({
+        host: addr.slice(0, colon), port: Number(addr.slice(colon + 1)),
+        ...(opts.exactNumbers && { string_numbers: true }),
+      });
       c.on('error', lost);
       return c;
     },
@@ -80,6 +87,7 @@ function callbacks(alias) {
     // exec's error is EXEC's EXECABORT.
     multi: (c, cmds) => queue(c.multi(), cmds),
     refused: 'EXECABORT',
+    exactNumbers: 'string_numbers: true',
   };
 }
 
