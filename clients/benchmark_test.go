@@ -3,9 +3,12 @@ package clients
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/idserver/idserver/internal/redisinfo"
 )
@@ -40,6 +43,64 @@ func TestRedisBenchmark(t *testing.T) {
 				t.Fatalf("redis-benchmark %q issued %d IDs, want %d", c.command, got, c.requests*c.ids)
 			}
 		})
+	}
+}
+
+// TestRedisBenchmarkIncr runs redis-benchmark's INCR, which counts in
+// sequences: -t incr INCRs one key, counter:__rand_int__ (the name stays
+// as it is without -r), which must then hold the number of requests;
+// INCR key:__rand_int__ with -r spreads them over random keys, whose
+// values, summed over SCAN, must make the same number: no INCR lost or
+// counted twice.
+func TestRedisBenchmarkIncr(t *testing.T) {
+	need(t, "redis-benchmark", "apt-get install redis-tools")
+	addr := startServer(t)
+	ctx := testContext(t)
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { c.Close() })
+	const requests = 20000
+	bench := func(report string, command ...string) {
+		t.Helper()
+		args := append(cliConn(t, addr), "-c", "10", "-P", "16", "-q", "-n", strconv.Itoa(requests))
+		out, code := runClientTool(t, "", "redis-benchmark", append(args, command...)...)
+		if err := benchReport(out, []string{report}); err != nil || code != 0 {
+			t.Fatalf("redis-benchmark %q: exit %d, %v:\n%s", command, code, err, out)
+		}
+	}
+
+	bench("INCR", "-t", "incr")
+	if n, err := c.Get(ctx, "counter:__rand_int__").Int64(); err != nil || n != requests {
+		t.Fatalf("GET counter:__rand_int__ after -t incr = %d, %v; want %d", n, err, requests)
+	}
+
+	bench("INCR key:__rand_int__", "-r", "100000", "INCR", "key:__rand_int__")
+	var keys []string
+	for iter := c.Scan(ctx, 0, "key:*", 1000).Iterator(); iter.Next(ctx); {
+		keys = append(keys, iter.Val())
+	}
+	var sum int64
+	for batch := range slices.Chunk(keys, 1000) {
+		values, err := c.MGet(ctx, batch...).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, v := range values {
+			n, err := strconv.ParseInt(fmt.Sprint(v), 10, 64)
+			if err != nil || n < 1 {
+				t.Fatalf("GET %s = %#v, want a count", batch[i], v)
+			}
+			sum += n
+		}
+	}
+	if sum != requests {
+		t.Errorf("the %d keys key:* sum to %d, want %d", len(keys), sum, requests)
+	}
+	slices.Sort(keys)
+	if distinct := len(slices.Compact(slices.Clone(keys))); distinct != len(keys) {
+		t.Errorf("SCAN gave %d keys key:*, only %d of them distinct", len(keys), distinct)
+	}
+	if n, err := c.DBSize(ctx).Result(); err != nil || n != int64(len(keys))+1 {
+		t.Errorf("DBSIZE = %d, %v; want the %d keys key:* and counter:__rand_int__", n, err, len(keys))
 	}
 }
 

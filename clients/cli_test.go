@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -159,6 +160,47 @@ func TestRedisCLIOneShot(t *testing.T) {
 				t.Fatalf("redis-cli %q: exit %d (want %d), %v:\n%s", c.args, code, c.code, err, out)
 			}
 		})
+	}
+}
+
+// TestRedisCLISequences runs the sequences' commands one-shot, in turn,
+// raw and on a terminal (where redis-cli shows INCR's integer and GET's
+// string apart); a refusal prints Redis's "ERR ..." and, without -e,
+// exits 0. --scan lists the keys of a pattern (in any order), and INFO
+// keyspace counts them as Redis does.
+func TestRedisCLISequences(t *testing.T) {
+	addr := startServer(t)
+	for _, c := range []struct {
+		tty  bool
+		args []string
+		want string
+	}{
+		{false, []string{"INCR", "x:a"}, "1"},
+		{true, []string{"INCR", "x:a"}, "(integer) 2"},
+		{false, []string{"INCRBY", "x:a", "10"}, "12"},
+		{false, []string{"GET", "x:a"}, "12"},
+		{true, []string{"GET", "x:a"}, `"12"`},
+		{false, []string{"SET", "x:a", "5"}, `ERR sequences only go up: "x:a" is at 12 (idserver never reuses a number)`},
+		{true, []string{"SET", "x:a", "5"}, `(error) ERR sequences only go up: "x:a" is at 12 (idserver never reuses a number)`},
+		{false, []string{"DEL", "x:a"}, "ERR DEL is refused: sequences never go back, expire or go away (idserver never reuses a number)"},
+		{false, []string{"GET", "x:a"}, "12"},
+		{false, []string{"INCR", "x:b"}, "1"},
+		{false, []string{"INCR", "y:a"}, "1"},
+		{false, []string{"--scan", "--pattern", "x:*"}, "x:a\nx:b"},
+		{false, []string{"INFO", "keyspace"}, "# Keyspace\ndb0:keys=3,expires=0,avg_ttl=0"},
+	} {
+		run := redisCLI
+		if c.tty {
+			run = redisCLITTY
+		}
+		out, code := run(t, addr, "", c.args...)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if c.args[0] == "--scan" {
+			slices.Sort(lines)
+		}
+		if got := strings.Join(lines, "\n"); got != c.want || code != 0 {
+			t.Fatalf("redis-cli %q (tty %v): exit %d, output\n%s\nwant exit 0 and\n%s", c.args, c.tty, code, got, c.want)
+		}
 	}
 }
 

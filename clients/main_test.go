@@ -6,7 +6,8 @@
 // phpredis and Predis (PHP), Perl's Redis, redis-cli and redis-benchmark.
 // Typed clients must get GETID as an integer, JavaScript ones as a
 // string; sequences (INCR, INCRBY, GET, SET, ...) answer every client
-// as Redis does. Every test starts the real binary on 127.0.0.1 and stops it.
+// as Redis does. Every test starts the real binary on 127.0.0.1 and
+// stops it.
 //
 // The Python and Node tests need /usr/bin/python3 with Debian's
 // python3-redis, and node with `npm ci` run in clients/node; the others
