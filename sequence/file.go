@@ -231,7 +231,7 @@ func (f *File) write(rec []byte, clean bool) error {
 	if err := f.open(); err != nil {
 		return err
 	}
-	fold := f.logBytes+len(rec) > max(1<<20, 64*f.keys)
+	fold := f.logBytes+len(rec) > foldAt(f.keys)
 	err := f.db.Update(func(tx *bolt.Tx) error {
 		if err := f.mark(tx, clean); err != nil {
 			return err
@@ -257,6 +257,13 @@ func (f *File) write(rec []byte, clean bool) error {
 	}
 	return nil
 }
+
+// foldAt is the size of the log at which it is folded into the marks:
+// eight times what the keys' marks take (about 40 bytes each), and 8 MiB
+// at least. A fold puts every key once (300 ms for 100,000 keys here),
+// so the log grows well past the marks between folds; a restart reads it
+// all, a few MB a second.
+func foldAt(keys int) int { return max(8<<20, 8*40*keys) }
 
 // mark records in tx whether the run ended cleanly, when that changes.
 func (f *File) mark(tx *bolt.Tx, clean bool) error {
@@ -308,7 +315,10 @@ func (f *File) open() error {
 	if f.db != nil {
 		return nil
 	}
-	db, err := bolt.Open(f.path, 0o600, &bolt.Options{Timeout: time.Second})
+	// As etcd opens its own: the freelist is rebuilt at open rather than
+	// written at every commit (which costs a write the size of the
+	// freelist, and it grows as logs are folded away), and kept in a map.
+	db, err := bolt.Open(f.path, 0o600, &bolt.Options{Timeout: time.Second, NoFreelistSync: true, FreelistType: bolt.FreelistMapType})
 	if err != nil {
 		return fmt.Errorf("sequence file %s: %w", f.path, err)
 	}

@@ -74,7 +74,7 @@ func TestFileFolds(t *testing.T) {
 	for round := range 200 {
 		var ts []Take
 		for k := range 500 {
-			key := fmt.Sprintf("key:%06d", (round*37+k)%3000)
+			key := fmt.Sprintf("key:%06d:%s", (round*37+k)%3000, strings.Repeat("x", 80)) // long: 100,000 records pass foldAt
 			ts = append(ts, Take{Key: key, After: want[key], N: int64(1 + k%7)})
 		}
 		f.Take(context.Background(), ts)

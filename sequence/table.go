@@ -159,8 +159,9 @@ type Table struct {
 	born    atomic.Int64 // keys that exist for GET, DBSIZE and SCAN (see entry.born)
 
 	queueMu sync.Mutex
-	queue   []*entry // keys whose next segment is asked for
-	wake    chan struct{}
+	queue   []*entry      // keys whose next segment is asked for
+	wake    chan struct{} // a take is queued
+	urgent  chan struct{} // and a request waits for it
 	stop    chan struct{}
 	done    chan struct{}
 	stopped atomic.Bool
@@ -220,7 +221,7 @@ func New(opts Options, backend Backend, known []Mark) *Table {
 		opts.now = time.Now
 	}
 	t := &Table{opts: opts, backend: backend, seed: maphash.MakeSeed(),
-		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+		wake: make(chan struct{}, 1), urgent: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	for i := range t.shards {
 		t.shards[i].m = map[string]*entry{}
 	}
@@ -308,6 +309,7 @@ func (t *Table) tryIncr(key []byte, n int64) (int64, <-chan struct{}, error) {
 	if !e.taking {
 		t.ask(e)
 	}
+	t.hurry()
 	if e.done == nil {
 		e.done = make(chan struct{})
 	}
@@ -371,6 +373,19 @@ func (e *entry) low() bool {
 	return left < (e.seg+1)/2 || left < e.want
 }
 
+// gather is how long a take nobody waits for (a key with half its
+// segment left) waits for others to share its write: writes, and their
+// cost, drop from one per few keys to one per gather.
+const gather = 10 * time.Millisecond
+
+// hurry has the takes queued written at once: a request waits for one.
+func (t *Table) hurry() {
+	select {
+	case t.urgent <- struct{}{}:
+	default:
+	}
+}
+
 // ask queues e for a take; e's shard is locked.
 func (t *Table) ask(e *entry) {
 	e.taking = true
@@ -403,6 +418,7 @@ func (t *Table) Prepare(key []byte, n int64) {
 		if !e.taking {
 			t.ask(e)
 		}
+		t.hurry()
 	}
 }
 
@@ -482,6 +498,7 @@ func (t *Table) tryIncrAll(ws []Want) ([]<-chan struct{}, error) {
 			if !e.taking {
 				t.ask(e)
 			}
+			t.hurry()
 			if e.done == nil {
 				e.done = make(chan struct{})
 			}
@@ -545,10 +562,24 @@ func (t *Table) run() {
 	defer close(t.done)
 	backoff := time.Duration(0)
 	for {
+		urgent := false
 		select {
 		case <-t.stop:
 			return
 		case <-t.wake:
+		case <-t.urgent:
+			urgent = true
+		}
+		if !urgent {
+			gathered := time.NewTimer(gather)
+			select {
+			case <-t.stop:
+				gathered.Stop()
+				return
+			case <-t.urgent:
+			case <-gathered.C:
+			}
+			gathered.Stop()
 		}
 		t.queueMu.Lock()
 		batch := t.queue
@@ -735,6 +766,7 @@ func (t *Table) hold(key string, v int64, mode SetMode) (*entry, error) {
 			e.done = make(chan struct{})
 		}
 		done := e.done
+		t.hurry()
 		sh.mu.Unlock()
 		<-done
 	}
