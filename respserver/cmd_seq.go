@@ -57,6 +57,26 @@ var seqCommands = []*command{
 		since:   "1.0.0", group: "generic", complexity: "O(1)",
 		args: []arg{{name: "key", typ: "key"}},
 	}},
+	{name: "strlen", arity: 2, flags: []string{"readonly", "fast"}, run: cmdStrlen, doc: doc{
+		summary: "Returns the length of the key's value as a string of digits (redis-cli --bigkeys reads it); 0 for a new key.",
+		since:   "2.2.0", group: "string", complexity: "O(1)",
+		args: []arg{{name: "key", typ: "key"}},
+	}},
+	{name: "ttl", arity: 2, flags: []string{"readonly", "fast"}, run: cmdTTL, doc: doc{
+		summary: "Returns -1 for a sequence (they never expire), -2 for a key that does not exist.",
+		since:   "1.0.0", group: "generic", complexity: "O(1)",
+		args: []arg{{name: "key", typ: "key"}},
+	}},
+	{name: "pttl", arity: 2, flags: []string{"readonly", "fast"}, run: cmdTTL, doc: doc{
+		summary: "Returns -1 for a sequence (they never expire), -2 for a key that does not exist.",
+		since:   "2.6.0", group: "generic", complexity: "O(1)",
+		args: []arg{{name: "key", typ: "key"}},
+	}},
+	{name: "touch", arity: -2, flags: []string{"readonly", "fast"}, run: cmdExists, doc: doc{
+		summary: "Returns how many of the keys exist (nothing else changes: sequences have no access time).",
+		since:   "3.2.1", group: "generic", complexity: "O(N) where N is the number of keys that will be touched.",
+		args: []arg{{name: "key", typ: "key", flags: multiple}},
+	}},
 	{name: "keys", arity: 2, flags: []string{"readonly"}, run: cmdKeys, doc: doc{
 		summary: "Returns the keys that match the pattern (it examines every key: prefer SCAN).",
 		since:   "1.0.0", group: "generic", complexity: "O(N) with N being the number of keys in the database",
@@ -201,6 +221,23 @@ func cmdExists(s *Server, c *client, args [][]byte) error {
 func cmdType(s *Server, c *client, args [][]byte) error {
 	return s.lookup(c, args[1:], func(c *client, vals []int64, exist []bool) {
 		c.writeString(map[bool]string{true: "string", false: "none"}[exist[0]])
+	})
+}
+
+func cmdStrlen(s *Server, c *client, args [][]byte) error {
+	return s.lookup(c, args[1:], func(c *client, vals []int64, exist []bool) {
+		n := 0
+		if exist[0] {
+			n = len(strconv.AppendInt(c.lower[:0], vals[0], 10))
+		}
+		c.writeInt(n)
+	})
+}
+
+// cmdTTL is TTL and PTTL: sequences never expire.
+func cmdTTL(s *Server, c *client, args [][]byte) error {
+	return s.lookup(c, args[1:], func(c *client, vals []int64, exist []bool) {
+		c.writeInt(map[bool]int{true: -1, false: -2}[exist[0]])
 	})
 }
 

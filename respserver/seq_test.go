@@ -44,6 +44,7 @@ var seqLikeRedis = []struct {
 	{"watch changed", false, [][]string{{"INCR", "w"}, {"WATCH", "w"}, {"INCR", "w"}, {"MULTI"}, {"INCR", "w"}, {"EXEC"}, {"GET", "w"}}},
 	{"watch unchanged", false, [][]string{{"WATCH", "w2", "w3"}, {"MULTI"}, {"INCR", "w2"}, {"EXEC"}, {"WATCH", "w2"}, {"UNWATCH"}, {"INCR", "w2"}, {"MULTI"}, {"INCR", "w2"}, {"EXEC"}}},
 	{"watch resp3", true, [][]string{{"WATCH", "w4"}, {"INCR", "w4"}, {"MULTI"}, {"GET", "w4"}, {"EXEC"}}},
+	{"expiry and length", false, [][]string{{"INCRBY", "x", "12345"}, {"TTL", "x"}, {"PTTL", "x"}, {"TTL", "nox"}, {"PTTL", "nox"}, {"STRLEN", "x"}, {"STRLEN", "nox"}, {"TOUCH", "x", "nox", "x"}}},
 	{"keyspace", false, [][]string{{"INCR", "only:1"}, {"KEYS", "only:*"}, {"KEYS", "ONLY:*"}, {"SCAN", "0", "MATCH", "only:*", "COUNT", "1000"}, {"SCAN", "0", "TYPE", "hash", "COUNT", "1000"}}},
 }
 
