@@ -302,13 +302,13 @@ func (c *client) writeValue(v int64, ok bool) {
 func cmdSet(s *Server, c *client, args [][]byte) error {
 	mode := sequence.Always
 	for _, opt := range args[3:] {
-		switch o := strings.ToUpper(string(opt)); {
-		case o == "NX" && mode == sequence.Always:
+		switch o := keyword(opt); {
+		case o == "nx" && mode == sequence.Always:
 			mode = sequence.IfNew
-		case o == "XX" && mode == sequence.Always:
+		case o == "xx" && mode == sequence.Always:
 			mode = sequence.IfOld
-		case o == "EX" || o == "PX" || o == "EXAT" || o == "PXAT" || o == "KEEPTTL" || o == "GET":
-			return errReplyf("ERR", "SET ... %s is refused: sequences never expire, and SET only goes up (idserver never reuses a number)", o)
+		case o == "ex" || o == "px" || o == "exat" || o == "pxat" || o == "keepttl" || o == "get":
+			return errReplyf("ERR", "SET ... %s is refused: sequences never expire, and SET only goes up (idserver never reuses a number)", strings.ToUpper(o))
 		default:
 			return errSyntax
 		}
