@@ -30,19 +30,25 @@ func peakMB(t *testing.T, pid int) int {
 	return 0
 }
 
-// attack is what one hostile client does until stop: it dials addr,
-// misbehaves, and dials again whenever the server closes it.
-type attack func(addr string, stop time.Time)
+// attack prepares what one hostile client sends, and returns what it
+// does until stop: it dials addr, misbehaves, and dials again whenever
+// the server closes it. (Preparing comes before the attack's time
+// starts: a 64 MiB command took seconds to make under -race.)
+type attack func(addr string) (run func(stop time.Time))
 
 // underAttack runs n clients of a against p for d while a probe on
 // another connection PINGs every 20 ms, and returns p's peak RSS in MiB,
 // the worst PING, and how many clients p closed at a limit (its log).
 func underAttack(t *testing.T, p *process, n int, d time.Duration, a attack) (peak int, worst time.Duration, closed int) {
 	t.Helper()
+	runs := make([]func(time.Time), n)
+	for i := range runs {
+		runs[i] = a(p.Addr)
+	}
 	stop := time.Now().Add(d)
 	var wg sync.WaitGroup
-	for range n {
-		wg.Go(func() { a(p.Addr, stop) })
+	for _, run := range runs {
+		wg.Go(func() { run(stop) })
 	}
 	probe, err := net.Dial("tcp", p.Addr)
 	if err != nil {
@@ -95,50 +101,56 @@ func writeUntil(c net.Conn, b []byte, stop time.Time) {
 // The attacks of issue 19, each as a client repeats it.
 var (
 	// neverRead pipelines MGETID 10000 and never reads.
-	neverRead attack = func(addr string, stop time.Time) {
+	neverRead attack = func(addr string) func(time.Time) {
 		batch := []byte(strings.Repeat("MGETID 10000\r\n", 1000))
-		redial(addr, stop, func(c net.Conn) { writeUntil(c, batch, stop) })
+		return func(stop time.Time) { redial(addr, stop, func(c net.Conn) { writeUntil(c, batch, stop) }) }
 	}
 	// multiFlood sends MULTI, then PINGs, and never reads.
-	multiFlood attack = func(addr string, stop time.Time) {
+	multiFlood attack = func(addr string) func(time.Time) {
 		batch := []byte(strings.Repeat("PING\r\n", 10000))
-		redial(addr, stop, func(c net.Conn) {
-			if _, err := c.Write([]byte("MULTI\r\n")); err == nil {
-				writeUntil(c, batch, stop)
-			}
-		})
+		return func(stop time.Time) {
+			redial(addr, stop, func(c net.Conn) {
+				if _, err := c.Write([]byte("MULTI\r\n")); err == nil {
+					writeUntil(c, batch, stop)
+				}
+			})
+		}
 	}
 	// unfinished sends a legal command of 1024 bulks of 64 KiB, all but
 	// its last byte, and waits.
-	unfinished attack = func(addr string, stop time.Time) {
+	unfinished attack = func(addr string) func(time.Time) {
 		bulk := append(append([]byte("$65536\r\n"), bytes.Repeat([]byte("x"), 64<<10)...), "\r\n"...)
-		redial(addr, stop, func(c net.Conn) {
-			if _, err := c.Write([]byte("*1024\r\n")); err != nil {
-				return
-			}
-			for range 1023 {
-				if _, err := c.Write(bulk); err != nil {
+		return func(stop time.Time) {
+			redial(addr, stop, func(c net.Conn) {
+				if _, err := c.Write([]byte("*1024\r\n")); err != nil {
 					return
 				}
-			}
-			c.Write(bulk[:len(bulk)-1])
-			c.Read(make([]byte, 1)) // until closed, or stop
-		})
+				for range 1023 {
+					if _, err := c.Write(bulk); err != nil {
+						return
+					}
+				}
+				c.Write(bulk[:len(bulk)-1])
+				c.Read(make([]byte, 1)) // until closed, or stop
+			})
+		}
 	}
 	// bracketSets sends CONFIG GET with 1022 unclosed 64 KiB sets, each
 	// of ranges over every byte, and waits for the reply.
-	bracketSets attack = func(addr string, stop time.Time) {
+	bracketSets attack = func(addr string) func(time.Time) {
 		arg := append([]byte("[")[:1:1], bytes.Repeat([]byte("\x00-\xff"), (64<<10)/3)...)
 		var cmd bytes.Buffer
 		fmt.Fprintf(&cmd, "*1024\r\n$6\r\nCONFIG\r\n$3\r\nGET\r\n")
 		for range 1022 {
 			fmt.Fprintf(&cmd, "$%d\r\n%s\r\n", len(arg), arg)
 		}
-		redial(addr, stop, func(c net.Conn) {
-			if _, err := c.Write(cmd.Bytes()); err == nil {
-				c.Read(make([]byte, 1))
-			}
-		})
+		return func(stop time.Time) {
+			redial(addr, stop, func(c net.Conn) {
+				if _, err := c.Write(cmd.Bytes()); err == nil {
+					c.Read(make([]byte, 1))
+				}
+			})
+		}
 	}
 )
 

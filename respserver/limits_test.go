@@ -169,6 +169,7 @@ func TestMaxMemoryClients(t *testing.T) {
 func TestChargeFollowsDrainedReplies(t *testing.T) {
 	s, addr := startServer(t, bigLayout, Options{MGetIDMax: 100000})
 	c := dialRaw(t, addr)
+	c.conn.SetDeadline(time.Now().Add(3 * time.Minute)) // reading 5 M IDs under -race beside two CPU hogs took over 20 s
 	const n = 50
 	c.send(strings.Repeat(encode("MGETID", "100000"), n))
 	// 50 replies of 100,000 IDs take seconds under -race.
