@@ -60,11 +60,11 @@ func (s *seqSet) fail(err error) {
 
 // check fails the test if a value of a key was handed out twice, a run's
 // value is not above every value of the runs before it, or a client's
-// values of a key (from the one server it talks to) did not increase;
-// where clean says a run followed a graceful stop, its first value of
-// each key must follow the last before it exactly (nothing skipped). It
-// returns how many values came.
-func (s *seqSet) check(t *testing.T, clean func(run int) bool) int64 {
+// values of a key (from the one server it talks to) did not increase. It
+// returns how many values came. (That nothing is skipped at a graceful
+// stop is not checked here: a reply lost to a client's timeout looks
+// like a skip.)
+func (s *seqSet) check(t *testing.T) int64 {
 	t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -93,8 +93,6 @@ func (s *seqSet) check(t *testing.T, clean func(run int) bool) int64 {
 				t.Fatalf("%s: %d..%d (run %d) and %d..%d (run %d) overlap: a value handed out twice", key, a.first, a.last, a.run, b.first, b.last, b.run)
 			case b.run < a.run:
 				t.Fatalf("%s: run %d handed out %d..%d, below %d..%d of run %d before it", key, b.run, b.first, b.last, a.first, a.last, a.run)
-			case b.run > a.run && clean(b.run) && b.first != a.last+1:
-				t.Fatalf("%s: run %d after a graceful stop began at %d, not at %d (the next after the last value before)", key, b.run, b.first, a.last+1)
 			}
 		}
 	}
@@ -113,7 +111,7 @@ func (s *seqSet) load(addr func() string, keys, client int, seed uint64, stop <-
 		default:
 		}
 		c := redis.NewClient(&redis.Options{Addr: addr(), MaxRetries: -1, DialTimeout: 500 * time.Millisecond,
-			ReadTimeout: 2 * time.Second, WriteTimeout: time.Second, PoolSize: 1})
+			ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second, PoolSize: 1})
 		for range 20 {
 			if !s.pipeline(c, rnd, keys, client) {
 				time.Sleep(10 * time.Millisecond)
