@@ -1,0 +1,78 @@
+package sequence
+
+import "context"
+
+// Set makes v the key's value, durably before it returns, if v is at
+// least its value now (else a *BelowError): the next Incr hands out
+// v + 1. mode says whether the key must be new or existing.
+func (t *Table) Set(key string, v int64, mode SetMode) error {
+	e, err := t.hold(key, v, mode)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), t.opts.Wait)
+	err = t.backend.Set(ctx, key, v, mode)
+	cancel()
+	sh := t.shardOf(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if err == nil {
+		e.issued, e.limit, e.next, e.asked = v, v, segment{}, v
+		t.bear(e)
+	}
+	e.taking = false
+	if e.done != nil {
+		close(e.done)
+		e.done = nil
+	}
+	return err
+}
+
+// hold takes key for a Set of v, creating it if mode allows: no value is
+// handed out meanwhile (the segment's rest is let go, and Incr waits as
+// for a take), and no take runs. It waits for a take under way. (If the
+// Set's write fails, the segment stays let go: the write may have landed
+// below it.)
+func (t *Table) hold(key string, v int64, mode SetMode) (*entry, error) {
+	for {
+		if t.stopped.Load() {
+			return nil, ErrStopped
+		}
+		sh := t.shardOf(key)
+		sh.mu.Lock()
+		e := sh.m[key]
+		switch {
+		case e != nil && mode == IfNew:
+			sh.mu.Unlock()
+			return nil, ErrExists
+		case e == nil && mode == IfOld:
+			sh.mu.Unlock()
+			return nil, ErrMissing
+		case e == nil && v < 0:
+			sh.mu.Unlock()
+			return nil, &BelowError{Key: key}
+		case e == nil:
+			var err error
+			if e, err = t.create(sh, key); err != nil {
+				sh.mu.Unlock()
+				return nil, err
+			}
+		case v < e.issued:
+			err := &BelowError{Key: key, At: e.issued}
+			sh.mu.Unlock()
+			return nil, err
+		}
+		if !e.taking {
+			e.taking, e.limit, e.next = true, e.issued, segment{}
+			sh.mu.Unlock()
+			return e, nil
+		}
+		if e.done == nil {
+			e.done = make(chan struct{})
+		}
+		done := e.done
+		t.hurry()
+		sh.mu.Unlock()
+		<-done
+	}
+}

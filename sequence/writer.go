@@ -1,0 +1,162 @@
+package sequence
+
+import (
+	"context"
+	"time"
+)
+
+// The background writer: it takes the segments keys asked for, many keys
+// in one write.
+
+// gather is how long a take nobody waits for (a key with half its
+// segment left) waits for others to share its write: writes, and their
+// cost, drop from one per few keys to one per gather.
+const gather = 10 * time.Millisecond
+
+// hurry has the takes queued written at once: a request waits for one.
+func (t *Table) hurry() {
+	select {
+	case t.urgent <- struct{}{}:
+	default:
+	}
+}
+
+// ask queues e for a take; e's shard is locked.
+func (t *Table) ask(e *entry) {
+	e.taking = true
+	t.queueMu.Lock()
+	t.queue = append(t.queue, e)
+	t.queueMu.Unlock()
+	select {
+	case t.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run takes the segments asked for, many keys in one Take, until Stop.
+func (t *Table) run() {
+	defer close(t.done)
+	backoff := time.Duration(0)
+	for {
+		urgent := false
+		select {
+		case <-t.stop:
+			return
+		case <-t.wake:
+		case <-t.urgent:
+			urgent = true
+		}
+		if !urgent {
+			gathered := time.NewTimer(gather)
+			select {
+			case <-t.stop:
+				gathered.Stop()
+				return
+			case <-t.urgent:
+			case <-gathered.C:
+			}
+			gathered.Stop()
+		}
+		t.queueMu.Lock()
+		batch := t.queue
+		t.queue = nil
+		t.queueMu.Unlock()
+		if len(batch) == 0 {
+			continue
+		}
+		if failed := t.take(batch); failed {
+			backoff = min(max(2*backoff, 50*time.Millisecond), time.Second)
+		} else {
+			backoff = 0
+		}
+		select {
+		case <-t.stop:
+			return
+		case <-time.After(backoff):
+		}
+	}
+}
+
+// take takes a segment for each entry of batch, and hands them over; it
+// reports whether any failed.
+func (t *Table) take(batch []*entry) (failed bool) {
+	now := t.opts.now().UnixNano()
+	ts := make([]Take, len(batch))
+	for i, e := range batch {
+		sh := t.shardOf(e.key)
+		sh.mu.Lock()
+		// Up to one segment ahead of what was handed out, no more: a
+		// crash skips at most a segment (or one INCRBY's values).
+		size := t.size(e, now)
+		ts[i] = Take{Key: e.key, After: max(e.limit, e.next.last), N: max(size-e.left(), e.want, 1), Issued: e.issued}
+		e.seg, e.asked, e.askedAt = size, e.issued, now
+		sh.mu.Unlock()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), t.opts.Wait)
+	t.backend.Take(ctx, ts)
+	cancel()
+	t.takes.Add(1)
+	for i, e := range batch {
+		sh := t.shardOf(e.key)
+		sh.mu.Lock()
+		e.taking = false
+		if e.err = ts[i].Err; e.err == nil {
+			e.grant(ts[i].First, ts[i].Last)
+			t.taken.Add(uint64(ts[i].N))
+		} else {
+			failed = true
+		}
+		if e.done != nil {
+			close(e.done)
+			e.done = nil
+		}
+		sh.mu.Unlock()
+	}
+	if failed {
+		t.failed(ts)
+	} else {
+		t.lastTake.Store(t.opts.now().UnixMilli())
+	}
+	return failed
+}
+
+// grant gives e the segment first .. last.
+func (e *entry) grant(first, last int64) {
+	switch {
+	case first == e.limit+1:
+		e.limit = last
+	case e.issued == e.limit:
+		e.issued, e.limit = first-1, last
+	default:
+		e.next = segment{first, last}
+	}
+	e.want = 0
+}
+
+// failed counts and logs the failed takes of ts (the first of each
+// error at once, then once every ratelog.Every).
+func (t *Table) failed(ts []Take) {
+	for _, tk := range ts {
+		if tk.Err == nil {
+			continue
+		}
+		t.failures.Add(1)
+		text := tk.Err.Error()
+		t.lastErr.Store(&text)
+		if ok, held := t.failLog.Allow(text, t.opts.now()); ok {
+			t.opts.Log.Error().Err(tk.Err).Str("key", clip(tk.Key)).Int("same_error_not_logged", held).
+				Msg("sequences: cannot reserve values; INCR of keys past their segment gets -BUSY until a write succeeds")
+		}
+	}
+}
+
+// size is the size of the next segment of e: about SegmentTime of its
+// traffic since the last one was asked for (measured over at least a
+// quarter of SegmentTime, so that a segment grows at most fourfold at a
+// time), at least what a waiting request needs, at most MaxSegment.
+func (t *Table) size(e *entry, now int64) int64 {
+	used := float64(e.issued - e.asked)
+	dt := max(float64(now-e.askedAt), float64(t.opts.SegmentTime)/4)
+	s := int64(min(used*float64(t.opts.SegmentTime)/dt, float64(t.opts.MaxSegment)))
+	return max(s, 1, e.want)
+}
