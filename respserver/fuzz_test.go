@@ -106,6 +106,7 @@ func expectedReplies(data []byte) expectation {
 			continue // an empty line gets no reply
 		}
 		name := strings.ToLower(string(args[0]))
+		reset := name == "reset" && len(args) == 1 // with arguments, an arity error that resets nothing
 		switch {
 		case name == "quit":
 			e.replies = append(e.replies, equals("OK"))
@@ -113,11 +114,11 @@ func expectedReplies(data []byte) expectation {
 			return e
 		case inMulti:
 			e.replies = append(e.replies, expectInMulti(name))
-			inMulti = name != "exec" && name != "discard" && name != "reset"
+			inMulti = name != "exec" && name != "discard" && !reset
 		case name == "monitor" && len(args) == 1 && monitoring:
 			continue // a second MONITOR gets no reply, as in Redis
 		default:
-			monitoring = monitoring && name != "reset" || name == "monitor" && len(args) == 1
+			monitoring = monitoring && !reset || name == "monitor" && len(args) == 1
 			e.replies = append(e.replies, expectFor(args))
 			inMulti = name == "multi" && len(args) == 1
 		}
