@@ -81,6 +81,24 @@ func (s *idSet) check(t *testing.T) int {
 
 // load asks addr for batches of n IDs until stop, into s.
 func (s *idSet) load(addr func() string, n int, stop <-chan struct{}, wg *sync.WaitGroup) {
+	clientLoop(addr, time.Second, stop, wg, func(c *redis.Client) bool {
+		ids, err := c.Do(context.Background(), "MGETID", n).Int64Slice()
+		if err != nil {
+			s.fail(err)
+			return false
+		}
+		s.add(ids)
+		return true
+	})
+}
+
+// clientLoop has a client of addr run batch until stop, on a new
+// connection after every 20 batches and after a batch that reports its
+// connection broken (a server restarting). stop closes the connection
+// at once: a test keeps a killed server's port (its next run serves it),
+// so a reply that will never come would otherwise hold stop for a read
+// timeout.
+func clientLoop(addr func() string, timeout time.Duration, stop <-chan struct{}, wg *sync.WaitGroup, batch func(*redis.Client) bool) {
 	defer wg.Done()
 	for {
 		select {
@@ -88,18 +106,23 @@ func (s *idSet) load(addr func() string, n int, stop <-chan struct{}, wg *sync.W
 			return
 		default:
 		}
-		a := addr()
-		c := redis.NewClient(&redis.Options{Addr: a, MaxRetries: -1, DialTimeout: 500 * time.Millisecond,
-			ReadTimeout: time.Second, WriteTimeout: time.Second, PoolSize: 1})
+		c := redis.NewClient(&redis.Options{Addr: addr(), MaxRetries: -1, DialTimeout: 500 * time.Millisecond,
+			ReadTimeout: timeout, WriteTimeout: timeout, PoolSize: 1})
+		done := make(chan struct{})
+		go func() {
+			select {
+			case <-stop:
+				c.Close()
+			case <-done:
+			}
+		}()
 		for range 20 {
-			ids, err := c.Do(context.Background(), "MGETID", n).Int64Slice()
-			if err != nil {
-				s.fail(err)
+			if !batch(c) {
 				time.Sleep(10 * time.Millisecond)
 				break
 			}
-			s.add(ids)
 		}
+		close(done)
 		c.Close()
 	}
 }

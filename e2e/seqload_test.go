@@ -102,24 +102,10 @@ func (s *seqSet) check(t *testing.T) int64 {
 // load has one client pipeline INCRs and INCRBYs of keys random keys at
 // addr until stop, into s.
 func (s *seqSet) load(addr func() string, keys, client int, seed uint64, stop <-chan struct{}, wg *sync.WaitGroup) {
-	defer wg.Done()
 	rnd := rand.New(rand.NewPCG(seed, 0))
-	for {
-		select {
-		case <-stop:
-			return
-		default:
-		}
-		c := redis.NewClient(&redis.Options{Addr: addr(), MaxRetries: -1, DialTimeout: 500 * time.Millisecond,
-			ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second, PoolSize: 1})
-		for range 20 {
-			if !s.pipeline(c, rnd, keys, client) {
-				time.Sleep(10 * time.Millisecond)
-				break
-			}
-		}
-		c.Close()
-	}
+	clientLoop(addr, 10*time.Second, stop, wg, func(c *redis.Client) bool {
+		return s.pipeline(c, rnd, keys, client)
+	})
 }
 
 // pipeline sends one pipeline of 50 INCRs and INCRBYs, and keeps what
