@@ -155,20 +155,17 @@ func (t *Table) failed(ts []Take) {
 // traffic since the last one was asked for (measured over at least a
 // quarter of SegmentTime, so that a segment grows at most fourfold at a
 // time), at least what a waiting request needs, at most MaxSegment; and
-// for a key that comes back (it has handed out more than one value), at
-// least minSegment.
+// at least minSegment.
 func (t *Table) size(e *entry, now int64) int64 {
 	used := float64(e.issued - e.asked)
 	dt := max(float64(now-e.askedAt), float64(t.opts.SegmentTime)/4)
 	s := int64(math.Ceil(min(used*float64(t.opts.SegmentTime)/dt, float64(t.opts.MaxSegment))))
-	if e.issued > 1 {
-		s = max(s, minSegment)
-	}
-	return max(s, 1, e.want)
+	return max(s, minSegment, e.want)
 }
 
-// minSegment is the least segment of a key that comes back: with one
-// value a segment, a key that returns every few seconds (one of 100,000
-// random keys) had the writer write it again for nearly every INCR. A
-// crash skips at most this many of such a key's values.
+// minSegment is the least segment: a key that comes back every few
+// seconds (one of 100,000 random keys) would otherwise have the writer
+// write it again for nearly every INCR, and a new key's second INCR
+// wait for a write as its first did. A crash skips at most this many of
+// a slow key's values.
 const minSegment = 4
