@@ -52,10 +52,11 @@ func TestClusterSequences(t *testing.T) {
 	progress("after a kill -9 and restart")
 
 	e.Kill()
+	const keyWhileDown = "new:while:etcd:down"
 	// The outage under test: segments in hand are served, nothing past
 	// them: a new key gets -BUSY naming etcd.
 	nc := redis.NewClient(&redis.Options{Addr: addr(2), MaxRetries: -1, ReadTimeout: 10 * time.Second})
-	if err := nc.Incr(context.Background(), "new:while:etcd:down").Err(); err == nil || !strings.HasPrefix(err.Error(), "BUSY sequence values ahead are not yet reserved durably") {
+	if err := nc.Incr(context.Background(), keyWhileDown).Err(); err == nil || !strings.HasPrefix(err.Error(), "BUSY sequence values ahead are not yet reserved durably") {
 		t.Errorf("INCR of a new key while etcd is down: %v", err)
 	}
 	nc.Close()
@@ -74,7 +75,7 @@ func TestClusterSequences(t *testing.T) {
 	for _, p := range servers {
 		c := redis.NewClient(&redis.Options{Addr: p.Addr})
 		want := int64(len(highest))
-		if c.Exists(ctx, "new:while:etcd:down").Val() == 1 { // its take may have landed as etcd came back
+		if c.Exists(ctx, keyWhileDown).Val() == 1 { // its take may have landed as etcd came back
 			want++
 		}
 		if n := c.DBSize(ctx).Val(); n != want {

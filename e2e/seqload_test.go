@@ -3,9 +3,9 @@ package e2e
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -120,7 +120,7 @@ func (s *seqSet) pipeline(c *redis.Client, rnd *rand.Rand, keys, client int) boo
 	}
 	var cmds []sent
 	for range 50 {
-		key := fmt.Sprintf("seq:%d", rnd.IntN(keys))
+		key := seqKey(rnd.IntN(keys))
 		n := int64(1)
 		if rnd.IntN(4) == 0 {
 			n = 1 + rnd.Int64N(20)
@@ -148,6 +148,10 @@ func (s *seqSet) pipeline(c *redis.Client, rnd *rand.Rand, keys, client int) boo
 	}
 	return true
 }
+
+// seqKey is the name of the load's key i: the load and the checks that
+// read its keys back must agree on it.
+func seqKey(i int) string { return "seq:" + strconv.Itoa(i) }
 
 // loadAll runs clients clients, client i at addr(i), over keys keys,
 // into s until the returned stop is called (see idSet.loadAll).

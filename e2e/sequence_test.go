@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -67,7 +66,7 @@ func mgetAll(t *testing.T, addr string, keys int) []any {
 	t.Helper()
 	names := make([]string, keys)
 	for i := range names {
-		names[i] = fmt.Sprintf("seq:%d", i)
+		names[i] = seqKey(i)
 	}
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	defer c.Close()
