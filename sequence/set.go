@@ -13,7 +13,7 @@ func (t *Table) Set(key string, v int64, mode SetMode) error {
 	ctx, cancel := context.WithTimeout(context.Background(), t.opts.Wait)
 	err = t.backend.Set(ctx, key, v, mode)
 	cancel()
-	sh := t.shardOf(key)
+	sh, _ := t.shardOf(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if err == nil {
@@ -38,9 +38,9 @@ func (t *Table) hold(key string, v int64, mode SetMode) (*entry, error) {
 		if t.stopped.Load() {
 			return nil, ErrStopped
 		}
-		sh := t.shardOf(key)
+		sh, h := t.shardOf(key)
 		sh.mu.Lock()
-		e := sh.m[key]
+		e := find(&sh.index, h, key)
 		switch {
 		case e != nil && mode == IfNew:
 			sh.mu.Unlock()
@@ -53,7 +53,7 @@ func (t *Table) hold(key string, v int64, mode SetMode) (*entry, error) {
 			return nil, &BelowError{Key: key}
 		case e == nil:
 			var err error
-			if e, err = t.create(sh, key); err != nil {
+			if e, err = create(t, sh, h, key); err != nil {
 				sh.mu.Unlock()
 				return nil, err
 			}

@@ -30,6 +30,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/rs/zerolog"
 
@@ -150,7 +151,7 @@ type Table struct {
 	opts    Options
 	backend Backend
 	seed    maphash.Seed
-	shards  [64]shard
+	shards  [1 << shardBits]shard
 
 	orderMu sync.RWMutex
 	order   []*entry // every key, in the order it came: SCAN's cursor is an index
@@ -172,10 +173,13 @@ type Table struct {
 	failLog                       ratelog.ByText // run's own
 }
 
+// shardBits is how many of a key's hash bits choose its shard.
+const shardBits = 6
+
 type shard struct {
 	mu sync.Mutex
-	m  map[string]*entry
-	_  [40]byte // a shard's lock on a cache line of its own
+	index
+	_ [24]byte // a shard's lock on a cache line of its own
 }
 
 // entry is one key. Its fields are under its shard's lock.
@@ -198,6 +202,36 @@ type entry struct {
 }
 
 type segment struct{ first, last int64 }
+
+// newEntry returns an entry for key with the key's bytes in the same
+// allocation: a lookup compares the key where the INCR then counts,
+// rather than following a pointer to a second place in memory (with
+// 100,000 random keys, that second cache miss was a tenth of INCR's
+// CPU). The bytes are never written after, as unsafe.String asks.
+func newEntry[K string | []byte](key K) *entry {
+	switch n := len(key); {
+	case n <= 16:
+		return inline[[16]byte](key)
+	case n <= 48:
+		return inline[[48]byte](key)
+	case n <= 112:
+		return inline[[112]byte](key)
+	}
+	return &entry{key: string(key)}
+}
+
+func inline[B any, K string | []byte](key K) *entry {
+	p := new(struct {
+		e entry
+		b B
+	})
+	if len(key) > 0 {
+		b := unsafe.Slice((*byte)(unsafe.Pointer(&p.b)), len(key))
+		copy(b, key)
+		p.e.key = unsafe.String(&b[0], len(b))
+	}
+	return &p.e
+}
 
 // New returns a Table over backend with the keys known stored, each
 // resuming above its mark, and starts its background writer.
@@ -222,12 +256,11 @@ func New(opts Options, backend Backend, known []Mark) *Table {
 	}
 	t := &Table{opts: opts, backend: backend, seed: maphash.MakeSeed(),
 		wake: make(chan struct{}, 1), urgent: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
-	for i := range t.shards {
-		t.shards[i].m = map[string]*entry{}
-	}
 	for _, m := range known {
-		e := &entry{key: m.Key, issued: m.Value, limit: m.Value, seg: 1}
-		t.shardOf(m.Key).m[m.Key] = e
+		e := newEntry(m.Key)
+		e.issued, e.limit, e.seg = m.Value, m.Value, 1
+		sh, h := t.shardOf(m.Key)
+		sh.add(h, e)
 		t.remember(e)
 		t.bear(e)
 	}
@@ -235,8 +268,10 @@ func New(opts Options, backend Backend, known []Mark) *Table {
 	return t
 }
 
-func (t *Table) shardOf(key string) *shard {
-	return &t.shards[maphash.String(t.seed, key)%uint64(len(t.shards))]
+// shardOf returns key's shard and its hash.
+func (t *Table) shardOf(key string) (*shard, uint64) {
+	h := maphash.String(t.seed, key)
+	return &t.shards[h%uint64(len(t.shards))], h
 }
 
 // EntryBytes is what a key costs in memory beside its name: the entry,
@@ -287,10 +322,10 @@ func (t *Table) tryIncr(key []byte, n int64) (int64, <-chan struct{}, error) {
 	if t.stopped.Load() {
 		return 0, nil, ErrStopped
 	}
-	sh := t.shardOfBytes(key)
+	sh, h := t.shardOfBytes(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e, err := t.find(sh, key)
+	e, err := t.find(sh, h, key)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -317,28 +352,31 @@ func (t *Table) tryIncr(key []byte, n int64) (int64, <-chan struct{}, error) {
 }
 
 // shardOfBytes is shardOf for a key as bytes, without copying it.
-func (t *Table) shardOfBytes(key []byte) *shard {
-	return &t.shards[maphash.Bytes(t.seed, key)%uint64(len(t.shards))]
+func (t *Table) shardOfBytes(key []byte) (*shard, uint64) {
+	h := maphash.Bytes(t.seed, key)
+	return &t.shards[h%uint64(len(t.shards))], h
 }
 
 // find returns key's entry in sh (locked), creating it if it is new.
-func (t *Table) find(sh *shard, key []byte) (*entry, error) {
-	if e := sh.m[string(key)]; e != nil { // no allocation: the compiler sees the lookup
+func (t *Table) find(sh *shard, h uint64, key []byte) (*entry, error) {
+	if e := find(&sh.index, h, key); e != nil {
 		return e, nil
 	}
-	return t.create(sh, string(key))
+	return create(t, sh, h, key)
 }
 
-// create adds key, new, to sh (locked), within the bounds.
-func (t *Table) create(sh *shard, key string) (*entry, error) {
+// create adds key, new, whose hash is h, to sh (locked), within the
+// bounds.
+func create[K string | []byte](t *Table, sh *shard, h uint64, key K) (*entry, error) {
 	switch {
 	case len(key) > t.opts.MaxKeyBytes:
-		return nil, &LimitError{Key: key, What: fmt.Sprintf("the key is %d bytes, longer than seq-max-key-bytes %d", len(key), t.opts.MaxKeyBytes)}
+		return nil, &LimitError{Key: string(key), What: fmt.Sprintf("the key is %d bytes, longer than seq-max-key-bytes %d", len(key), t.opts.MaxKeyBytes)}
 	case t.entries() >= t.opts.MaxKeys:
-		return nil, &LimitError{Key: key, What: fmt.Sprintf("there are seq-max-keys %d sequences already (existing keys keep working)", t.opts.MaxKeys)}
+		return nil, &LimitError{Key: string(key), What: fmt.Sprintf("there are seq-max-keys %d sequences already (existing keys keep working)", t.opts.MaxKeys)}
 	}
-	e := &entry{key: key, seg: 1}
-	sh.m[key] = e
+	e := newEntry(key)
+	e.seg = 1
+	sh.add(h, e)
 	t.remember(e)
 	return e, nil
 }
@@ -381,10 +419,10 @@ func (t *Table) Prepare(key []byte, n int64) {
 	if t.stopped.Load() {
 		return
 	}
-	sh := t.shardOfBytes(key)
+	sh, h := t.shardOfBytes(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e, err := t.find(sh, key)
+	e, err := t.find(sh, h, key)
 	if err != nil {
 		return
 	}
@@ -444,8 +482,10 @@ func (t *Table) tryIncrAll(ws []Want) ([]<-chan struct{}, error) {
 		return nil, ErrStopped
 	}
 	var locked [len(t.shards)]bool
-	for _, w := range ws {
-		locked[maphash.String(t.seed, w.Key)%uint64(len(t.shards))] = true
+	hs := make([]uint64, len(ws))
+	for i, w := range ws {
+		hs[i] = maphash.String(t.seed, w.Key)
+		locked[hs[i]%uint64(len(t.shards))] = true
 	}
 	for i := range t.shards { // in order: two IncrAll never wait for each other
 		if locked[i] {
@@ -456,11 +496,11 @@ func (t *Table) tryIncrAll(ws []Want) ([]<-chan struct{}, error) {
 	es := make([]*entry, len(ws))
 	var waits []<-chan struct{}
 	for i, w := range ws {
-		sh := t.shardOf(w.Key)
-		e := sh.m[w.Key]
+		sh := &t.shards[hs[i]%uint64(len(t.shards))]
+		e := find(&sh.index, hs[i], w.Key)
 		if e == nil {
 			var err error
-			if e, err = t.create(sh, w.Key); err != nil {
+			if e, err = create(t, sh, hs[i], w.Key); err != nil {
 				return nil, err
 			}
 		}
@@ -523,10 +563,10 @@ func (t *Table) IncrAll(ws []Want) error {
 
 // failure is why the last take of key failed, if it did.
 func (t *Table) failure(key string) error {
-	sh := t.shardOf(key)
+	sh, h := t.shardOf(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if e := sh.m[key]; e != nil && e.err != nil {
+	if e := find(&sh.index, h, key); e != nil && e.err != nil {
 		return fmt.Errorf("%w: the last write failed: %w", ErrNotReserved, e.err)
 	}
 	return nil
@@ -535,10 +575,10 @@ func (t *Table) failure(key string) error {
 // Get returns key's value: the last handed out (after a restart, its
 // stored mark), and whether key exists.
 func (t *Table) Get(key string) (int64, bool) {
-	sh := t.shardOf(key)
+	sh, h := t.shardOf(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if e := sh.m[key]; e != nil && e.born {
+	if e := find(&sh.index, h, key); e != nil && e.born {
 		return e.issued, true
 	}
 	return 0, false
@@ -571,7 +611,7 @@ func (t *Table) Keys(cursor uint64, count int, keys []string) ([]string, uint64)
 	}
 	t.orderMu.RUnlock()
 	for _, e := range examined {
-		sh := t.shardOf(e.key)
+		sh, _ := t.shardOf(e.key)
 		sh.mu.Lock()
 		if e.born {
 			keys = append(keys, e.key)
@@ -596,11 +636,11 @@ func (t *Table) Stop(ctx context.Context) error {
 	for i := range t.shards {
 		sh := &t.shards[i]
 		sh.mu.Lock()
-		for _, e := range sh.m {
+		sh.each(func(e *entry) {
 			if e.limit > e.issued || e.next.first != 0 {
 				marks = append(marks, Mark{Key: e.key, Value: e.issued, Reserved: max(e.limit, e.next.last)})
 			}
-		}
+		})
 		sh.mu.Unlock()
 	}
 	if len(marks) == 0 {

@@ -1,0 +1,69 @@
+package sequence
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestIndex: every key added is found, under its own hash, and no other
+// key is, through growth and through hashes that collide (whole, or in
+// the bits that choose a slot), against a map as the oracle.
+func TestIndex(t *testing.T) {
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	r := rand.New(rand.NewPCG(seed, 1))
+	for _, hashes := range []int{1, 7, 1 << 62} { // how many hashes the keys share
+		var x index
+		added := map[string]uint64{}
+		for i := range 5000 {
+			key := fmt.Sprintf("k%d", r.IntN(20000))
+			h := r.Uint64N(uint64(hashes)) << shardBits
+			if _, ok := added[key]; ok {
+				continue
+			}
+			if e := find(&x, h, key); e != nil {
+				t.Fatalf("%d hashes: %q found before it was added (as %q)", hashes, key, e.key)
+			}
+			x.add(h, newEntry(key))
+			added[key] = h
+			if i%97 == 0 {
+				for k, h := range added {
+					if e := find(&x, h, []byte(k)); e == nil || e.key != k {
+						t.Fatalf("%d hashes: %q not found after %d keys", hashes, k, len(added))
+					}
+				}
+			}
+		}
+		n := 0
+		x.each(func(e *entry) {
+			if _, ok := added[e.key]; !ok {
+				t.Fatalf("%d hashes: each gave %q, never added", hashes, e.key)
+			}
+			n++
+		})
+		if n != len(added) || x.n != n {
+			t.Fatalf("%d hashes: each gave %d entries, n %d, added %d", hashes, n, x.n, len(added))
+		}
+	}
+}
+
+// TestNewEntry: a key of any length, inline or not, reads back as it
+// was, and does not change when the bytes it was made from do.
+func TestNewEntry(t *testing.T) {
+	for n := range 600 {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte('a' + (n+i)%26)
+		}
+		want := string(b)
+		e := newEntry(b)
+		clear(b)
+		if e.key != want {
+			t.Fatalf("len %d: key %q, want %q", n, e.key, want)
+		}
+		if e := newEntry(want); e.key != want {
+			t.Fatalf("len %d from a string: key %q", n, e.key)
+		}
+	}
+}
