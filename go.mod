@@ -22,7 +22,7 @@ require (
 	go.yaml.in/yaml/v3 v3.0.5
 )
 
-require go.etcd.io/bbolt v1.4.3 // indirect
+require go.etcd.io/bbolt v1.4.3
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
@@ -55,7 +55,7 @@ require (
 	go.uber.org/zap v1.28.0
 	golang.org/x/net v0.61.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
-	golang.org/x/sys v0.49.0 // indirect
+	golang.org/x/sys v0.49.0
 	golang.org/x/text v0.43.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20260803160001-6ac0973c030d // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260803160001-6ac0973c030d // indirect

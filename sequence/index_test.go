@@ -15,6 +15,7 @@ func TestIndex(t *testing.T) {
 	r := rand.New(rand.NewPCG(seed, 1))
 	for _, hashes := range []int{1, 7, 1 << 62} { // how many hashes the keys share
 		var x index
+		var alloc entries
 		added := map[string]uint64{}
 		for i := range 5000 {
 			key := fmt.Sprintf("k%d", r.IntN(20000))
@@ -25,7 +26,7 @@ func TestIndex(t *testing.T) {
 			if e := find(&x, h, key); e != nil {
 				t.Fatalf("%d hashes: %q found before it was added (as %q)", hashes, key, e.key)
 			}
-			x.add(h, newEntry(key))
+			x.add(h, newEntry(&alloc, key))
 			added[key] = h
 			if i%97 == 0 {
 				for k, h := range added {
@@ -51,18 +52,19 @@ func TestIndex(t *testing.T) {
 // TestNewEntry: a key of any length, inline or not, reads back as it
 // was, and does not change when the bytes it was made from do.
 func TestNewEntry(t *testing.T) {
+	var alloc entries
 	for n := range 600 {
 		b := make([]byte, n)
 		for i := range b {
 			b[i] = byte('a' + (n+i)%26)
 		}
 		want := string(b)
-		e := newEntry(b)
+		e := newEntry(&alloc, b)
 		clear(b)
 		if e.key != want {
 			t.Fatalf("len %d: key %q, want %q", n, e.key, want)
 		}
-		if e := newEntry(want); e.key != want {
+		if e := newEntry(&alloc, want); e.key != want {
 			t.Fatalf("len %d from a string: key %q", n, e.key)
 		}
 	}

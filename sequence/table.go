@@ -151,6 +151,7 @@ type Table struct {
 	opts    Options
 	backend Backend
 	seed    maphash.Seed
+	alloc   entries
 	shards  [1 << shardBits]shard
 
 	orderMu sync.RWMutex
@@ -203,28 +204,38 @@ type entry struct {
 
 type segment struct{ first, last int64 }
 
-// newEntry returns an entry for key with the key's bytes in the same
-// allocation: a lookup compares the key where the INCR then counts,
-// rather than following a pointer to a second place in memory (with
-// 100,000 random keys, that second cache miss was a tenth of INCR's
-// CPU). The bytes are never written after, as unsafe.String asks.
-func newEntry[K string | []byte](key K) *entry {
-	switch n := len(key); {
-	case n <= 16:
-		return inline[[16]byte](key)
-	case n <= 48:
-		return inline[[48]byte](key)
-	case n <= 112:
-		return inline[[112]byte](key)
-	}
-	return &entry{key: string(key)}
+// entries allocates entries, each with its key's bytes in the same
+// place: a lookup compares the key where the INCR then counts, rather
+// than following a pointer to a second place in memory (with 100,000
+// random keys, that second cache miss was a tenth of INCR's CPU). The
+// bytes are never written after, as unsafe.String asks.
+type entries struct {
+	k16  slab[withKey[[16]byte]]
+	k48  slab[withKey[[48]byte]]
+	k112 slab[withKey[[112]byte]]
+	long slab[entry]
 }
 
-func inline[B any, K string | []byte](key K) *entry {
-	p := new(struct {
-		e entry
-		b B
-	})
+type withKey[B any] struct {
+	e entry
+	b B
+}
+
+func newEntry[K string | []byte](a *entries, key K) *entry {
+	switch n := len(key); {
+	case n <= 16:
+		return inline(a.k16.new(), key)
+	case n <= 48:
+		return inline(a.k48.new(), key)
+	case n <= 112:
+		return inline(a.k112.new(), key)
+	}
+	e := a.long.new()
+	e.key = string(key)
+	return e
+}
+
+func inline[B any, K string | []byte](p *withKey[B], key K) *entry {
 	if len(key) > 0 {
 		b := unsafe.Slice((*byte)(unsafe.Pointer(&p.b)), len(key))
 		copy(b, key)
@@ -257,7 +268,7 @@ func New(opts Options, backend Backend, known []Mark) *Table {
 	t := &Table{opts: opts, backend: backend, seed: maphash.MakeSeed(),
 		wake: make(chan struct{}, 1), urgent: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	for _, m := range known {
-		e := newEntry(m.Key)
+		e := newEntry(&t.alloc, m.Key)
 		e.issued, e.limit, e.seg = m.Value, m.Value, 1
 		sh, h := t.shardOf(m.Key)
 		sh.add(h, e)
@@ -374,7 +385,7 @@ func create[K string | []byte](t *Table, sh *shard, h uint64, key K) (*entry, er
 	case t.entries() >= t.opts.MaxKeys:
 		return nil, &LimitError{Key: string(key), What: fmt.Sprintf("there are seq-max-keys %d sequences already (existing keys keep working)", t.opts.MaxKeys)}
 	}
-	e := newEntry(key)
+	e := newEntry(&t.alloc, key)
 	e.seg = 1
 	sh.add(h, e)
 	t.remember(e)
