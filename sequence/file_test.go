@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -218,4 +219,38 @@ func FuzzOpenFile(f *testing.F) {
 			file.Close()
 		}
 	})
+}
+
+// BenchmarkFileTake: what a key's write costs the writer, in writes of
+// 1,000 of 100,000 keys (the log folded into the marks when it grows past
+// them, as a server's file is).
+func BenchmarkFileTake(b *testing.B) {
+	f, _, _, err := OpenFile(filepath.Join(b.TempDir(), "idserver.seq"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	keys := make([]string, 100000)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("key:%012d", i)
+	}
+	marks := make([]int64, len(keys))
+	r := rand.New(rand.NewPCG(1, 2))
+	ts, which := make([]Take, 1000), make([]int, 1000)
+	b.ReportAllocs()
+	for b.Loop() {
+		for i := range ts {
+			which[i] = r.IntN(len(keys))
+			ts[i] = Take{Key: keys[which[i]], After: marks[which[i]], N: 8}
+		}
+		f.Take(context.Background(), ts)
+		for i, tk := range ts {
+			if tk.Err != nil {
+				b.Fatal(tk.Err)
+			}
+			marks[which[i]] = tk.Last
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(ts)), "ns/key")
+	b.ReportMetric(float64(f.Folds()), "folds")
 }
