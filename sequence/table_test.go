@@ -506,3 +506,89 @@ func TestPrepareIsInvisible(t *testing.T) {
 		t.Fatalf("after INCR: %d %v, %d keys", v, ok, tb.Len())
 	}
 }
+
+// TestBurstsWrittenOnce: a key that comes in bursts (ten INCRs in two
+// seconds, then a minute's quiet with two more in it) is written once a
+// burst, and never waits, once its segments have grown; not once for
+// every few INCRs, as its rate measured over the quiet time would have
+// it.
+func TestBurstsWrittenOnce(t *testing.T) {
+	clock := time.Unix(1e9, 0)
+	var mu sync.Mutex
+	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	step := func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
+	b := newMem()
+	tb := newTable(t, b, Options{SegmentTime: 3 * time.Second, now: now}, nil)
+	writes := func() int { b.mu.Lock(); defer b.mu.Unlock(); return b.writes }
+	waits := 0
+	one := func() {
+		if _, err := tb.TryIncr([]byte("bursty"), 1); errors.Is(err, ErrWouldWait) {
+			waits++
+			incr(t, tb, "bursty", 1)
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		waitIdle(t, tb, "bursty")
+	}
+	var inBursts []int
+	for cycle := range 12 {
+		if cycle == 4 {
+			waits = 0
+		}
+		before := writes()
+		for range 10 {
+			one()
+			step(200 * time.Millisecond)
+		}
+		inBursts = append(inBursts, writes()-before)
+		step(25 * time.Second)
+		one()
+		step(time.Second)
+		one()
+		step(35 * time.Second)
+	}
+	total := 0
+	for _, w := range inBursts[4:] {
+		total += w
+	}
+	// Following the rate down at once: 14 writes (segments of 4 at each
+	// burst's start); fading: 11.
+	if total > 12 || waits > 0 {
+		t.Fatalf("writes in each burst %v, %d in the last 8, %d INCRs waited: want about one write a burst once grown, and no waits", inBursts, total, waits)
+	}
+	t.Logf("writes in each burst: %v", inBursts)
+}
+
+// TestSegmentSize: for any key's state, a segment is within its bounds:
+// at least minSegment, what a waiting request needs, and the last
+// segment as it fades; at most MaxSegment (but for a waiting request)
+// and four times the rate measured (or the faded last one).
+func TestSegmentSize(t *testing.T) {
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	r := rand.New(rand.NewPCG(seed, 3))
+	for range 100000 {
+		st := time.Duration(1+r.IntN(10)) * time.Second
+		tb := &Table{opts: Options{SegmentTime: st, MaxSegment: 1 + r.Int64N(1e6)}}
+		e := &entry{asked: r.Int64N(1000), seg: r.Int64N(2e6), askedAt: r.Int64N(1e9)}
+		e.issued = e.asked + r.Int64N(1e5)
+		if r.IntN(4) == 0 {
+			e.want = r.Int64N(2e6)
+		}
+		now := e.askedAt + r.Int64N(int64(10*time.Minute))
+		got := tb.size(e, now)
+		dt := float64(now - e.askedAt)
+		faded := float64(e.seg) * math.Exp2(-dt/(fade*float64(st)))
+		rate := float64(e.issued-e.asked) * float64(st) / max(dt, float64(st)/4)
+		switch {
+		case got < minSegment || got < e.want:
+			t.Fatalf("%+v at %d: %d, below minSegment or want", *e, now, got)
+		case got > max(tb.opts.MaxSegment, e.want, minSegment):
+			t.Fatalf("%+v at %d: %d, above MaxSegment %d", *e, now, got, tb.opts.MaxSegment)
+		case float64(got) < min(faded, float64(tb.opts.MaxSegment))-1:
+			t.Fatalf("%+v at %d: %d, below the last segment faded, %.0f", *e, now, got, faded)
+		case got > max(int64(math.Ceil(max(rate, faded))), e.want, minSegment):
+			t.Fatalf("%+v at %d: %d, above the rate %.0f and the faded last segment %.0f", *e, now, got, rate, faded)
+		}
+	}
+}

@@ -156,14 +156,30 @@ func (t *Table) failed(ts []Take) {
 // size is the size of the next segment of e: about SegmentTime of its
 // traffic since the last one was asked for (measured over at least a
 // quarter of SegmentTime, so that a segment grows at most fourfold at a
-// time), at least what a waiting request needs, at most MaxSegment; and
-// at least minSegment.
+// time), at most MaxSegment; at least the last one as it fades (halving
+// every fade), at least minSegment, and at least what a waiting request
+// needs.
+//
+// Fading rather than following the rate down at once: a key that comes
+// in bursts (orders at the top of the hour, a benchmark's rounds) would
+// otherwise measure its rate over the quiet time before a burst, begin
+// the burst with the least segment, and have the writer write it several
+// times in each burst, requests waiting for it. (Leaf-segment's step
+// halves likewise, when a segment lasts long.) A crash still skips at
+// most one segment: about SegmentTime of the key's busiest traffic of
+// the last few fades.
 func (t *Table) size(e *entry, now int64) int64 {
-	used := float64(e.issued - e.asked)
-	dt := max(float64(now-e.askedAt), float64(t.opts.SegmentTime)/4)
-	s := int64(math.Ceil(min(used*float64(t.opts.SegmentTime)/dt, float64(t.opts.MaxSegment))))
+	st := float64(t.opts.SegmentTime)
+	used, dt := float64(e.issued-e.asked), float64(now-e.askedAt)
+	rate := used * st / max(dt, st/4)
+	faded := float64(e.seg) * math.Exp2(-dt/(fade*st))
+	s := int64(math.Ceil(min(max(rate, faded), float64(t.opts.MaxSegment))))
 	return max(s, minSegment, e.want)
 }
+
+// fade is, in SegmentTimes, how long a key's segment takes to fade to
+// half when its traffic drops (2 minutes at the default 3 s).
+const fade = 40
 
 // minSegment is the least segment: a key that comes back every few
 // seconds (one of 100,000 random keys) would otherwise have the writer
