@@ -67,7 +67,7 @@ type Config struct {
 	SeqMaxKeys     int    `key:"seq-max-keys" default:"1000000" usage:"most sequences; past it, INCR of a new key is refused (existing keys keep working)"`
 	SeqMaxKeyBytes int    `key:"seq-max-key-bytes" default:"512" usage:"longest sequence key, bytes"`
 	SeqMaxIncrBy   int64  `key:"seq-max-incrby" default:"1000000" usage:"largest INCRBY increment"`
-	SeqSegment     Millis `key:"seq-segment-ms" default:"3000" usage:"how much of a key's traffic one write reserves: a busy key is written about every seq-segment-ms/2, and a crash skips at most that much of its values"`
+	SeqSegment     Millis `key:"seq-segment-ms" default:"3000" usage:"how much of a key's traffic one write reserves: a busy key is written about every seq-segment-ms/2, and a crash skips at most one segment, about that much of its busiest recent traffic"`
 	SeqMaxSegment  int64  `key:"seq-max-segment" default:"1000000" usage:"most values one write reserves for a key (but for one larger INCRBY): the most a crash skips of a key"`
 
 	EnableDebugCommand DebugCommand `key:"enable-debug-command" default:"no" usage:"allow DEBUG and SHUTDOWN: no, yes, or local (loopback clients only)"`
