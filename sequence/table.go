@@ -285,8 +285,10 @@ func (t *Table) shardOf(key string) (*shard, uint64) {
 	return &t.shards[h%uint64(len(t.shards))], h
 }
 
-// EntryBytes is what a key costs in memory beside its name: the entry,
-// its map slot and its place in SCAN's order, about.
+// EntryBytes is what a key costs in memory beside its name: the entry
+// (112 bytes, a short name inside it), its index slot (16 bytes, the
+// index at most three quarters full) and its place in SCAN's order,
+// about.
 const EntryBytes = 160
 
 // remember adds a new key to SCAN's order.
