@@ -13,7 +13,7 @@ func (t *Table) Set(key string, v int64, mode SetMode) error {
 	ctx, cancel := context.WithTimeout(context.Background(), t.opts.Wait)
 	err = t.backend.Set(ctx, key, v, mode)
 	cancel()
-	sh, _ := t.shardOf(key)
+	sh := t.shardOfEntry(e)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if err == nil {
@@ -53,7 +53,7 @@ func (t *Table) hold(key string, v int64, mode SetMode) (*entry, error) {
 			return nil, &BelowError{Key: key}
 		case e == nil:
 			var err error
-			if e, err = create(t, sh, h, key); err != nil {
+			if e, err = create(t, h, key); err != nil {
 				sh.mu.Unlock()
 				return nil, err
 			}

@@ -197,9 +197,10 @@ type entry struct {
 	// born: the key has a value, handed out, set or stored. A key made
 	// only to Prepare its segment (a pipelined INCR that has not run) is
 	// not born: GET, EXISTS, DBSIZE and SCAN do not see it.
-	born bool
-	err  error // why the last take failed
-	done chan struct{}
+	born  bool
+	shard uint8 // its shard, in Table.shards (in the padding after born: no bytes more)
+	err   error // why the last take failed
+	done  chan struct{}
 }
 
 type segment struct{ first, last int64 }
@@ -268,11 +269,9 @@ func New(opts Options, backend Backend, known []Mark) *Table {
 	t := &Table{opts: opts, backend: backend, seed: maphash.MakeSeed(),
 		wake: make(chan struct{}, 1), urgent: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	for _, m := range known {
-		e := newEntry(&t.alloc, m.Key)
-		e.issued, e.limit, e.seg = m.Value, m.Value, 1
-		sh, h := t.shardOf(m.Key)
-		sh.add(h, e)
-		t.remember(e)
+		_, h := t.shardOf(m.Key)
+		e := insert(t, h, m.Key)
+		e.issued, e.limit = m.Value, m.Value
 		t.bear(e)
 	}
 	go t.run()
@@ -282,8 +281,15 @@ func New(opts Options, backend Backend, known []Mark) *Table {
 // shardOf returns key's shard and its hash.
 func (t *Table) shardOf(key string) (*shard, uint64) {
 	h := maphash.String(t.seed, key)
-	return &t.shards[h%uint64(len(t.shards))], h
+	return &t.shards[shardIndex(h)], h
 }
+
+// shardIndex is the shard of a key whose hash is h: its low bits (the
+// index probes from the bits above them).
+func shardIndex(h uint64) uint8 { return uint8(h % (1 << shardBits)) }
+
+// shardOfEntry is e's shard, without hashing its key again.
+func (t *Table) shardOfEntry(e *entry) *shard { return &t.shards[e.shard] }
 
 // EntryBytes is what a key costs in memory beside its name: the entry
 // (112 bytes, a short name inside it), its index slot (16 bytes, the
@@ -367,7 +373,7 @@ func (t *Table) tryIncr(key []byte, n int64) (int64, <-chan struct{}, error) {
 // shardOfBytes is shardOf for a key as bytes, without copying it.
 func (t *Table) shardOfBytes(key []byte) (*shard, uint64) {
 	h := maphash.Bytes(t.seed, key)
-	return &t.shards[h%uint64(len(t.shards))], h
+	return &t.shards[shardIndex(h)], h
 }
 
 // find returns key's entry in sh (locked), creating it if it is new.
@@ -375,23 +381,30 @@ func (t *Table) find(sh *shard, h uint64, key []byte) (*entry, error) {
 	if e := find(&sh.index, h, key); e != nil {
 		return e, nil
 	}
-	return create(t, sh, h, key)
+	return create(t, h, key)
 }
 
-// create adds key, new, whose hash is h, to sh (locked), within the
-// bounds.
-func create[K string | []byte](t *Table, sh *shard, h uint64, key K) (*entry, error) {
+// create adds key, new, whose hash is h, to its shard (locked), within
+// the bounds.
+func create[K string | []byte](t *Table, h uint64, key K) (*entry, error) {
 	switch {
 	case len(key) > t.opts.MaxKeyBytes:
 		return nil, &LimitError{Key: string(key), What: fmt.Sprintf("the key is %d bytes, longer than seq-max-key-bytes %d", len(key), t.opts.MaxKeyBytes)}
 	case t.entries() >= t.opts.MaxKeys:
 		return nil, &LimitError{Key: string(key), What: fmt.Sprintf("there are seq-max-keys %d sequences already (existing keys keep working)", t.opts.MaxKeys)}
 	}
+	return insert(t, h, key), nil
+}
+
+// insert adds key, new, whose hash is h, to its shard (locked, or not
+// yet shared) and to SCAN's order, without the bounds: create checks
+// them, and the keys a restart loads came within them.
+func insert[K string | []byte](t *Table, h uint64, key K) *entry {
 	e := newEntry(&t.alloc, key)
-	e.seg = 1
-	sh.add(h, e)
+	e.seg, e.shard = 1, shardIndex(h)
+	t.shards[e.shard].add(h, e)
 	t.remember(e)
-	return e, nil
+	return e
 }
 
 // available makes n values ready in e's segment if it can, beginning the
@@ -498,7 +511,7 @@ func (t *Table) tryIncrAll(ws []Want) ([]<-chan struct{}, error) {
 	hs := make([]uint64, len(ws))
 	for i, w := range ws {
 		hs[i] = maphash.String(t.seed, w.Key)
-		locked[hs[i]%uint64(len(t.shards))] = true
+		locked[shardIndex(hs[i])] = true
 	}
 	for i := range t.shards { // in order: two IncrAll never wait for each other
 		if locked[i] {
@@ -509,11 +522,10 @@ func (t *Table) tryIncrAll(ws []Want) ([]<-chan struct{}, error) {
 	es := make([]*entry, len(ws))
 	var waits []<-chan struct{}
 	for i, w := range ws {
-		sh := &t.shards[hs[i]%uint64(len(t.shards))]
-		e := find(&sh.index, hs[i], w.Key)
+		e := find(&t.shards[shardIndex(hs[i])].index, hs[i], w.Key)
 		if e == nil {
 			var err error
-			if e, err = create(t, sh, hs[i], w.Key); err != nil {
+			if e, err = create(t, hs[i], w.Key); err != nil {
 				return nil, err
 			}
 		}
@@ -624,7 +636,7 @@ func (t *Table) Keys(cursor uint64, count int, keys []string) ([]string, uint64)
 	}
 	t.orderMu.RUnlock()
 	for _, e := range examined {
-		sh, _ := t.shardOf(e.key)
+		sh := t.shardOfEntry(e)
 		sh.mu.Lock()
 		if e.born {
 			keys = append(keys, e.key)

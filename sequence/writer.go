@@ -83,10 +83,8 @@ func (t *Table) run() {
 func (t *Table) take(batch []*entry) (failed bool) {
 	now := t.opts.now().UnixNano()
 	ts := make([]Take, len(batch))
-	shards := make([]*shard, len(batch))
 	for i, e := range batch {
-		sh, _ := t.shardOf(e.key)
-		shards[i] = sh
+		sh := t.shardOfEntry(e)
 		sh.mu.Lock()
 		// Up to one segment ahead of what was handed out, no more: a
 		// crash skips at most a segment (or one INCRBY's values).
@@ -100,7 +98,7 @@ func (t *Table) take(batch []*entry) (failed bool) {
 	cancel()
 	t.takes.Add(1)
 	for i, e := range batch {
-		sh := shards[i]
+		sh := t.shardOfEntry(e)
 		sh.mu.Lock()
 		e.taking = false
 		if e.err = ts[i].Err; e.err == nil {
