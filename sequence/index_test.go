@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"unsafe"
 )
 
 // TestIndex: every key added is found, under its own hash, and no other
@@ -50,7 +51,9 @@ func TestIndex(t *testing.T) {
 }
 
 // TestNewEntry: a key of any length, inline or not, reads back as it
-// was, and does not change when the bytes it was made from do.
+// was, does not change when the bytes it was made from do, and is told
+// from keys one byte longer, shorter or different; every entry begins a
+// cache line.
 func TestNewEntry(t *testing.T) {
 	var alloc entries
 	for n := range 600 {
@@ -67,5 +70,27 @@ func TestNewEntry(t *testing.T) {
 		if e := newEntry(&alloc, want); e.key != want {
 			t.Fatalf("len %d from a string: key %q", n, e.key)
 		}
+		if !is(e, want) || !is(e, []byte(want)) || is(e, want+"a") {
+			t.Fatalf("len %d: is(%q) wrong for itself or one byte longer", n, want)
+		}
+		if n > 0 && (is(e, want[:n-1]) || is(e, want[:n-1]+"!")) {
+			t.Fatalf("len %d: is(%q) holds for a shorter or different key", n, want)
+		}
+		if p := uintptr(unsafe.Pointer(e)); p%64 != 0 {
+			t.Fatalf("len %d: the entry is at %#x, not at the start of a cache line", n, p)
+		}
+	}
+}
+
+// TestEntryLayout: what an INCR reads (the counts, when to ask, the
+// flags and a short key) is in an entry's first 64 bytes, and an entry
+// is two cache lines.
+func TestEntryLayout(t *testing.T) {
+	var e entry
+	if size, key := unsafe.Sizeof(e), unsafe.Offsetof(e.key); size != 128 || key != 64 {
+		t.Fatalf("an entry is %d bytes with the cold part at %d; want 128 and 64", size, key)
+	}
+	if end := unsafe.Offsetof(e.short) + unsafe.Sizeof(e.short); end > 64 {
+		t.Fatalf("the short key ends at byte %d, past the first cache line", end)
 	}
 }

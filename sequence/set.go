@@ -21,10 +21,7 @@ func (t *Table) Set(key string, v int64, mode SetMode) error {
 		t.bear(e)
 	}
 	e.taking = false
-	if e.done != nil {
-		close(e.done)
-		e.done = nil
-	}
+	e.wake()
 	return err
 }
 
@@ -67,10 +64,7 @@ func (t *Table) hold(key string, v int64, mode SetMode) (*entry, error) {
 			sh.mu.Unlock()
 			return e, nil
 		}
-		if e.done == nil {
-			e.done = make(chan struct{})
-		}
-		done := e.done
+		done := e.waiting()
 		t.hurry()
 		sh.mu.Unlock()
 		<-done

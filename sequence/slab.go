@@ -18,13 +18,16 @@ type slab[T any] struct {
 	chunk uintptr // the bytes of the last chunk
 }
 
-// Chunks double from minChunk to maxChunk. A chunk of hugePage or more
-// begins at a huge page's boundary, so that all of it can be huge pages:
-// it over-allocates by a page, which stays virtual (the Go heap does not
-// touch fresh memory), and it comes only once the table already holds
-// as much.
+// Chunks double from minChunk to maxChunk. Every chunk is a large object
+// of the Go heap (over 32 KiB), which begins at a page's boundary: a
+// small one begins with the allocator's 8-byte header, and entries, 64
+// bytes apart, would then straddle cache lines. A chunk of hugePage or
+// more begins at a huge page's boundary, so that all of it can be huge
+// pages: it over-allocates by a page, which stays virtual (the Go heap
+// does not touch fresh memory), and it comes only once the table
+// already holds as much.
 const (
-	minChunk = 16 << 10
+	minChunk = 64 << 10
 	hugePage = 2 << 20
 	maxChunk = 16 << 20
 )

@@ -91,6 +91,7 @@ func (t *Table) take(batch []*entry) (failed bool) {
 		size := t.size(e, now)
 		ts[i] = Take{Key: e.key, After: max(e.limit, e.next.last), N: max(size-e.left(), e.want, 1), Issued: e.issued}
 		e.seg, e.asked, e.askedAt = size, e.issued, now
+		e.relow()
 		sh.mu.Unlock()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), t.opts.Wait)
@@ -100,17 +101,13 @@ func (t *Table) take(batch []*entry) (failed bool) {
 	for i, e := range batch {
 		sh := t.shardOfEntry(e)
 		sh.mu.Lock()
-		e.taking = false
-		if e.err = ts[i].Err; e.err == nil {
+		if ts[i].Err == nil {
 			e.grant(ts[i].First, ts[i].Last)
 			t.taken.Add(uint64(ts[i].N))
 		} else {
 			failed = true
 		}
-		if e.done != nil {
-			close(e.done)
-			e.done = nil
-		}
+		e.took(ts[i].Err)
 		sh.mu.Unlock()
 	}
 	if failed {
@@ -132,6 +129,7 @@ func (e *entry) grant(first, last int64) {
 		e.next = segment{first, last}
 	}
 	e.want = 0
+	e.relow()
 }
 
 // failed counts and logs the failed takes of ts (the first of each
