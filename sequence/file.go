@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,28 +17,31 @@ import (
 
 // File keeps the reservations of a single server's sequences in a bbolt
 // database in dir (bbolt is the embedded store etcd itself uses). It is a
-// Backend.
+// Backend, and a Folder.
 //
 // Writes are appended to a log bucket, one entry per write holding every
 // key it reserves: a write of thousands of keys then costs one entry and
 // bbolt's two fsyncs, where putting each key in place would rewrite a
 // page per key (measured here: 52 ms to put 800 random keys among
 // 100,000, against 2 ms to append them). When the log outgrows what the
-// keys hold, it is folded into the marks bucket, each key once, in order.
-// A restart reads the marks and then the log: the last write of a key
-// wins.
+// keys hold, the Table folds it: it hands the File every key's mark, the
+// File writes them in order in place of the marks bucket and empties the
+// log. A restart reads the marks and then the log: the last write of a
+// key wins.
 //
 // The file is created by the first write, not at start: a start that
 // fails writes nothing. Its owner holds the state file's lock, and bbolt
 // locks the file too.
 type File struct {
 	path string
+	// A log is folded when it holds more than foldMin bytes and
+	// foldPerKey bytes a key (tests lower them; see FoldDue).
+	foldMin, foldPerKey int
 
 	mu       sync.Mutex
 	db       *bolt.DB // nil until the first write
 	entry    uint64   // the number of the last log entry
 	logBytes int      // what the log holds since the last fold
-	keys     int      // keys stored, about: for when to fold
 	dirty    bool     // a write since the start: the last run did not end cleanly
 	folds    uint64
 }
@@ -70,7 +74,7 @@ const format = "idserver sequences 1"
 // exist. A file that is not idserver's sequences, or is corrupt, is an
 // error, and is left as it is.
 func OpenFile(path string) (*File, []Mark, Restart, error) {
-	f := &File{path: path}
+	f := &File{path: path, foldMin: 8 << 20, foldPerKey: 8 * 40}
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return f, nil, Restart{Clean: true}, nil
@@ -90,7 +94,6 @@ func OpenFile(path string) (*File, []Mark, Restart, error) {
 	if err != nil {
 		return nil, nil, Restart{}, fmt.Errorf("sequence file %s: %w (the file is left as it is)", path, err)
 	}
-	f.keys = len(marks)
 	return f, marks, r, nil
 }
 
@@ -222,48 +225,91 @@ func (f *File) Release(ctx context.Context, marks []Mark) error {
 	return f.write(rec, true)
 }
 
-// write appends rec to the log in one transaction (fsynced before it
-// returns), folding the log into the marks when it has grown past them.
-// clean records a graceful stop; any other write says the run is on.
+// write appends rec to the log in one transaction, fsynced before it
+// returns. clean records a graceful stop; any other write says the run
+// is on.
 func (f *File) write(rec []byte, clean bool) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.open(); err != nil {
 		return err
 	}
-	fold := f.logBytes+len(rec) > foldAt(f.keys)
 	err := f.db.Update(func(tx *bolt.Tx) error {
 		if err := f.mark(tx, clean); err != nil {
 			return err
 		}
 		var k [8]byte
 		binary.BigEndian.PutUint64(k[:], f.entry+1)
-		if err := tx.Bucket(logBucket).Put(k[:], rec); err != nil {
-			return err
-		}
-		if fold {
-			return f.fold(tx)
-		}
-		return nil
+		return tx.Bucket(logBucket).Put(k[:], rec)
 	})
 	if err != nil {
 		return fmt.Errorf("sequence file %s: %w", f.path, err)
 	}
 	f.entry++
 	f.logBytes += len(rec)
-	if fold {
-		f.logBytes = 0
-		f.folds++
-	}
 	return nil
 }
 
-// foldAt is the size of the log at which it is folded into the marks:
-// eight times what the keys' marks take (about 40 bytes each), and 8 MiB
-// at least. A fold puts every key once (300 ms for 100,000 keys here),
-// so the log grows well past the marks between folds; a restart reads it
-// all, a few MB a second.
-func foldAt(keys int) int { return max(8<<20, 8*40*keys) }
+// FoldDue reports whether the log has grown to eight times what keys
+// keys' marks take (about 40 bytes each), and foldMin at least: a fold
+// writes every key once (about 0.2 s for 100,000 keys here), so the log
+// grows well past the marks between folds. A restart reads it all, about
+// 40 MB a second.
+func (f *File) FoldDue(keys int) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.logBytes > max(f.foldMin, f.foldPerKey*keys)
+}
+
+// Fold writes the marks that snapshot returns in place of everything
+// stored, in one transaction: the marks bucket, in key order (bbolt
+// writes each page once), and an empty log. snapshot runs under the
+// File's lock, so no write comes between it and the fold: each of its
+// marks must be at least everything written for its key before.
+func (f *File) Fold(snapshot func() []Mark) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.open(); err != nil {
+		return err
+	}
+	marks := snapshot()
+	slices.SortFunc(marks, func(a, b Mark) int { return strings.Compare(a.Key, b.Key) })
+	err := f.db.Update(func(tx *bolt.Tx) error {
+		for _, name := range [][]byte{marksBucket, logBucket} {
+			if err := tx.DeleteBucket(name); err != nil {
+				return err
+			}
+			if _, err := tx.CreateBucket(name); err != nil {
+				return err
+			}
+		}
+		b := tx.Bucket(marksBucket)
+		b.FillPercent = 1 // keys come in order: pages filled up are never split again
+		// bbolt keeps what Put is given until the commit: one buffer
+		// holds every key and value, never grown (which would move it).
+		size := 0
+		for _, m := range marks {
+			size += len(m.Key) + 16
+		}
+		buf := make([]byte, 0, size)
+		for _, m := range marks {
+			at := len(buf)
+			buf = append(buf, m.Key...)
+			buf = binary.BigEndian.AppendUint64(buf, uint64(m.Reserved))
+			buf = binary.BigEndian.AppendUint64(buf, uint64(m.Value))
+			if err := b.Put(buf[at:at+len(m.Key)], buf[at+len(m.Key):]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("sequence file %s: folding the log: %w", f.path, err)
+	}
+	f.logBytes = 0
+	f.folds++
+	return nil
+}
 
 // mark records in tx whether the run ended cleanly, when that changes.
 func (f *File) mark(tx *bolt.Tx, clean bool) error {
@@ -277,36 +323,6 @@ func (f *File) mark(tx *bolt.Tx, clean bool) error {
 		return meta.Delete(cleanKey)
 	}
 	return nil
-}
-
-// fold moves the log into the marks bucket in tx, each key once, in key
-// order (bbolt writes each page it touches once).
-func (f *File) fold(tx *bolt.Tx) error {
-	byKey := map[string]stored{}
-	if err := each(tx.Bucket(logBucket), func(k, v []byte) error { return decodeEntry(byKey, v) }); err != nil {
-		return err
-	}
-	keys := make([]string, 0, len(byKey))
-	for k := range byKey {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	marks := tx.Bucket(marksBucket)
-	values := make([]byte, 16*len(keys)) // bbolt keeps what Put is given until the commit
-	for i, k := range keys {
-		v := values[16*i : 16*i+16]
-		binary.BigEndian.PutUint64(v, uint64(byKey[k].mark))
-		binary.BigEndian.PutUint64(v[8:], uint64(byKey[k].issued))
-		if err := marks.Put([]byte(k), v); err != nil {
-			return err
-		}
-	}
-	f.keys = marks.Stats().KeyN
-	if err := tx.DeleteBucket(logBucket); err != nil {
-		return err
-	}
-	_, err := tx.CreateBucket(logBucket)
-	return err
 }
 
 // open opens the file for writing, creating it (and its buckets) at the

@@ -3,12 +3,17 @@ package sequence
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -66,16 +71,18 @@ func TestFileRestarts(t *testing.T) {
 	}
 }
 
-// TestFileFolds: a log that outgrows the keys is folded into the marks;
-// a restart reads the same marks before and after.
+// TestFileFolds: a fold writes the marks it is given in place of what
+// was stored; a restart reads them, and then the writes after the fold,
+// the last of a key winning; a key the fold left out is gone.
 func TestFileFolds(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "idserver.seq")
 	f, _, _ := reopen(t, path)
+	f.foldMin = 1000
 	want := map[string]int64{}
-	for round := range 200 {
+	for round := range 20 {
 		var ts []Take
-		for k := range 500 {
-			key := fmt.Sprintf("key:%06d:%s", (round*37+k)%3000, strings.Repeat("x", 80)) // long: 100,000 records pass foldAt
+		for k := range 50 {
+			key := fmt.Sprintf("key:%04d", (round*37+k)%300)
 			ts = append(ts, Take{Key: key, After: want[key], N: int64(1 + k%7)})
 		}
 		f.Take(context.Background(), ts)
@@ -86,18 +93,126 @@ func TestFileFolds(t *testing.T) {
 			want[tk.Key] = tk.Last
 		}
 	}
-	if f.Folds() == 0 {
-		t.Fatal("100,000 records, never folded")
+	if !f.FoldDue(0) || f.FoldDue(1000) {
+		t.Fatalf("a log of 1,000 records: due %v for no keys, %v for 1,000 keys", f.FoldDue(0), f.FoldDue(1000))
 	}
-	f.Close()
-	_, marks, _ := reopen(t, path)
-	if len(marks) != len(want) {
-		t.Fatalf("%d keys back, want %d", len(marks), len(want))
-	}
+	var snapshot []Mark
 	for k, v := range want {
-		if marks[k] != v {
-			t.Fatalf("%s: %d back, want %d", k, marks[k], v)
+		if k != "key:0000" {
+			snapshot = append(snapshot, Mark{Key: k, Value: v - 1, Reserved: v + 5})
 		}
+	}
+	if err := f.Fold(func() []Mark { return snapshot }); err != nil {
+		t.Fatal(err)
+	}
+	if f.FoldDue(0) {
+		t.Fatal("due again right after a fold")
+	}
+	ts := []Take{{Key: "key:0001", After: want["key:0001"] + 5, N: 3, Issued: want["key:0001"] + 5}}
+	f.Take(context.Background(), ts)
+	f.Close()
+	_, marks, r := reopen(t, path)
+	if skipped := int64(6*(len(snapshot)-1) + 3); len(marks) != len(want)-1 || r.Skipped != skipped {
+		t.Fatalf("%d keys back, want %d; skipped %d, want %d", len(marks), len(want)-1, r.Skipped, skipped)
+	}
+	for _, m := range snapshot {
+		if w := m.Reserved + map[bool]int64{true: 3}[m.Key == "key:0001"]; marks[m.Key] != w {
+			t.Fatalf("%s: %d back, want %d", m.Key, marks[m.Key], w)
+		}
+	}
+}
+
+// TestFoldsKeepMarks: a Table over a File that folds after every write,
+// under INCR, INCRBY and SET of random keys from four clients: an image
+// of the file taken at any moment (what a kill -9 leaves: every commit
+// durable) holds every key at or above each value handed out or SET
+// before it. A fold must see every segment written and every SET being
+// written.
+func TestFoldsKeepMarks(t *testing.T) {
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "idserver.seq")
+	f, _, _ := reopen(t, path)
+	f.foldMin, f.foldPerKey = 1, 1
+	tb := New(Options{SegmentTime: 5 * time.Millisecond}, f, nil)
+	var mu sync.Mutex
+	seen := map[string]int64{} // per key, the most handed out or SET
+	var wg sync.WaitGroup
+	for c := range 4 {
+		rnd := rand.New(rand.NewPCG(uint64(seed), uint64(c)))
+		wg.Go(func() {
+			for range 2000 {
+				key := fmt.Sprintf("k%d", rnd.IntN(60))
+				var v int64
+				var err error
+				if rnd.IntN(20) == 0 {
+					v, _ = tb.Get(key)
+					v += int64(rnd.IntN(100))
+					if err = tb.Set(key, v, Always); errors.As(err, new(*BelowError)) {
+						continue
+					}
+				} else {
+					v, err = tb.Incr(key, int64(1+rnd.IntN(3)))
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				seen[key] = max(seen[key], v)
+				mu.Unlock()
+			}
+		})
+	}
+	images := 0
+	for done := false; !done; images++ {
+		done = waitTimeout(&wg, time.Millisecond)
+		mu.Lock()
+		before := maps.Clone(seen)
+		mu.Unlock()
+		image := filepath.Join(dir, fmt.Sprintf("image%d", images))
+		f.mu.Lock()
+		data, err := os.ReadFile(path)
+		f.mu.Unlock()
+		if err == nil {
+			err = os.WriteFile(image, data, 0o600)
+		}
+		if errors.Is(err, os.ErrNotExist) {
+			continue // nothing written yet
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		img, marks, _ := reopen(t, image)
+		img.Close()
+		for key, v := range before {
+			if marks[key] < v {
+				t.Fatalf("image %d: %s stored at %d, below %d handed out or SET before it", images, key, marks[key], v)
+			}
+		}
+		os.Remove(image)
+	}
+	if f.Folds() < 10 {
+		t.Fatalf("%d folds in %d images: the test did not exercise them", f.Folds(), images)
+	}
+	t.Logf("%d images, %d folds", images, f.Folds())
+	tb.Stop(context.Background())
+	f.Close()
+}
+
+// waitTimeout waits for wg up to d, and reports whether it is done.
+func waitTimeout(wg *sync.WaitGroup, d time.Duration) bool {
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return true
+	case <-time.After(d):
+		return false
 	}
 }
 
@@ -222,8 +337,7 @@ func FuzzOpenFile(f *testing.F) {
 }
 
 // BenchmarkFileTake: what a key's write costs the writer, in writes of
-// 1,000 of 100,000 keys (the log folded into the marks when it grows past
-// them, as a server's file is).
+// 1,000 of 100,000 keys (folds apart: BenchmarkFold).
 func BenchmarkFileTake(b *testing.B) {
 	f, _, _, err := OpenFile(filepath.Join(b.TempDir(), "idserver.seq"))
 	if err != nil {
@@ -252,5 +366,24 @@ func BenchmarkFileTake(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(ts)), "ns/key")
-	b.ReportMetric(float64(f.Folds()), "folds")
+}
+
+// BenchmarkFold: a fold of 100,000 keys, with the marks a Table hands it.
+func BenchmarkFold(b *testing.B) {
+	f, _, _, err := OpenFile(filepath.Join(b.TempDir(), "idserver.seq"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	marks := make([]Mark, 100000)
+	for i := range marks {
+		marks[i] = Mark{Key: fmt.Sprintf("key:%012d", i), Value: int64(i), Reserved: int64(i + 10)}
+	}
+	rand.New(rand.NewPCG(1, 2)).Shuffle(len(marks), func(i, j int) { marks[i], marks[j] = marks[j], marks[i] })
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := f.Fold(func() []Mark { return slices.Clone(marks) }); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -61,6 +61,7 @@ func (t *Table) hold(key string, v int64, mode SetMode) (*entry, error) {
 		}
 		if !e.taking {
 			e.taking, e.limit, e.next = true, e.issued, segment{}
+			e.stored, e.setTo = true, max(e.setTo, v) // before the write: a fold keeps it
 			sh.mu.Unlock()
 			return e, nil
 		}

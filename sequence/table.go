@@ -77,6 +77,18 @@ type Backend interface {
 	Release(ctx context.Context, marks []Mark) error
 }
 
+// A Folder is a Backend that appends its writes to a log, folded now and
+// then into one mark per key (the File). The Table's writer folds it,
+// from the Table's own marks, so that a fold reads none of the log.
+type Folder interface {
+	// FoldDue reports whether the log has outgrown what keys keys hold.
+	FoldDue(keys int) bool
+	// Fold stores the marks snapshot returns in place of everything
+	// stored. snapshot runs under the Folder's lock: no write comes
+	// between.
+	Fold(snapshot func() []Mark) error
+}
+
 // SetMode is when Set applies.
 type SetMode int
 
@@ -200,9 +212,10 @@ type entry struct {
 	// born: the key has a value, handed out, set or stored. A key made
 	// only to Prepare its segment (a pipelined INCR that has not run) is
 	// not born: GET, EXISTS, DBSIZE and SCAN do not see it.
-	born  bool
-	shard uint8    // its shard, in Table.shards
-	short [16]byte // the key, if it is 16 bytes or shorter (key points here)
+	born   bool
+	shard  uint8    // its shard, in Table.shards
+	stored bool     // the backend may hold a mark of the key (see marks)
+	short  [16]byte // the key, if it is 16 bytes or shorter (key points here)
 
 	key     string
 	seg     int64 // the size of the segment last asked for
@@ -210,7 +223,7 @@ type entry struct {
 	askedAt int64 // unix ns then
 	want    int64 // values a waiting request needs at once
 	wait    *wait // nil but while a request waits or after a take failed
-	_       [8]byte
+	setTo   int64 // the most a Set stored, or may have
 }
 
 // wait is what few entries need at a time.
@@ -293,7 +306,7 @@ func New(opts Options, backend Backend, known []Mark) *Table {
 	for _, m := range known {
 		_, h := t.shardOf(m.Key)
 		e := insert(t, h, m.Key)
-		e.issued, e.limit = m.Value, m.Value
+		e.issued, e.limit, e.stored = m.Value, m.Value, true
 		t.bear(e)
 	}
 	go t.run()
@@ -712,20 +725,25 @@ func (t *Table) Stop(ctx context.Context) error {
 	close(t.stop)
 	<-t.done
 	var marks []Mark
-	for i := range t.shards {
-		sh := &t.shards[i]
-		sh.mu.Lock()
-		sh.each(func(e *entry) {
-			if e.limit > e.issued || e.next.first != 0 {
-				marks = append(marks, Mark{Key: e.key, Value: e.issued, Reserved: max(e.limit, e.next.last)})
-			}
-		})
-		sh.mu.Unlock()
-	}
+	t.each(func(e *entry) {
+		if e.limit > e.issued || e.next.first != 0 {
+			marks = append(marks, Mark{Key: e.key, Value: e.issued, Reserved: max(e.limit, e.next.last)})
+		}
+	})
 	if len(marks) == 0 {
 		return nil
 	}
 	return t.backend.Release(ctx, marks)
+}
+
+// each calls f for every entry, under its shard's lock.
+func (t *Table) each(f func(e *entry)) {
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		sh.each(f)
+		sh.mu.Unlock()
+	}
 }
 
 // Stats are a Table's figures.

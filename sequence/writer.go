@@ -69,6 +69,7 @@ func (t *Table) run() {
 			backoff = min(max(2*backoff, 50*time.Millisecond), time.Second)
 		} else {
 			backoff = 0
+			t.fold()
 		}
 		select {
 		case <-t.stop:
@@ -103,6 +104,7 @@ func (t *Table) take(batch []*entry) (failed bool) {
 		sh.mu.Lock()
 		if ts[i].Err == nil {
 			e.grant(ts[i].First, ts[i].Last)
+			e.stored = true
 			t.taken.Add(uint64(ts[i].N))
 		} else {
 			failed = true
@@ -116,6 +118,34 @@ func (t *Table) take(batch []*entry) (failed bool) {
 		t.lastTake.Store(t.opts.now().UnixMilli())
 	}
 	return failed
+}
+
+// fold folds the backend's log when it keeps one and it is due, from
+// the Table's marks. It runs between takes: every segment written was
+// granted, so each key's mark in the Table is at least every mark
+// written for it.
+func (t *Table) fold() {
+	f, ok := t.backend.(Folder)
+	if !ok || !f.FoldDue(t.entries()) {
+		return
+	}
+	if err := f.Fold(t.marks); err != nil {
+		t.opts.Log.Error().Err(err).Msg("sequences: the log of reservations is kept as it is, and folded after a later write")
+	}
+}
+
+// marks is the mark of every key the backend may hold: above every value
+// reserved for it, and every value a Set stored or is storing (a Set
+// records its value in the entry before it writes it). Value is the last
+// value handed out.
+func (t *Table) marks() []Mark {
+	marks := make([]Mark, 0, t.entries())
+	t.each(func(e *entry) {
+		if e.stored {
+			marks = append(marks, Mark{Key: e.key, Value: e.issued, Reserved: max(e.limit, e.next.last, e.setTo, e.issued)})
+		}
+	})
+	return marks
 }
 
 // grant gives e the segment first .. last.
