@@ -387,3 +387,44 @@ func BenchmarkFold(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkOpenFile: a restart's read of a file of 100,000 keys whose log
+// is about to be folded (eight times what the marks take: 32 MB).
+func BenchmarkOpenFile(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "idserver.seq")
+	f, _, _, err := OpenFile(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	keys := make([]string, 100000)
+	marks := make([]Mark, len(keys))
+	for i := range keys {
+		keys[i] = fmt.Sprintf("key:%012d", i)
+		marks[i] = Mark{Key: keys[i], Value: 1, Reserved: 10}
+	}
+	if err := f.Fold(func() []Mark { return marks }); err != nil {
+		b.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	last := make([]int64, len(keys))
+	for !f.FoldDue(len(keys)) {
+		ts := make([]Take, 5000)
+		for i := range ts {
+			k := r.IntN(len(keys))
+			ts[i] = Take{Key: keys[k], After: max(last[k], 10), N: 8}
+			last[k] = ts[i].After + 8
+		}
+		f.Take(context.Background(), ts)
+	}
+	size := f.logBytes
+	f.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		f, marks, _, err := OpenFile(path)
+		if err != nil || len(marks) != len(keys) {
+			b.Fatal(err, len(marks))
+		}
+		f.Close()
+	}
+	b.ReportMetric(float64(size)/1e6, "log-MB")
+}
