@@ -1,10 +1,13 @@
 package sequence
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -12,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 )
 
 // memBackend is a Backend in memory: marks as a durable store would keep
@@ -591,4 +596,116 @@ func TestSegmentSize(t *testing.T) {
 			t.Fatalf("%+v at %d: %d, above the rate %.0f and the faded last segment %.0f", *e, now, got, rate, faded)
 		}
 	}
+}
+
+// foldingMem is a memBackend that is a Folder, due after every write;
+// every third fold fails. Each fold checks its snapshot against what the
+// clients were handed and every SET written before it (seen): a fold
+// must never drop below those. (It may drop below the store: a SET under way lets go of
+// its key's segment, and writes a lower mark itself.)
+type foldingMem struct {
+	*memBackend
+	seenMu        sync.Mutex
+	seen          map[string]int64
+	folds, failed int
+	below         []string // keys a snapshot held below what was seen
+}
+
+func (m *foldingMem) FoldDue(keys int) bool { return true }
+
+// Set counts a SET as seen once it is written, before the Table applies
+// it: a fold between its write and the Table's answer must keep it. It
+// takes a while, as a disk's write does, so that folds queue behind it.
+func (m *foldingMem) Set(ctx context.Context, key string, v int64, mode SetMode) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	time.Sleep(100 * time.Microsecond)
+	m.marks[key] = v
+	m.seenMu.Lock()
+	m.seen[key] = max(m.seen[key], v)
+	m.seenMu.Unlock()
+	return nil
+}
+
+func (m *foldingMem) Fold(snapshot func() []Mark) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	got := map[string]int64{}
+	for _, mk := range snapshot() {
+		got[mk.Key] = mk.Reserved
+	}
+	m.seenMu.Lock()
+	for k, v := range m.seen {
+		if got[k] < v {
+			m.below = append(m.below, fmt.Sprintf("%s: %d, %d seen", k, got[k], v))
+		}
+	}
+	m.seenMu.Unlock()
+	if m.folds++; m.folds%3 == 0 {
+		m.failed++
+		return errors.New("no space left on device")
+	}
+	clear(m.marks)
+	maps.Copy(m.marks, got)
+	return nil
+}
+
+// TestFoldSnapshots: under INCR, INCRBY and SET of random keys from four
+// clients, every fold's snapshot holds each key at or above every value
+// handed out or SET before it; a failed fold is logged once (not once a
+// write), and the Table goes on.
+func TestFoldSnapshots(t *testing.T) {
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	var log bytes.Buffer
+	b := &foldingMem{memBackend: newMem(), seen: map[string]int64{}}
+	tb := newTable(t, b, Options{SegmentTime: 5 * time.Millisecond, Log: zerolog.New(&syncWriter{w: &log})}, nil)
+	var wg sync.WaitGroup
+	for c := range 4 {
+		rnd := rand.New(rand.NewPCG(uint64(seed), uint64(c)))
+		wg.Go(func() {
+			for range 1000 {
+				key := fmt.Sprintf("k%d", rnd.IntN(40))
+				var v int64
+				var err error
+				if rnd.IntN(20) == 0 {
+					v, _ = tb.Get(key)
+					v += int64(rnd.IntN(100))
+					if err = tb.Set(key, v, Always); errors.As(err, new(*BelowError)) {
+						continue
+					}
+				} else {
+					v, err = tb.Incr(key, int64(1+rnd.IntN(3)))
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				b.seenMu.Lock()
+				b.seen[key] = max(b.seen[key], v)
+				b.seenMu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.below) > 0 || b.folds < 30 {
+		t.Fatalf("%d folds; snapshots below what was seen: %v", b.folds, b.below[:min(5, len(b.below))])
+	}
+	if lines := strings.Count(log.String(), "folded after a later write"); b.failed < 10 || lines != 1 {
+		t.Fatalf("%d folds failed, logged %d times; want at least 10, logged once:\n%s", b.failed, lines, log.String())
+	}
+}
+
+// syncWriter is a writer safe for the Table's goroutines.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }

@@ -129,8 +129,13 @@ func (t *Table) fold() {
 	if !ok || !f.FoldDue(t.entries()) {
 		return
 	}
-	if err := f.Fold(t.marks); err != nil {
-		t.opts.Log.Error().Err(err).Msg("sequences: the log of reservations is kept as it is, and folded after a later write")
+	err := f.Fold(t.marks)
+	if err == nil {
+		return
+	}
+	if ok, held := t.failLog.Allow(err.Error(), t.opts.now()); ok { // it is tried again after every write
+		t.opts.Log.Error().Err(err).Int("same_error_not_logged", held).
+			Msg("sequences: the log of reservations is kept as it is, and folded after a later write")
 	}
 }
 
