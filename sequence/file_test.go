@@ -138,36 +138,14 @@ func TestFoldsKeepMarks(t *testing.T) {
 	tb := New(Options{SegmentTime: 5 * time.Millisecond}, f, nil)
 	var mu sync.Mutex
 	seen := map[string]int64{} // per key, the most handed out or SET
-	var wg sync.WaitGroup
-	for c := range 4 {
-		rnd := rand.New(rand.NewPCG(uint64(seed), uint64(c)))
-		wg.Go(func() {
-			for range 2000 {
-				key := fmt.Sprintf("k%d", rnd.IntN(60))
-				var v int64
-				var err error
-				if rnd.IntN(20) == 0 {
-					v, _ = tb.Get(key)
-					v += int64(rnd.IntN(100))
-					if err = tb.Set(key, v, Always); errors.As(err, new(*BelowError)) {
-						continue
-					}
-				} else {
-					v, err = tb.Incr(key, int64(1+rnd.IntN(3)))
-				}
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				mu.Lock()
-				seen[key] = max(seen[key], v)
-				mu.Unlock()
-			}
-		})
-	}
+	wg := traffic(t, tb, seed, 60, 2000, func(key string, v int64) {
+		mu.Lock()
+		seen[key] = max(seen[key], v)
+		mu.Unlock()
+	})
 	images := 0
 	for done := false; !done; images++ {
-		done = waitTimeout(&wg, time.Millisecond)
+		done = waitTimeout(wg, time.Millisecond)
 		mu.Lock()
 		before := maps.Clone(seen)
 		mu.Unlock()

@@ -660,12 +660,31 @@ func TestFoldSnapshots(t *testing.T) {
 	var log bytes.Buffer
 	b := &foldingMem{memBackend: newMem(), seen: map[string]int64{}}
 	tb := newTable(t, b, Options{SegmentTime: 5 * time.Millisecond, Log: zerolog.New(&syncWriter{w: &log})}, nil)
+	traffic(t, tb, seed, 40, 1000, func(key string, v int64) {
+		b.seenMu.Lock()
+		b.seen[key] = max(b.seen[key], v)
+		b.seenMu.Unlock()
+	}).Wait()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.below) > 0 || b.folds < 30 {
+		t.Fatalf("%d folds; snapshots below what was seen: %v", b.folds, b.below[:min(5, len(b.below))])
+	}
+	if lines := strings.Count(log.String(), "folded after a later write"); b.failed < 10 || lines != 1 {
+		t.Fatalf("%d folds failed, logged %d times; want at least 10, logged once:\n%s", b.failed, lines, log.String())
+	}
+}
+
+// traffic runs INCR, INCRBY and SET of random ones of keys keys on tb,
+// ops of them from each of four clients (seeded), calling seen with each
+// value handed out or SET. The WaitGroup is done when they are.
+func traffic(t *testing.T, tb *Table, seed int64, keys, ops int, seen func(key string, v int64)) *sync.WaitGroup {
 	var wg sync.WaitGroup
 	for c := range 4 {
 		rnd := rand.New(rand.NewPCG(uint64(seed), uint64(c)))
 		wg.Go(func() {
-			for range 1000 {
-				key := fmt.Sprintf("k%d", rnd.IntN(40))
+			for range ops {
+				key := fmt.Sprintf("k%d", rnd.IntN(keys))
 				var v int64
 				var err error
 				if rnd.IntN(20) == 0 {
@@ -681,21 +700,11 @@ func TestFoldSnapshots(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				b.seenMu.Lock()
-				b.seen[key] = max(b.seen[key], v)
-				b.seenMu.Unlock()
+				seen(key, v)
 			}
 		})
 	}
-	wg.Wait()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if len(b.below) > 0 || b.folds < 30 {
-		t.Fatalf("%d folds; snapshots below what was seen: %v", b.folds, b.below[:min(5, len(b.below))])
-	}
-	if lines := strings.Count(log.String(), "folded after a later write"); b.failed < 10 || lines != 1 {
-		t.Fatalf("%d folds failed, logged %d times; want at least 10, logged once:\n%s", b.failed, lines, log.String())
-	}
+	return &wg
 }
 
 // syncWriter is a writer safe for the Table's goroutines.
