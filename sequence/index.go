@@ -42,10 +42,11 @@ func is[K string | []byte](e *entry, key K) bool {
 	return e.key == string(key)
 }
 
-// add adds e, a key not in x, whose hash is h.
-func (x *index) add(h uint64, e *entry) {
+// add adds e, a key not in x, whose hash is h, taking slots from mem
+// when x grows.
+func (x *index) add(h uint64, e *entry, mem *slab[slot]) {
 	if (x.n+1)*4 > len(x.slots)*3 { // at most three quarters full
-		x.grow()
+		x.grow(mem)
 	}
 	x.put(h, e)
 	x.n++
@@ -60,9 +61,9 @@ func (x *index) put(h uint64, e *entry) {
 	x.slots[i] = slot{h, e}
 }
 
-func (x *index) grow() {
+func (x *index) grow(mem *slab[slot]) {
 	old := x.slots
-	x.slots = make([]slot, max(2*len(old), 8))
+	x.slots = mem.take(max(2*len(old), 8))
 	for _, s := range old {
 		if s.e != nil {
 			x.put(s.h, s.e)

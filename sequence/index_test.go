@@ -27,7 +27,7 @@ func TestIndex(t *testing.T) {
 			if e := find(&x, h, key); e != nil {
 				t.Fatalf("%d hashes: %q found before it was added (as %q)", hashes, key, e.key)
 			}
-			x.add(h, newEntry(&alloc, key))
+			x.add(h, newEntry(&alloc, key), &alloc.slots)
 			added[key] = h
 			if i%97 == 0 {
 				for k, h := range added {

@@ -234,17 +234,18 @@ type wait struct {
 
 type segment struct{ first, last int64 }
 
-// entries allocates entries, each with its key's bytes in the same
-// place: a lookup compares the key where the INCR then counts, rather
+// entries allocates a table's index slots and entries, each entry with
+// its key's bytes in the same place: a lookup compares the key where the INCR then counts, rather
 // than following a pointer to a second place in memory (with 100,000
 // random keys, that second cache miss was a tenth of INCR's CPU). The
 // bytes are never written after, as unsafe.String asks. Each size is a
 // multiple of 64, so that every entry begins a cache line.
 type entries struct {
-	k16  slab[entry] // in short
-	k64  slab[withKey[[64]byte]]
-	k128 slab[withKey[[128]byte]]
-	long slab[entry]
+	slots slab[slot]  // the shards' index slots
+	k16   slab[entry] // in short
+	k64   slab[withKey[[64]byte]]
+	k128  slab[withKey[[128]byte]]
+	long  slab[entry]
 }
 
 type withKey[B any] struct {
@@ -326,11 +327,12 @@ func shardIndex(h uint64) uint8 { return uint8(h % (1 << shardBits)) }
 // shardOfEntry is e's shard, without hashing its key again.
 func (t *Table) shardOfEntry(e *entry) *shard { return &t.shards[e.shard] }
 
-// EntryBytes is what a key costs in memory beside its name: the entry
-// (128 bytes, a name of up to 16 bytes inside it), its index slot (16 bytes, the
-// index at most three quarters full) and its place in SCAN's order,
-// about.
-const EntryBytes = 160
+// EntryBytes is what a key costs in memory beside its name, about: its
+// entry (128 bytes, a name of up to 16 bytes inside it; longer ones round
+// up to 64 or 128 bytes more), its index slots (16 bytes each, the index
+// between three eighths and three quarters full, and the slots it
+// outgrew, as many again at most) and its place in SCAN's order.
+const EntryBytes = 224
 
 // remember adds a new key to SCAN's order.
 func (t *Table) remember(e *entry) {
@@ -435,7 +437,7 @@ func insert[K string | []byte](t *Table, h uint64, key K) *entry {
 	e := newEntry(&t.alloc, key)
 	e.seg, e.shard = 1, shardIndex(h)
 	e.relow()
-	t.shards[e.shard].add(h, e)
+	t.shards[e.shard].add(h, e, &t.alloc.slots)
 	t.remember(e)
 	return e
 }
