@@ -10,9 +10,12 @@ import (
 // in one write.
 
 // gather is how long a take nobody waits for (a key with half its
-// segment left) waits for others to share its write: writes, and their
-// cost, drop from one per few keys to one per gather.
-const gather = 10 * time.Millisecond
+// segment left, which lasts about SegmentTime/2 at its rate) waits for
+// others to share its write: a thirtieth of SegmentTime, 100 ms at the
+// default. A request that waits cuts it short. Each write costs the
+// server a commit and two fsyncs (system time counts against it too), so
+// writes are few and each of many keys.
+func (t *Table) gather() time.Duration { return t.opts.SegmentTime / 30 }
 
 // hurry has the takes queued written at once: a request waits for one.
 func (t *Table) hurry() {
@@ -48,7 +51,7 @@ func (t *Table) run() {
 			urgent = true
 		}
 		if !urgent {
-			gathered := time.NewTimer(gather)
+			gathered := time.NewTimer(t.gather())
 			select {
 			case <-t.stop:
 				gathered.Stop()
