@@ -41,7 +41,7 @@ type File struct {
 	mu       sync.Mutex
 	db       *bolt.DB // nil until the first write
 	entry    uint64   // the number of the last log entry
-	logBytes int      // what the log holds since the last fold
+	logBytes int      // what was appended to the log since the last fold
 	dirty    bool     // a write since the start: the last run did not end cleanly
 	folds    uint64
 }
@@ -274,6 +274,7 @@ func (f *File) Fold(snapshot func() []Mark) error {
 	}
 	marks := snapshot()
 	slices.SortFunc(marks, func(a, b Mark) int { return strings.Compare(a.Key, b.Key) })
+	var rest []byte // the keys bbolt cannot hold as keys (empty, or too long) stay in the log
 	err := f.db.Update(func(tx *bolt.Tx) error {
 		for _, name := range [][]byte{marksBucket, logBucket} {
 			if err := tx.DeleteBucket(name); err != nil {
@@ -293,6 +294,10 @@ func (f *File) Fold(snapshot func() []Mark) error {
 		}
 		buf := make([]byte, 0, size)
 		for _, m := range marks {
+			if len(m.Key) == 0 || len(m.Key) > bolt.MaxKeySize {
+				rest = appendRecord(rest, m.Key, stored{m.Reserved, m.Value})
+				continue
+			}
 			at := len(buf)
 			buf = append(buf, m.Key...)
 			buf = binary.BigEndian.AppendUint64(buf, uint64(m.Reserved))
@@ -301,12 +306,20 @@ func (f *File) Fold(snapshot func() []Mark) error {
 				return err
 			}
 		}
-		return nil
+		if len(rest) == 0 {
+			return nil
+		}
+		var k [8]byte
+		binary.BigEndian.PutUint64(k[:], f.entry+1)
+		return tx.Bucket(logBucket).Put(k[:], rest)
 	})
 	if err != nil {
 		return fmt.Errorf("sequence file %s: folding the log: %w", f.path, err)
 	}
-	f.logBytes = 0
+	if len(rest) > 0 {
+		f.entry++
+	}
+	f.logBytes = 0 // what rest holds is no growth: a fold would write it again
 	f.folds++
 	return nil
 }

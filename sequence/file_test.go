@@ -72,8 +72,9 @@ func TestFileRestarts(t *testing.T) {
 }
 
 // TestFileFolds: a fold writes the marks it is given in place of what
-// was stored; a restart reads them, and then the writes after the fold,
-// the last of a key winning; a key the fold left out is gone.
+// was stored, keys of any length (bbolt holds none empty or over
+// MaxKeySize as keys); a restart reads them, and then the writes after
+// the fold, the last of a key winning; a key the fold left out is gone.
 func TestFileFolds(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "idserver.seq")
 	f, _, _ := reopen(t, path)
@@ -96,6 +97,8 @@ func TestFileFolds(t *testing.T) {
 	if !f.FoldDue(0) || f.FoldDue(1000) {
 		t.Fatalf("a log of 1,000 records: due %v for no keys, %v for 1,000 keys", f.FoldDue(0), f.FoldDue(1000))
 	}
+	// Keys bbolt cannot hold as keys: empty, and longer than its limit.
+	want[""], want[strings.Repeat("x", bolt.MaxKeySize+1)] = 7, 8
 	var snapshot []Mark
 	for k, v := range want {
 		if k != "key:0000" {
