@@ -238,9 +238,7 @@ func (f *File) write(rec []byte, clean bool) error {
 		if err := f.mark(tx, clean); err != nil {
 			return err
 		}
-		var k [8]byte
-		binary.BigEndian.PutUint64(k[:], f.entry+1)
-		return tx.Bucket(logBucket).Put(k[:], rec)
+		return f.putEntry(tx, rec)
 	})
 	if err != nil {
 		return fmt.Errorf("sequence file %s: %w", f.path, err)
@@ -248,6 +246,14 @@ func (f *File) write(rec []byte, clean bool) error {
 	f.entry++
 	f.logBytes += len(rec)
 	return nil
+}
+
+// putEntry puts rec in tx as the log's next entry (f.entry+1, which the
+// caller counts once tx commits).
+func (f *File) putEntry(tx *bolt.Tx, rec []byte) error {
+	var k [8]byte
+	binary.BigEndian.PutUint64(k[:], f.entry+1)
+	return tx.Bucket(logBucket).Put(k[:], rec)
 }
 
 // FoldDue reports whether the log has grown to eight times what keys
@@ -309,9 +315,7 @@ func (f *File) Fold(snapshot func() []Mark) error {
 		if len(rest) == 0 {
 			return nil
 		}
-		var k [8]byte
-		binary.BigEndian.PutUint64(k[:], f.entry+1)
-		return tx.Bucket(logBucket).Put(k[:], rest)
+		return f.putEntry(tx, rest)
 	})
 	if err != nil {
 		return fmt.Errorf("sequence file %s: folding the log: %w", f.path, err)

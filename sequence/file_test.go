@@ -20,7 +20,7 @@ import (
 
 // reopen reads the file at path as a restart does, and returns the marks
 // by key.
-func reopen(t *testing.T, path string) (*File, map[string]int64, Restart) {
+func reopen(t testing.TB, path string) (*File, map[string]int64, Restart) {
 	t.Helper()
 	f, marks, r, err := OpenFile(path)
 	if err != nil {
@@ -320,10 +320,7 @@ func FuzzOpenFile(f *testing.F) {
 // BenchmarkFileTake: what a key's write costs the writer, in writes of
 // 1,000 of 100,000 keys (folds apart: BenchmarkFold).
 func BenchmarkFileTake(b *testing.B) {
-	f, _, _, err := OpenFile(filepath.Join(b.TempDir(), "idserver.seq"))
-	if err != nil {
-		b.Fatal(err)
-	}
+	f, _, _ := reopen(b, filepath.Join(b.TempDir(), "idserver.seq"))
 	defer f.Close()
 	keys := make([]string, 100000)
 	for i := range keys {
@@ -351,10 +348,7 @@ func BenchmarkFileTake(b *testing.B) {
 
 // BenchmarkFold: a fold of 100,000 keys, with the marks a Table hands it.
 func BenchmarkFold(b *testing.B) {
-	f, _, _, err := OpenFile(filepath.Join(b.TempDir(), "idserver.seq"))
-	if err != nil {
-		b.Fatal(err)
-	}
+	f, _, _ := reopen(b, filepath.Join(b.TempDir(), "idserver.seq"))
 	defer f.Close()
 	marks := make([]Mark, 100000)
 	for i := range marks {
@@ -373,10 +367,7 @@ func BenchmarkFold(b *testing.B) {
 // is about to be folded (eight times what the marks take: 32 MB).
 func BenchmarkOpenFile(b *testing.B) {
 	path := filepath.Join(b.TempDir(), "idserver.seq")
-	f, _, _, err := OpenFile(path)
-	if err != nil {
-		b.Fatal(err)
-	}
+	f, _, _ := reopen(b, path)
 	keys := make([]string, 100000)
 	marks := make([]Mark, len(keys))
 	for i := range keys {

@@ -456,6 +456,9 @@ func (e *entry) available(n int64) bool {
 	return false
 }
 
+// end is the last value reserved for e: no segment it holds goes past.
+func (e *entry) end() int64 { return max(e.limit, e.next.last) }
+
 // left is how many values e has in hand, reserved and not handed out.
 func (e *entry) left() int64 {
 	left := e.limit - e.issued
@@ -729,7 +732,7 @@ func (t *Table) Stop(ctx context.Context) error {
 	var marks []Mark
 	t.each(func(e *entry) {
 		if e.limit > e.issued || e.next.first != 0 {
-			marks = append(marks, Mark{Key: e.key, Value: e.issued, Reserved: max(e.limit, e.next.last)})
+			marks = append(marks, Mark{Key: e.key, Value: e.issued, Reserved: e.end()})
 		}
 	})
 	if len(marks) == 0 {

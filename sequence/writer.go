@@ -93,7 +93,7 @@ func (t *Table) take(batch []*entry) (failed bool) {
 		// Up to one segment ahead of what was handed out, no more: a
 		// crash skips at most a segment (or one INCRBY's values).
 		size := t.size(e, now)
-		ts[i] = Take{Key: e.key, After: max(e.limit, e.next.last), N: max(size-e.left(), e.want, 1), Issued: e.issued}
+		ts[i] = Take{Key: e.key, After: e.end(), N: max(size-e.left(), e.want, 1), Issued: e.issued}
 		e.seg, e.asked, e.askedAt = size, e.issued, now
 		e.relow()
 		sh.mu.Unlock()
@@ -150,7 +150,7 @@ func (t *Table) marks() []Mark {
 	marks := make([]Mark, 0, t.entries())
 	t.each(func(e *entry) {
 		if e.stored {
-			marks = append(marks, Mark{Key: e.key, Value: e.issued, Reserved: max(e.limit, e.next.last, e.setTo, e.issued)})
+			marks = append(marks, Mark{Key: e.key, Value: e.issued, Reserved: max(e.end(), e.setTo, e.issued)})
 		}
 	})
 	return marks
