@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,15 +21,9 @@ import (
 // every value handed out, and DBSIZE and SCAN see every key.
 func TestClusterSequences(t *testing.T) {
 	e := testetcd.Start(t)
-	var mu sync.Mutex
-	servers := []*process{member(t, e), member(t, e), member(t, e)}
-	addr := func(i int) string {
-		mu.Lock()
-		defer mu.Unlock()
-		return servers[i%3].Addr
-	}
+	servers := newFleet(member(t, e), member(t, e), member(t, e))
 	set := newSeqSet()
-	stop := set.loadAll(addr, 6, 40, uint64(time.Now().UnixNano()))
+	stop := set.loadAll(servers, 6, 40, uint64(time.Now().UnixNano()))
 	defer stop()
 	progress := func(what string) {
 		t.Helper()
@@ -39,23 +32,20 @@ func TestClusterSequences(t *testing.T) {
 	}
 	progress("at first")
 
-	servers[0].Cmd.Process.Signal(syscall.SIGSTOP)
+	servers.at(0).Cmd.Process.Signal(syscall.SIGSTOP)
 	time.Sleep(3 * leaseTTL / 2) // the pause under test: past the lease
-	servers[0].Cmd.Process.Signal(syscall.SIGCONT)
+	servers.at(0).Cmd.Process.Signal(syscall.SIGCONT)
 	progress("after a pause")
 
-	servers[1].Kill9()
-	restarted := member(t, e)
-	mu.Lock()
-	servers[1] = restarted
-	mu.Unlock()
+	servers.at(1).Kill9()
+	servers.replace(1, member(t, e))
 	progress("after a kill -9 and restart")
 
 	e.Kill()
 	const keyWhileDown = "new:while:etcd:down"
 	// The outage under test: segments in hand are served, nothing past
 	// them: a new key gets -BUSY naming etcd.
-	nc := redis.NewClient(&redis.Options{Addr: addr(2), MaxRetries: -1, ReadTimeout: 10 * time.Second})
+	nc := redis.NewClient(&redis.Options{Addr: servers.addr(2), MaxRetries: -1, ReadTimeout: 10 * time.Second})
 	if err := nc.Incr(context.Background(), keyWhileDown).Err(); err == nil || !strings.HasPrefix(err.Error(), "BUSY sequence values ahead are not yet reserved durably") {
 		t.Errorf("INCR of a new key while etcd is down: %v", err)
 	}
@@ -72,7 +62,7 @@ func TestClusterSequences(t *testing.T) {
 		highest[r.key] = max(highest[r.key], r.last)
 	}
 	ctx := context.Background()
-	for _, p := range servers {
+	for _, p := range servers.all() {
 		c := redis.NewClient(&redis.Options{Addr: p.Addr})
 		want := int64(len(highest))
 		if c.Exists(ctx, keyWhileDown).Val() == 1 { // its take may have landed as etcd came back
@@ -103,13 +93,13 @@ func TestClusterSequences(t *testing.T) {
 		c.Close()
 	}
 	// A key SET on one server: every server's next INCR is above it.
-	c := redis.NewClient(&redis.Options{Addr: servers[2].Addr})
+	c := redis.NewClient(&redis.Options{Addr: servers.at(2).Addr})
 	defer c.Close()
 	top := highest["seq:0"] + 1_000_000
 	if err := c.Set(ctx, "seq:0", top, 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range servers {
+	for _, p := range servers.all() {
 		pc := redis.NewClient(&redis.Options{Addr: p.Addr})
 		if err := pc.Set(ctx, "seq:0", top-1, 0).Err(); err == nil {
 			t.Errorf("%s: SET below another server's SET accepted", p.Addr)

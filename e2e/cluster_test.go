@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -186,7 +185,7 @@ func TestClusterEtcdDown(t *testing.T) {
 		waitHolding(t, p, 10*time.Second)
 	}
 	set := newIDSet(memberLayout)
-	stop := set.loadAll(func(i int) string { return servers[i%2].Addr }, 4, 50)
+	stop := set.loadAll(newFleet(servers...), 4, 50)
 	defer stop()
 	await.True(t, time.Minute, "IDs are served before etcd goes down", func() bool { return set.count() > 1000 })
 	e.Kill()
@@ -227,15 +226,10 @@ func TestClusterFaultLoop(t *testing.T) {
 	t.Logf("seed %d", seed)
 	rnd := rand.New(rand.NewPCG(seed, seed))
 	e := testetcd.Start(t)
-	var mu sync.Mutex
-	servers := []*process{member(t, e), member(t, e), member(t, e)}
-	addr := func(i int) string { // client i asks server i mod 3: the replay is the seed's
-		mu.Lock()
-		defer mu.Unlock()
-		return servers[i%len(servers)].Addr
-	}
+	const members = 3
+	servers := newFleet(member(t, e), member(t, e), member(t, e))
 	set := newIDSet(memberLayout)
-	stop := set.loadAll(addr, 4, 100)
+	stop := set.loadAll(servers, 4, 100)
 	defer stop()
 	kinds := []string{"pause", "kill", "etcd", "clock", "wipe"}
 	var order []string
@@ -244,10 +238,8 @@ func TestClusterFaultLoop(t *testing.T) {
 	}
 	rnd.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 	for _, kind := range order {
-		i := rnd.IntN(len(servers))
-		mu.Lock()
-		p := servers[i]
-		mu.Unlock()
+		i := rnd.IntN(members)
+		p := servers.at(i)
 		switch kind {
 		case "pause":
 			p.Cmd.Process.Signal(syscall.SIGSTOP)
@@ -255,10 +247,7 @@ func TestClusterFaultLoop(t *testing.T) {
 			p.Cmd.Process.Signal(syscall.SIGCONT)
 		case "kill":
 			p.Kill9()
-			q := member(t, e)
-			mu.Lock()
-			servers[i] = q
-			mu.Unlock()
+			servers.replace(i, member(t, e))
 		case "etcd":
 			e.Kill()
 			time.Sleep(time.Duration(500+rnd.IntN(3000)) * time.Millisecond)
@@ -435,7 +424,7 @@ func TestClusterPrefixDeletedUnderLoad(t *testing.T) {
 		waitHolding(t, p, 10*time.Second)
 	}
 	set := newIDSet(busyLayout)
-	stop := set.loadAll(func(i int) string { return servers[i%2].Addr }, 4, 100)
+	stop := set.loadAll(newFleet(servers...), 4, 100)
 	defer stop()
 	waitAhead(t, servers[0], 2000)
 	wipe(t, e)
@@ -479,7 +468,7 @@ func TestClusterPrefixDeletedStandbyClaims(t *testing.T) {
 		t.Fatalf("the third server does not stand by: %s", clusterInfo(standby, "cluster_state"))
 	}
 	set := newIDSet(busyLayout)
-	stop := set.loadAll(func(i int) string { return servers[i%3].Addr }, 4, 100)
+	stop := set.loadAll(newFleet(servers...), 4, 100)
 	defer stop()
 	waitAhead(t, servers[0], 6000)
 	servers[0].Cmd.Process.Signal(syscall.SIGSTOP)
@@ -514,7 +503,8 @@ func TestClusterPrefixDeletedNewServer(t *testing.T) {
 	}
 	waitHolding(t, servers[1], 10*time.Second)
 	set := newIDSet(busyLayout)
-	stop := set.loadAll(func(i int) string { return servers[i%2].Addr }, 4, 100)
+	load := newFleet(servers...)
+	stop := set.loadAll(load, 4, 100)
 	defer stop()
 	waitAhead(t, paused, 6000)
 	paused.Cmd.Process.Signal(syscall.SIGSTOP)
@@ -536,7 +526,7 @@ func TestClusterPrefixDeletedNewServer(t *testing.T) {
 	if id := waitHolding(t, fresh, 10*time.Second); id != 0 {
 		t.Fatalf("the new server holds id %d, want the paused holder's 0", id)
 	}
-	servers[0] = fresh
+	load.replace(0, fresh)
 	paused.Cmd.Process.Signal(syscall.SIGCONT)
 	if !await.Within(20*time.Second, func() bool { return set.count() > deleted+40000 }) {
 		t.Fatalf("only %d IDs after the new server claimed (%d before)", set.count()-deleted, deleted)
@@ -635,7 +625,7 @@ func TestClusterEtcdLeaderLost(t *testing.T) {
 		waitRenewed(t, p)
 	}
 	set := newIDSet(busyLayout)
-	stop := set.loadAll(func(i int) string { return servers[i%2].Addr }, 4, 100)
+	stop := set.loadAll(newFleet(servers...), 4, 100)
 	defer stop()
 	leader := etcdLeader(t, members)
 	t.Logf("freezing etcd leader %s", leader.Endpoint)
@@ -771,8 +761,8 @@ func TestClusterEtcdRestored(t *testing.T) {
 		waitHolding(t, p, 10*time.Second)
 	}
 	set := newIDSet(busyLayout)
-	var mu sync.Mutex
-	stop := set.loadAll(func(i int) string { mu.Lock(); defer mu.Unlock(); return servers[i%2].Addr }, 4, 100)
+	load := newFleet(servers...)
+	stop := set.loadAll(load, 4, 100)
 	defer stop()
 	backup := e.Backup()
 	if !await.Within(20*time.Second, func() bool { return set.count() > 30000 }) {
@@ -783,9 +773,10 @@ func TestClusterEtcdRestored(t *testing.T) {
 	}
 	e.Restore(backup)
 	restoredAt := set.count()
-	mu.Lock()
 	servers = []*process{holder(0), holder(1)}
-	mu.Unlock()
+	for i, p := range servers {
+		load.replace(i, p)
+	}
 	for i, p := range servers {
 		if !await.Within(10*time.Second, func() bool { return p.Logged("etcd went back in time") }) {
 			t.Fatalf("restarted holder %d did not see etcd go back:\n%s", i, strings.Join(p.Lines(), "\n"))
@@ -888,7 +879,7 @@ func TestClusterHolderCutOff(t *testing.T) {
 	}
 	set := newIDSet(idgen.Layout{IDBits: 0, ShardBits: 2, RandomBits: 19})
 	servers := []*process{cut, standby}
-	stop := set.loadAll(func(i int) string { return servers[i%2].Addr }, 4, 100)
+	stop := set.loadAll(newFleet(servers...), 4, 100)
 	defer stop()
 	if !await.Within(20*time.Second, func() bool { return set.count() > 10000 }) {
 		t.Fatalf("only %d IDs before the cut", set.count())

@@ -127,16 +127,53 @@ func clientLoop(addr func() string, timeout time.Duration, stop <-chan struct{},
 	}
 }
 
-// loadAll runs clients clients, client i asking addr(i) for batches of n
+// fleet is the servers a load asks: client i asks server i mod their
+// number. A test replaces a server it killed while the load runs, so the
+// list is read and written only under its lock: the load never reads a
+// slice the test is writing.
+type fleet struct {
+	mu sync.Mutex
+	ps []*process
+}
+
+// newFleet is a fleet of a copy of ps: a test's own writes to its slice
+// are not the load's.
+func newFleet(ps ...*process) *fleet { return &fleet{ps: slices.Clone(ps)} }
+
+// at is the server client i asks.
+func (f *fleet) at(i int) *process {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.ps[i%len(f.ps)]
+}
+
+// replace puts p in the place of server i.
+func (f *fleet) replace(i int, p *process) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.ps[i] = p
+}
+
+// all is the servers now, a copy.
+func (f *fleet) all() []*process {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.ps)
+}
+
+// addr is the address client i asks.
+func (f *fleet) addr(i int) string { return f.at(i).Addr }
+
+// loadAll runs clients clients, client i asking f.at(i) for batches of n
 // IDs, into s until the returned stop is called; stop waits for them, and
 // does nothing the second time, so a test defers it and may call it
 // before checking s.
-func (s *idSet) loadAll(addr func(i int) string, clients, n int) (stop func()) {
+func (s *idSet) loadAll(f *fleet, clients, n int) (stop func()) {
 	quit := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := range clients {
 		wg.Add(1)
-		go s.load(func() string { return addr(i) }, n, quit, &wg)
+		go s.load(func() string { return f.addr(i) }, n, quit, &wg)
 	}
 	var once sync.Once
 	return func() { once.Do(func() { close(quit); wg.Wait() }) }

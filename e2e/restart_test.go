@@ -40,7 +40,7 @@ func TestKillRestartLoop(t *testing.T) {
 		p := start(t, nil, "--dir", dir, "--enable-debug-command", "yes",
 			"--debug-clock-offset-ms", strconv.FormatInt(offset, 10))
 		set := newIDSet(idgen.DefaultLayout)
-		stop := set.loadAll(func(int) string { return p.Addr }, 4, 100)
+		stop := set.loadAll(newFleet(p), 4, 100)
 		await.True(t, time.Minute, "IDs are served", func() bool { return set.count() > 0 })
 		if run%3 == 2 {
 			// A step back within max-lead-ms while serving: absorbed.
@@ -151,7 +151,7 @@ func TestSigtermUnderLoad(t *testing.T) {
 	dir := t.TempDir()
 	p := start(t, nil, "--dir", dir)
 	set := newIDSet(idgen.DefaultLayout)
-	stop := set.loadAll(func(int) string { return p.Addr }, 8, 100)
+	stop := set.loadAll(newFleet(p), 8, 100)
 	defer stop()
 	await.True(t, time.Minute, "IDs are served", func() bool { return set.count() > 1000 })
 	begin := time.Now()

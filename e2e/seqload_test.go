@@ -153,14 +153,14 @@ func (s *seqSet) pipeline(c *redis.Client, rnd *rand.Rand, keys, client int) boo
 // read its keys back must agree on it.
 func seqKey(i int) string { return "seq:" + strconv.Itoa(i) }
 
-// loadAll runs clients clients, client i at addr(i), over keys keys,
+// loadAll runs clients clients, client i at f.at(i), over keys keys,
 // into s until the returned stop is called (see idSet.loadAll).
-func (s *seqSet) loadAll(addr func(i int) string, clients, keys int, seed uint64) (stop func()) {
+func (s *seqSet) loadAll(f *fleet, clients, keys int, seed uint64) (stop func()) {
 	quit := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := range clients {
 		wg.Add(1)
-		go s.load(func() string { return addr(i) }, keys, i, seed+uint64(i), quit, &wg)
+		go s.load(func() string { return f.addr(i) }, keys, i, seed+uint64(i), quit, &wg)
 	}
 	var once sync.Once
 	return func() { once.Do(func() { close(quit); wg.Wait() }) }

@@ -38,7 +38,7 @@ func TestSequenceKillLoop(t *testing.T) {
 			lastValues = nil
 		}
 		before := set.count()
-		stop := set.loadAll(func(int) string { return p.Addr }, 4, keys, uint64(run)*100)
+		stop := set.loadAll(newFleet(p), 4, keys, uint64(run)*100)
 		await.True(t, time.Minute, "values are handed out", func() bool { return set.count() > before+200 })
 		time.Sleep(time.Duration(20+run*7%60) * time.Millisecond) // a while under load: the kill comes at no set point
 		if run%6 == 5 {
