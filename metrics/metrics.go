@@ -50,9 +50,11 @@ func New(o Options) http.Handler {
 		}
 		fmt.Fprintln(w, "OK")
 	})
-	// Profiles of the live server, for performance work (go tool pprof).
+	// Profiles of the live server, for performance work (go tool pprof),
+	// and execution traces, for latency (go tool trace).
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
 	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	return mux
 }
 

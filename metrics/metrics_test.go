@@ -67,3 +67,19 @@ func waitServing(t *testing.T, srv *respserver.Server) {
 	}
 	t.Fatal("Serve did not start")
 }
+
+// TestProfiles: the CPU profile and the execution trace of the live
+// server are served, for go tool pprof and go tool trace.
+func TestProfiles(t *testing.T) {
+	h := New(Options{Server: respserver.New(respserver.Options{}), Version: "test"})
+	for path, starts := range map[string]string{
+		"/debug/pprof/profile?seconds=1": "\x1f\x8b", // gzip
+		"/debug/pprof/trace?seconds=1":   "go 1.",
+	} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		if body := rec.Body.String(); rec.Code != 200 || !strings.HasPrefix(body, starts) {
+			t.Errorf("GET %s: %d, %q...", path, rec.Code, body[:min(len(body), 40)])
+		}
+	}
+}
