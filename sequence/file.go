@@ -42,6 +42,7 @@ type File struct {
 	db       *bolt.DB // nil until the first write
 	entry    uint64   // the number of the last log entry
 	logBytes int      // what was appended to the log since the last fold
+	rec      []byte   // the buffer of the next write's records
 	dirty    bool     // a write since the start: the last run did not end cleanly
 	folds    uint64
 }
@@ -189,7 +190,7 @@ func decodeEntry(byKey map[string]stored, b []byte) error {
 
 // Take reserves each segment, all in one write.
 func (f *File) Take(ctx context.Context, ts []Take) {
-	var rec []byte
+	n := 0
 	for i := range ts {
 		t := &ts[i]
 		if t.After > math.MaxInt64-t.N {
@@ -197,12 +198,20 @@ func (f *File) Take(ctx context.Context, ts []Take) {
 			continue
 		}
 		t.First, t.Last = t.After+1, t.After+t.N
-		rec = appendRecord(rec, t.Key, stored{t.Last, t.Issued})
+		n++
 	}
-	if len(rec) == 0 {
+	if n == 0 {
 		return
 	}
-	if err := f.write(rec, false); err != nil {
+	err := f.write(dirty, func(rec []byte) []byte {
+		for _, t := range ts {
+			if t.Err == nil {
+				rec = appendRecord(rec, t.Key, stored{t.Last, t.Issued})
+			}
+		}
+		return rec
+	})
+	if err != nil {
 		for i := range ts {
 			if ts[i].Err == nil {
 				ts[i].Err = err
@@ -213,29 +222,47 @@ func (f *File) Take(ctx context.Context, ts []Take) {
 
 // Set stores v as key's mark; the Table checked that it goes up.
 func (f *File) Set(ctx context.Context, key string, v int64, mode SetMode) error {
-	return f.write(appendRecord(nil, key, stored{v, v}), false)
+	return f.write(dirty, func(rec []byte) []byte { return appendRecord(rec, key, stored{v, v}) })
 }
 
 // Release stores the marks of a graceful stop, and that it was one.
 func (f *File) Release(ctx context.Context, marks []Mark) error {
-	var rec []byte
-	for _, m := range marks {
-		rec = appendRecord(rec, m.Key, stored{m.Value, m.Value})
-	}
-	return f.write(rec, true)
+	return f.write(clean, func(rec []byte) []byte {
+		for _, m := range marks {
+			rec = appendRecord(rec, m.Key, stored{m.Value, m.Value})
+		}
+		return rec
+	})
 }
 
-// write appends rec to the log in one transaction, fsynced before it
-// returns. clean records a graceful stop; any other write says the run
-// is on.
-func (f *File) write(rec []byte, clean bool) error {
+// How a write leaves the file: a graceful stop's is clean, every other
+// write says the run is on.
+type ending bool
+
+const (
+	dirty ending = false
+	clean ending = true
+)
+
+// keepRec is the largest record buffer a File keeps for its next write.
+const keepRec = 1 << 20
+
+// write appends to the log, in one transaction fsynced before it
+// returns, the records that records appends to the buffer it is given:
+// the File's own, reused, so that a write of thousands of keys leaves
+// the collector neither its record nor the copies that grew it.
+func (f *File) write(end ending, records func([]byte) []byte) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.open(); err != nil {
 		return err
 	}
+	rec := records(f.rec[:0])
+	if cap(rec) <= keepRec {
+		f.rec = rec
+	}
 	err := f.db.Update(func(tx *bolt.Tx) error {
-		if err := f.mark(tx, clean); err != nil {
+		if err := f.mark(tx, end); err != nil {
 			return err
 		}
 		return f.putEntry(tx, rec)
@@ -329,10 +356,10 @@ func (f *File) Fold(snapshot func() []Mark) error {
 }
 
 // mark records in tx whether the run ended cleanly, when that changes.
-func (f *File) mark(tx *bolt.Tx, clean bool) error {
+func (f *File) mark(tx *bolt.Tx, end ending) error {
 	meta := tx.Bucket(metaBucket)
 	switch {
-	case clean:
+	case end == clean:
 		f.dirty = false
 		return meta.Put(cleanKey, []byte{1})
 	case !f.dirty:
