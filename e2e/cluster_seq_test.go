@@ -11,6 +11,7 @@ import (
 
 	"github.com/idserver/idserver/internal/await"
 	"github.com/idserver/idserver/internal/testetcd"
+	"github.com/idserver/idserver/internal/testseed"
 )
 
 // TestClusterSequences: three servers hand out values of the same keys,
@@ -23,7 +24,7 @@ func TestClusterSequences(t *testing.T) {
 	e := testetcd.Start(t)
 	servers := newFleet(member(t, e), member(t, e), member(t, e))
 	set := newSeqSet()
-	stop := set.loadAll(servers, 6, 40, uint64(time.Now().UnixNano()))
+	stop := set.loadAll(servers, 6, 40, testseed.Get(t))
 	defer stop()
 	progress := func(what string) {
 		t.Helper()

@@ -24,6 +24,7 @@ import (
 	"github.com/idserver/idserver/internal/redisinfo"
 	"github.com/idserver/idserver/internal/testetcd"
 	"github.com/idserver/idserver/internal/testpki"
+	"github.com/idserver/idserver/internal/testseed"
 )
 
 // The cluster tests run real etcd (Debian's etcd-server: etcd on the
@@ -217,13 +218,9 @@ func TestClusterEtcdDown(t *testing.T) {
 // past its lease, a server killed and started again, etcd killed and
 // restarted, a server's clock shifted back or forward, every key under the
 // prefix deleted. Every ID collected is unique, and so is every unit. The
-// seed is logged; IDSERVER_FAULT_SEED replays it.
+// seed is logged; TEST_SEED replays it.
 func TestClusterFaultLoop(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	if s, err := strconv.ParseUint(os.Getenv("IDSERVER_FAULT_SEED"), 10, 64); err == nil {
-		seed = s
-	}
-	t.Logf("seed %d", seed)
+	seed := testseed.Get(t)
 	rnd := rand.New(rand.NewPCG(seed, seed))
 	e := testetcd.Start(t)
 	const members = 3

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idserver/idserver/idgen"
+	"github.com/idserver/idserver/internal/testseed"
 )
 
 // hostileScripts are what a client of TestAccountantRandomClients may do
@@ -75,8 +76,7 @@ func TestAccountantRandomClients(t *testing.T) {
 		MaxMemoryClients: bound, QueryBufferLimit: 256 << 10,
 		Output: OutputLimits{Hard: hard, Soft: hard / 2, SoftFor: time.Second},
 	})
-	seed := rand.Uint64()
-	t.Logf("seed %d", seed)
+	seed := testseed.Get(t)
 	stop := time.Now().Add(3 * time.Second)
 	var wg sync.WaitGroup
 	ran := make([]int, len(hostileScripts))

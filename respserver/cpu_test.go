@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idserver/idserver/idgen"
+	"github.com/idserver/idserver/internal/testseed"
 )
 
 // hostileCommands are the commands an unauthenticated or authenticated
@@ -72,8 +73,7 @@ func TestCPUPerByte(t *testing.T) {
 	if raceEnabled { // slower, and here for races rather than for costs
 		perByte, allowance, scale = 10*perByte, 10*allowance, 4
 	}
-	seed := rand.Uint64()
-	t.Logf("seed %d", seed)
+	seed := testseed.Get(t)
 	r := rand.New(rand.NewPCG(seed, 1))
 	var shapes [][]string // the arguments, made once for every command
 	shape := func(n, size int, f argForm) {

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idserver/idserver/idgen"
+	"github.com/idserver/idserver/internal/testseed"
 )
 
 func TestGlob(t *testing.T) {
@@ -159,8 +160,7 @@ func TestGlobCostBounded(t *testing.T) {
 	}
 	maxToks := 2*maxLen + 3
 	words := maxToks/64 + 1
-	seed := rand.Uint64()
-	t.Logf("seed %d", seed)
+	seed := testseed.Get(t)
 	r := rand.New(rand.NewPCG(seed, 0))
 	pieces := []string{"*", "?", "[", "]", "^", "-", `\`, "a", "p", "-ms", "[\x00-\xff", "[^a-z]", "[a-", "*?", "*[x", "\\*"}
 	worst := 0.0

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/idserver/idserver/internal/testseed"
 )
 
 // reopen reads the file at path as a restart does, and returns the marks
@@ -132,8 +134,7 @@ func TestFileFolds(t *testing.T) {
 // before it. A fold must see every segment written and every SET being
 // written.
 func TestFoldsKeepMarks(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := testseed.Get(t)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "idserver.seq")
 	f, _, _ := reopen(t, path)

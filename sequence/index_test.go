@@ -5,14 +5,15 @@ import (
 	"math/rand/v2"
 	"testing"
 	"unsafe"
+
+	"github.com/idserver/idserver/internal/testseed"
 )
 
 // TestIndex: every key added is found, under its own hash, and no other
 // key is, through growth and through hashes that collide (whole, or in
 // the bits that choose a slot), against a map as the oracle.
 func TestIndex(t *testing.T) {
-	seed := rand.Uint64()
-	t.Logf("seed %d", seed)
+	seed := testseed.Get(t)
 	r := rand.New(rand.NewPCG(seed, 1))
 	for _, hashes := range []int{1, 7, 1 << 62} { // how many hashes the keys share
 		var x index

@@ -3,14 +3,15 @@ package sequence
 import (
 	"math/rand/v2"
 	"testing"
+
+	"github.com/idserver/idserver/internal/testseed"
 )
 
 // TestSlabTake: runs of any length, up to past the largest chunk, come
 // zero, as long as asked and no longer (an append cannot reach the
 // next), and never share a value with another run.
 func TestSlabTake(t *testing.T) {
-	seed := rand.Uint64()
-	t.Logf("seed %d", seed)
+	seed := testseed.Get(t)
 	r := rand.New(rand.NewPCG(seed, 2))
 	var s slab[slot]
 	var runs [][]slot

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/idserver/idserver/internal/testseed"
 )
 
 // memBackend is a Backend in memory: marks as a durable store would keep
@@ -181,9 +183,8 @@ func TestBounds(t *testing.T) {
 // handed out twice in all the runs, every value of a run is above every
 // value of the runs before it, and each client's values go up.
 func TestNoRepeat(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
-	rnd := rand.New(rand.NewPCG(uint64(seed), 0))
+	seed := testseed.Get(t)
+	rnd := rand.New(rand.NewPCG(seed, 0))
 	b := newMem()
 	before := map[string]int64{}      // per key, the largest value of the runs before
 	handed := map[string][][2]int64{} // per key, every range handed out
@@ -193,7 +194,7 @@ func TestNoRepeat(t *testing.T) {
 		keys := 1 + rnd.IntN(20)
 		var wg sync.WaitGroup
 		for c := range 4 {
-			crnd := rand.New(rand.NewPCG(uint64(seed), uint64(run*10+c+1)))
+			crnd := rand.New(rand.NewPCG(seed, uint64(run*10+c+1)))
 			wg.Go(func() {
 				mine := map[string]int64{} // this client's last value per key
 				for range 500 {
@@ -571,8 +572,7 @@ func TestBurstsWrittenOnce(t *testing.T) {
 // segment as it fades; at most MaxSegment (but for a waiting request)
 // and four times the rate measured (or the faded last one).
 func TestSegmentSize(t *testing.T) {
-	seed := rand.Uint64()
-	t.Logf("seed %d", seed)
+	seed := testseed.Get(t)
 	r := rand.New(rand.NewPCG(seed, 3))
 	for range 100000 {
 		st := time.Duration(1+r.IntN(10)) * time.Second
@@ -657,8 +657,7 @@ func (m *foldingMem) Fold(snapshot func() []Mark) error {
 // handed out or SET before it; a failed fold is logged once (not once a
 // write), and the Table goes on.
 func TestFoldSnapshots(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := testseed.Get(t)
 	var log bytes.Buffer
 	b := &foldingMem{memBackend: newMem(), seen: map[string]int64{}}
 	tb := newTable(t, b, Options{SegmentTime: 5 * time.Millisecond, Log: zerolog.New(&syncWriter{w: &log})}, nil)
@@ -681,10 +680,10 @@ func TestFoldSnapshots(t *testing.T) {
 // them empty) on tb,
 // ops of them from each of four clients (seeded), calling seen with each
 // value handed out or SET. The WaitGroup is done when they are.
-func traffic(t *testing.T, tb *Table, seed int64, keys, ops int, seen func(key string, v int64)) *sync.WaitGroup {
+func traffic(t *testing.T, tb *Table, seed uint64, keys, ops int, seen func(key string, v int64)) *sync.WaitGroup {
 	var wg sync.WaitGroup
 	for c := range 4 {
-		rnd := rand.New(rand.NewPCG(uint64(seed), uint64(c)))
+		rnd := rand.New(rand.NewPCG(seed, uint64(c)))
 		wg.Go(func() {
 			for range ops {
 				key := fmt.Sprintf("k%d", rnd.IntN(keys))
