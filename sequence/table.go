@@ -235,11 +235,11 @@ type wait struct {
 type segment struct{ first, last int64 }
 
 // entries allocates a table's index slots and entries, each entry with
-// its key's bytes in the same place: a lookup compares the key where the INCR then counts, rather
-// than following a pointer to a second place in memory (with 100,000
-// random keys, that second cache miss was a tenth of INCR's CPU). The
-// bytes are never written after, as unsafe.String asks. Each size is a
-// multiple of 64, so that every entry begins a cache line.
+// its key's bytes in the same place: a lookup compares the key where the
+// INCR then counts, rather than following a pointer to a second place in
+// memory (with 100,000 random keys, that second cache miss was a tenth of
+// INCR's CPU). The bytes are never written after, as unsafe.String asks.
+// Each size is a multiple of 64, so that every entry begins a cache line.
 type entries struct {
 	slots slab[slot]  // the shards' index slots
 	k16   slab[entry] // in short

@@ -603,8 +603,8 @@ func TestSegmentSize(t *testing.T) {
 // foldingMem is a memBackend that is a Folder, due after every write;
 // every third fold fails. Each fold checks its snapshot against what the
 // clients were handed and every SET written before it (seen): a fold
-// must never drop below those. (It may drop below the store: a SET under way lets go of
-// its key's segment, and writes a lower mark itself.)
+// must never drop below those. (It may drop below the store: a SET under
+// way lets go of its key's segment, and writes a lower mark itself.)
 type foldingMem struct {
 	*memBackend
 	seenMu        sync.Mutex
@@ -677,9 +677,9 @@ func TestFoldSnapshots(t *testing.T) {
 }
 
 // traffic runs INCR, INCRBY and SET of random ones of keys keys (one of
-// them empty) on tb,
-// ops of them from each of four clients (seeded), calling seen with each
-// value handed out or SET. The WaitGroup is done when they are.
+// them empty) on tb, ops of them from each of four clients (seeded),
+// calling seen with each value handed out or SET. The WaitGroup is done
+// when they are.
 func traffic(t *testing.T, tb *Table, seed uint64, keys, ops int, seen func(key string, v int64)) *sync.WaitGroup {
 	var wg sync.WaitGroup
 	for c := range 4 {
