@@ -156,11 +156,23 @@ func (s *Server) incr(c *client, key []byte, n int64) error {
 	case errors.Is(err, sequence.ErrWouldWait):
 		c.prepareAhead(seq)
 		return c.incrLater(seq, string(key), n)
+	case errors.Is(err, sequence.ErrBirthPending):
+		c.holdForBirths(seq)
 	case err != nil:
 		return err
 	}
 	c.writeInt64(v)
 	return nil
+}
+
+// holdForBirths holds the batch's replies until the keys born in it are
+// durable (a pipelined INCR's key, prepared ahead, got its first value):
+// no client is given a value of a key a crash would forget. The values
+// are handed out either way; if the store does not record the keys in
+// time, the replies go out all the same (the values are reserved, so
+// none repeats) and the failure is counted as the store's.
+func (c *client) holdForBirths(seq *sequence.Table) {
+	c.Hold(seq.AwaitBirths)
 }
 
 // incrLater is incr's wait, off the loop. (Its own function: what its

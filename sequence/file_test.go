@@ -47,7 +47,8 @@ func TestFileRestarts(t *testing.T) {
 	if _, err := os.Stat(path); !os.IsNotExist(err) {
 		t.Fatal("opening created the file")
 	}
-	ts := []Take{{Key: "a", After: 0, N: 10, Issued: 0}, {Key: "b", After: 5, N: 5, Issued: 3}}
+	ts := []Take{{Key: "a", After: 0, N: 10, Issued: 0, Born: true}, {Key: "b", After: 5, N: 5, Issued: 3, Born: true},
+		{Key: "prepared", N: 4}}
 	f.Take(context.Background(), ts)
 	if ts[0].Err != nil || ts[0].First != 1 || ts[0].Last != 10 || ts[1].First != 6 || ts[1].Last != 10 {
 		t.Fatalf("takes: %+v", ts)
@@ -55,20 +56,23 @@ func TestFileRestarts(t *testing.T) {
 	if err := f.Set(context.Background(), "c", 42, Always); err != nil {
 		t.Fatal(err)
 	}
-	ts = []Take{{Key: "a", After: 10, N: 100, Issued: 7}}
+	ts = []Take{{Key: "a", After: 10, N: 100, Issued: 7, Born: true}, {Key: "prepared2", N: 4}}
 	f.Take(context.Background(), ts)
 	f.Close()
 
+	// A key only prepared for a pipeline (not born) is forgotten: no
+	// value of it was given to a client.
 	f, marks, r = reopen(t, path)
-	if marks["a"] != 110 || marks["b"] != 10 || marks["c"] != 42 || r.Clean || r.Skipped != 103+7 {
+	if len(marks) != 3 || marks["a"] != 110 || marks["b"] != 10 || marks["c"] != 42 || r.Clean || r.Skipped != 103+7 || r.Keys != 3 {
 		t.Fatalf("after a crash: %v %+v; want a 110, b 10, c 42, skipped 110", marks, r)
 	}
-	if err := f.Release(context.Background(), []Mark{{Key: "a", Value: 9}, {Key: "b", Value: 4}}); err != nil {
+	err := f.Release(context.Background(), []Mark{{Key: "a", Value: 9, Born: true}, {Key: "b", Value: 4, Born: true}, {Key: "prepared3", Value: 0}})
+	if err != nil {
 		t.Fatal(err)
 	}
 	f.Close()
 	_, marks, r = reopen(t, path)
-	if marks["a"] != 9 || marks["b"] != 4 || marks["c"] != 42 || !r.Clean || r.Skipped != 0 {
+	if len(marks) != 3 || marks["a"] != 9 || marks["b"] != 4 || marks["c"] != 42 || !r.Clean || r.Skipped != 0 {
 		t.Fatalf("after a graceful stop: %v %+v", marks, r)
 	}
 }
@@ -135,8 +139,10 @@ func TestFileFolds(t *testing.T) {
 // under INCR, INCRBY and SET of random keys from four clients: an image
 // of the file taken at any moment (what a kill -9 leaves: every commit
 // durable) holds every key at or above each value handed out or SET
-// before it. A fold must see every segment written and every SET being
-// written.
+// before it, and no key that a pipeline only prepared and never gave a
+// value of (its client closed first). A fold must see every segment
+// written and every SET being written; a key's first value is given only
+// once its existence is durable.
 func TestFoldsKeepMarks(t *testing.T) {
 	seed := testseed.Get(t)
 	dir := t.TempDir()
@@ -146,11 +152,13 @@ func TestFoldsKeepMarks(t *testing.T) {
 	tb := New(Options{SegmentTime: 5 * time.Millisecond}, f, nil)
 	var mu sync.Mutex
 	seen := map[string]int64{} // per key, the most handed out or SET
-	wg := traffic(t, tb, seed, 60, 2000, func(key string, v int64) {
+	given := func(key string, v int64) {
 		mu.Lock()
 		seen[key] = max(seen[key], v)
 		mu.Unlock()
-	})
+	}
+	wg := traffic(t, tb, seed, 60, 2000, given)
+	ghosts := pipelines(t, tb, wg, seed, 300, given)
 	images := 0
 	for done := false; !done; images++ {
 		done = waitTimeout(wg, time.Millisecond)
@@ -177,6 +185,11 @@ func TestFoldsKeepMarks(t *testing.T) {
 				t.Fatalf("image %d: %s stored at %d, below %d handed out or SET before it", images, key, marks[key], v)
 			}
 		}
+		for key := range marks {
+			if ghosts.has(key) {
+				t.Fatalf("image %d: %s, only prepared for a pipeline and never given a value, exists", images, key)
+			}
+		}
 		os.Remove(image)
 	}
 	if f.Folds() < 10 {
@@ -185,6 +198,63 @@ func TestFoldsKeepMarks(t *testing.T) {
 	t.Logf("%d images, %d folds", images, f.Folds())
 	tb.Stop(context.Background())
 	f.Close()
+}
+
+// ghostSet is the keys a pipeline prepared and never gave a value of.
+type ghostSet struct {
+	mu   sync.Mutex
+	keys map[string]bool
+}
+
+func (g *ghostSet) add(key string) {
+	g.mu.Lock()
+	g.keys[key] = true
+	g.mu.Unlock()
+}
+
+func (g *ghostSet) has(key string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.keys[key]
+}
+
+// pipelines runs a client as the server runs a pipeline of INCRs of new
+// keys: it prepares them all, then INCRs them in order (a reply waits for
+// AwaitBirths where TryIncr says ErrBirthPending, and only then is a
+// value given: given), or, a client that closes before its replies,
+// INCRs none of the rest: those are ghosts, which must never exist.
+func pipelines(t *testing.T, tb *Table, wg *sync.WaitGroup, seed uint64, rounds int, given func(key string, v int64)) *ghostSet {
+	ghosts := &ghostSet{keys: map[string]bool{}}
+	rnd := rand.New(rand.NewPCG(seed, 99))
+	wg.Go(func() {
+		for r := range rounds {
+			keys := make([]string, 1+rnd.IntN(20))
+			for i := range keys {
+				keys[i] = fmt.Sprintf("p%d-%d", r, i)
+				tb.Prepare([]byte(keys[i]), 1)
+			}
+			closes := rnd.IntN(4) == 0
+			for i, key := range keys {
+				if closes && i > 0 {
+					ghosts.add(key)
+					continue
+				}
+				v, err := tb.TryIncr([]byte(key), 1)
+				switch {
+				case errors.Is(err, ErrWouldWait):
+					v, err = tb.Incr(key, 1)
+				case errors.Is(err, ErrBirthPending):
+					err = tb.AwaitBirths()
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				given(key, v)
+			}
+		}
+	})
+	return ghosts
 }
 
 // waitTimeout waits for wg up to d, and reports whether it is done.
@@ -279,16 +349,16 @@ func TestTableOverFile(t *testing.T) {
 // FuzzDecodeEntry: a log entry of any bytes is decoded or refused, never
 // a panic.
 func FuzzDecodeEntry(f *testing.F) {
-	f.Add(appendRecord(appendRecord(nil, "orders", stored{100, 90}), "k", stored{1, 0}))
+	f.Add(appendRecord(appendRecord(nil, "orders", record{100, 90, true}), "k", record{1, 0, false}))
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		byKey := map[string]stored{}
-		if decodeEntry(byKey, b) == nil {
+		byKey := map[string]record{}
+		if decodeEntry(byKey, b, true) == nil {
 			var again []byte
 			for k, s := range byKey {
 				again = appendRecord(again, k, s)
 			}
-			if decodeEntry(map[string]stored{}, again) != nil {
+			if decodeEntry(map[string]record{}, again, true) != nil {
 				t.Fatal("a decoded entry does not decode again")
 			}
 		}

@@ -18,9 +18,11 @@ func (t *Table) Set(key string, v int64, mode SetMode) error {
 	defer sh.mu.Unlock()
 	if err == nil {
 		e.issued, e.limit, e.next, e.asked = v, v, segment{}, v
+		t.settle(e)
 		t.bear(e)
 	}
 	e.taking = false
+	e.bits &^= demanded
 	e.wake()
 	return err
 }
@@ -61,7 +63,7 @@ func (t *Table) hold(key string, v int64, mode SetMode) (*entry, error) {
 		}
 		if !e.taking {
 			e.taking, e.limit, e.next = true, e.issued, segment{}
-			e.stored, e.setTo = true, max(e.setTo, v) // before the write: a fold keeps it
+			e.bits, e.setTo = e.bits|stored|demanded, max(e.setTo, v) // before the write: a fold keeps it
 			sh.mu.Unlock()
 			return e, nil
 		}

@@ -43,6 +43,12 @@ type Take struct {
 	After  int64 // every value of the segment is above this
 	N      int64 // how many values
 	Issued int64 // the key's last value handed out: a crash may skip those above it
+	// Born: the key exists (a value was handed out or set, or a request
+	// waits for one), so the Backend records it as existing; a key only
+	// prepared for a pipeline is not born, and a restart forgets it. Set
+	// by the Backend to whether the key exists durably once taken (in
+	// etcd it may exist already, written by another server).
+	Born bool
 	// Set by the Backend: the segment is First .. Last (N values), or
 	// Err says why it could not be taken.
 	First, Last int64
@@ -56,6 +62,10 @@ type Mark struct {
 	// Reserved is, at a graceful stop (Release), the end of the key's
 	// segments then: what this server reserved, Value and above unused.
 	Reserved int64
+	// Born: the key exists. At a graceful stop a key that is not was only
+	// prepared for a pipeline, and no value of it was handed out: the
+	// Backend forgets it.
+	Born bool
 }
 
 // Backend keeps every key's reservation durably: a local store in single
@@ -111,6 +121,16 @@ var (
 	ErrOverflow = errors.New("increment or decrement would overflow")
 	// ErrStopped is returned after Stop.
 	ErrStopped = errors.New("sequences stopped")
+	// ErrBirthPending is returned by TryIncr and TryIncrAll with the
+	// values handed out (the result is valid) when the key's existence is
+	// not durable yet: it was prepared for a pipeline, and this is its
+	// first value. The reply must wait for AwaitBirths, so that no client
+	// is given a value of a key a crash would forget.
+	ErrBirthPending = errors.New("the key's existence is not durable yet")
+	// ErrNotCreated is a Backend's answer to a Take of a key that is not
+	// born and that no server made: nothing was taken, and the key is
+	// made by the take of the request that needs it.
+	ErrNotCreated = errors.New("the key does not exist, and was only prepared")
 	// ErrExists is Set's answer under IfNew to a key that exists, and
 	// ErrMissing under IfOld to one that does not.
 	ErrExists  = errors.New("the key exists")
@@ -172,6 +192,8 @@ type Table struct {
 	longest atomic.Int64 // the longest key's length
 	born    atomic.Int64 // keys that exist for GET, DBSIZE and SCAN (see entry.born)
 
+	births births // keys born whose existence is not durable yet
+
 	queueMu sync.Mutex
 	queue   []*entry      // keys whose next segment is asked for
 	wake    chan struct{} // a take is queued
@@ -212,10 +234,10 @@ type entry struct {
 	// born: the key has a value, handed out, set or stored. A key made
 	// only to Prepare its segment (a pipelined INCR that has not run) is
 	// not born: GET, EXISTS, DBSIZE and SCAN do not see it.
-	born   bool
-	shard  uint8    // its shard, in Table.shards
-	stored bool     // the backend may hold a mark of the key (see marks)
-	short  [16]byte // the key, if it is 16 bytes or shorter (key points here)
+	born  bool
+	shard uint8    // its shard, in Table.shards
+	bits  uint8    // stored, durable, demanded
+	short [16]byte // the key, if it is 16 bytes or shorter (key points here)
 
 	key     string
 	seg     int64 // the size of the segment last asked for
@@ -225,6 +247,23 @@ type entry struct {
 	wait    *wait // nil but while a request waits or after a take failed
 	setTo   int64 // the most a Set stored, or may have
 }
+
+// An entry's bits.
+const (
+	// stored: the backend may hold a mark of the key (see marks).
+	stored uint8 = 1 << iota
+	// durable: the backend holds the key as born, so a restart brings it
+	// back. A key born from a segment prepared for a pipeline is not,
+	// until a write records it: until then, a reply with its value waits
+	// (ErrBirthPending), so that no client holds a value of a key a crash
+	// would forget.
+	durable
+	// demanded: a request waits for the key's values (not only a
+	// Prepare), so its take records the key as born.
+	demanded
+)
+
+func (e *entry) has(b uint8) bool { return e.bits&b != 0 }
 
 // wait is what few entries need at a time.
 type wait struct {
@@ -307,7 +346,7 @@ func New(opts Options, backend Backend, known []Mark) *Table {
 	for _, m := range known {
 		_, h := t.shardOf(m.Key)
 		e := insert(t, h, m.Key)
-		e.issued, e.limit, e.stored = m.Value, m.Value, true
+		e.issued, e.limit, e.bits = m.Value, m.Value, stored|durable
 		t.bear(e)
 	}
 	go t.run()
@@ -352,6 +391,20 @@ func (t *Table) bear(e *entry) {
 	if !e.born {
 		e.born = true
 		t.born.Add(1)
+		if !e.has(durable) {
+			t.births.unborn.Add(1)
+		}
+	}
+}
+
+// settle records that the backend holds e as born: a restart brings it
+// back. Its shard is locked.
+func (t *Table) settle(e *entry) {
+	if !e.has(durable) {
+		e.bits |= durable
+		if e.born {
+			t.births.unborn.Add(-1)
+		}
 	}
 }
 
@@ -391,12 +444,15 @@ func (t *Table) tryIncr(key []byte, n int64) (int64, <-chan struct{}, error) {
 	if e.available(n) {
 		e.issued += n
 		t.bear(e)
-		if !e.taking && e.low() {
+		if !e.taking && (e.low() || !e.has(durable)) {
 			t.ask(e)
+		}
+		if !e.has(durable) {
+			return e.issued, nil, ErrBirthPending
 		}
 		return e.issued, nil, nil
 	}
-	e.need(n)
+	e.demand(n)
 	if !e.taking {
 		t.ask(e)
 	}
@@ -476,10 +532,18 @@ func (e *entry) low() bool { return e.left() < e.below }
 // (One field, so that an INCR reads it on the entry's first cache line.)
 func (e *entry) relow() { e.below = max((e.seg+1)/2, e.want) }
 
-// need records that a request waits for n values of e at once.
+// need records that n values of e are needed at once: by a pipelined
+// request (Prepare), or by one that waits (demand).
 func (e *entry) need(n int64) {
 	e.want = max(e.want, n)
 	e.relow()
+}
+
+// demand records that a request waits for n values of e: its take
+// records e as born.
+func (e *entry) demand(n int64) {
+	e.need(n)
+	e.bits |= demanded
 }
 
 // waiting returns a channel closed when the take under way for e ends.
@@ -537,14 +601,18 @@ func (t *Table) Prepare(key []byte, n int64) {
 }
 
 // Incr is TryIncr that waits, up to Options.Wait, for the values to be
-// reserved. It fails with ErrNotReserved, wrapped with the backend's
-// error if its write failed.
+// reserved (and, for a key whose first values they are, for its
+// existence to be durable: AwaitBirths). It fails with ErrNotReserved,
+// wrapped with the backend's error if its write failed.
 func (t *Table) Incr(key string, n int64) (int64, error) {
 	deadline := time.NewTimer(t.opts.Wait)
 	defer deadline.Stop()
 	t.waits.Add(1)
 	for {
 		v, done, err := t.tryIncr([]byte(key), n)
+		if errors.Is(err, ErrBirthPending) {
+			return v, t.AwaitBirths()
+		}
 		if !errors.Is(err, ErrWouldWait) {
 			return v, err
 		}
@@ -609,7 +677,7 @@ func (t *Table) tryIncrAll(ws []Want) ([]<-chan struct{}, error) {
 		}
 		es[i] = e
 		if !e.available(w.N) {
-			e.need(w.N)
+			e.demand(w.N)
 			if !e.taking {
 				t.ask(e)
 			}
@@ -620,15 +688,19 @@ func (t *Table) tryIncrAll(ws []Want) ([]<-chan struct{}, error) {
 	if len(waits) > 0 {
 		return waits, ErrWouldWait
 	}
+	var err error
 	for i, e := range es {
 		e.issued += ws[i].N
 		ws[i].Last = e.issued
 		t.bear(e)
-		if !e.taking && e.low() {
+		if !e.taking && (e.low() || !e.has(durable)) {
 			t.ask(e)
 		}
+		if !e.has(durable) {
+			err = ErrBirthPending
+		}
 	}
-	return nil, nil
+	return nil, err
 }
 
 // IncrAll is TryIncrAll that waits, as Incr does.
@@ -638,6 +710,9 @@ func (t *Table) IncrAll(ws []Want) error {
 	t.waits.Add(1)
 	for {
 		waits, err := t.tryIncrAll(ws)
+		if errors.Is(err, ErrBirthPending) {
+			return t.AwaitBirths()
+		}
 		if !errors.Is(err, ErrWouldWait) {
 			return err
 		}
@@ -732,7 +807,7 @@ func (t *Table) Stop(ctx context.Context) error {
 	var marks []Mark
 	t.each(func(e *entry) {
 		if e.limit > e.issued || e.next.first != 0 {
-			marks = append(marks, Mark{Key: e.key, Value: e.issued, Reserved: e.end()})
+			marks = append(marks, Mark{Key: e.key, Value: e.issued, Reserved: e.end(), Born: e.born})
 		}
 	})
 	if len(marks) == 0 {

@@ -28,12 +28,13 @@ import (
 type memBackend struct {
 	mu     sync.Mutex
 	marks  map[string]int64
+	borns  map[string]bool // keys held as born
 	writes int
 	fail   error         // every write fails with it while set
 	slow   chan struct{} // writes wait for it while set
 }
 
-func newMem() *memBackend { return &memBackend{marks: map[string]int64{}} }
+func newMem() *memBackend { return &memBackend{marks: map[string]int64{}, borns: map[string]bool{}} }
 
 func (m *memBackend) Take(ctx context.Context, ts []Take) {
 	m.mu.Lock()
@@ -53,7 +54,15 @@ func (m *memBackend) Take(ctx context.Context, ts []Take) {
 		}
 		t.First, t.Last = t.After+1, t.After+t.N
 		m.marks[t.Key] = t.Last
+		m.borns[t.Key] = m.borns[t.Key] || t.Born
 	}
+}
+
+// born reports whether m holds key as born: a restart brings it back.
+func (m *memBackend) born(key string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.borns[key]
 }
 
 func (m *memBackend) Set(ctx context.Context, key string, v int64, mode SetMode) error {
@@ -63,7 +72,7 @@ func (m *memBackend) Set(ctx context.Context, key string, v int64, mode SetMode)
 		return m.fail
 	}
 	m.writes++
-	m.marks[key] = v
+	m.marks[key], m.borns[key] = v, true
 	return nil
 }
 
@@ -72,17 +81,21 @@ func (m *memBackend) Release(ctx context.Context, marks []Mark) error {
 	defer m.mu.Unlock()
 	for _, mk := range marks {
 		m.marks[mk.Key] = mk.Value
+		m.borns[mk.Key] = m.borns[mk.Key] || mk.Born
 	}
 	return nil
 }
 
-// known is what a restart reads.
+// known is what a restart reads: the keys held as born (one only
+// prepared is forgotten, as the File forgets it).
 func (m *memBackend) known() []Mark {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var marks []Mark
 	for k, v := range m.marks {
-		marks = append(marks, Mark{Key: k, Value: v})
+		if m.borns[k] {
+			marks = append(marks, Mark{Key: k, Value: v, Born: true})
+		}
 	}
 	return marks
 }
@@ -496,9 +509,12 @@ func BenchmarkTryIncr(b *testing.B) {
 
 // TestPrepareIsInvisible: a key made only to prepare its segment (a
 // pipelined INCR not run yet) does not exist for GET, DBSIZE or SCAN
-// until a value of it is handed out; its first INCR still returns 1.
+// until a value of it is handed out; its first INCR still returns 1, and
+// says that its reply must wait for the key's existence to be durable
+// (ErrBirthPending), which AwaitBirths then is.
 func TestPrepareIsInvisible(t *testing.T) {
-	tb := newTable(t, newMem(), Options{}, nil)
+	b := newMem()
+	tb := newTable(t, b, Options{}, nil)
 	tb.Prepare([]byte("p"), 1)
 	waitIdle(t, tb, "p")
 	if _, ok := tb.Get("p"); ok || tb.Len() != 0 {
@@ -507,11 +523,20 @@ func TestPrepareIsInvisible(t *testing.T) {
 	if keys, _ := tb.Keys(0, 10, nil); len(keys) != 0 {
 		t.Fatalf("SCAN sees %v", keys)
 	}
-	if v, err := tb.TryIncr([]byte("p"), 1); err != nil || v != 1 {
-		t.Fatalf("INCR of a prepared key: %d, %v (want 1 without waiting)", v, err)
+	if b.born("p") {
+		t.Fatal("the backend holds a prepared key as born")
+	}
+	if v, err := tb.TryIncr([]byte("p"), 1); !errors.Is(err, ErrBirthPending) || v != 1 {
+		t.Fatalf("INCR of a prepared key: %d, %v (want 1 without waiting, and ErrBirthPending)", v, err)
 	}
 	if v, ok := tb.Get("p"); !ok || v != 1 || tb.Len() != 1 {
 		t.Fatalf("after INCR: %d %v, %d keys", v, ok, tb.Len())
+	}
+	if err := tb.AwaitBirths(); err != nil || !b.born("p") {
+		t.Fatalf("AwaitBirths: %v; the backend holds it as born: %v", err, b.born("p"))
+	}
+	if v, err := tb.TryIncr([]byte("p"), 1); err != nil || v != 2 {
+		t.Fatalf("the second INCR: %d, %v", v, err)
 	}
 }
 

@@ -2,8 +2,12 @@ package sequence
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"math"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -35,6 +39,83 @@ func (t *Table) ask(e *entry) {
 	select {
 	case t.wake <- struct{}{}:
 	default:
+	}
+}
+
+// births is how a reply waits for the keys born before it to be durable
+// (ErrBirthPending). Such a key is always taking (tryIncr asks for it),
+// and its take records it as born, or, if the record was made before the
+// birth, asks again as it ends (take): so every key born before a write
+// begins is durable once that write succeeds. Writes are one at a time.
+type births struct {
+	unborn atomic.Int64 // keys born whose existence is not durable
+
+	mu      sync.Mutex
+	begun   uint64        // writes begun
+	done    uint64        // the last write begun that succeeded
+	written chan struct{} // closed, and replaced, when a write ends
+}
+
+// begin counts a write as begun, before its records are made.
+func (b *births) begin() uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.begun++
+	return b.begun
+}
+
+// end records that write id ended, and whether it succeeded.
+func (b *births) end(id uint64, ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if ok {
+		b.done = max(b.done, id)
+	}
+	if b.written != nil {
+		close(b.written)
+		b.written = nil
+	}
+}
+
+// since reports whether a write begun after write id succeeded, and if
+// not, a channel closed when a write ends.
+func (b *births) since(id uint64) (bool, <-chan struct{}) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.done > id {
+		return true, nil
+	}
+	if b.written == nil {
+		b.written = make(chan struct{})
+	}
+	return false, b.written
+}
+
+// AwaitBirths waits, up to Options.Wait, until every key born before the
+// call is durable: a restart brings it back. A reply that gives a client
+// a value of a key TryIncr said ErrBirthPending of waits for it.
+func (t *Table) AwaitBirths() error {
+	t.births.mu.Lock()
+	after := t.births.begun
+	t.births.mu.Unlock()
+	deadline := time.NewTimer(t.opts.Wait)
+	defer deadline.Stop()
+	for {
+		if t.births.unborn.Load() == 0 {
+			return nil
+		}
+		ok, written := t.births.since(after)
+		if ok {
+			return nil
+		}
+		t.hurry()
+		select {
+		case <-written:
+		case <-deadline.C:
+			return fmt.Errorf("%w: the store did not record new keys within %v", ErrNotReserved, t.opts.Wait)
+		case <-t.stop:
+			return ErrStopped
+		}
 	}
 }
 
@@ -114,6 +195,7 @@ func (w *writer) gather(t *Table) bool {
 // take takes a segment for each entry of batch, and hands them over; it
 // reports whether any failed.
 func (t *Table) take(batch []*entry, w *writer) (failed bool) {
+	id := t.births.begin()
 	now := t.opts.now().UnixNano()
 	ts := slices.Grow(w.ts[:0], len(batch))[:len(batch)]
 	w.ts = ts
@@ -123,7 +205,8 @@ func (t *Table) take(batch []*entry, w *writer) (failed bool) {
 		// Up to one segment ahead of what was handed out, no more: a
 		// crash skips at most a segment (or one INCRBY's values).
 		size := t.size(e, now)
-		ts[i] = Take{Key: e.key, After: e.end(), N: max(size-e.left(), e.want, 1), Issued: e.issued}
+		ts[i] = Take{Key: e.key, After: e.end(), N: max(size-e.left(), e.want, 1), Issued: e.issued,
+			Born: e.born || e.has(demanded)}
 		e.seg, e.asked, e.askedAt = size, e.issued, now
 		e.relow()
 		sh.mu.Unlock()
@@ -135,22 +218,44 @@ func (t *Table) take(batch []*entry, w *writer) (failed bool) {
 	for i, e := range batch {
 		sh := t.shardOfEntry(e)
 		sh.mu.Lock()
-		if ts[i].Err == nil {
-			e.grant(ts[i].First, ts[i].Last)
-			e.stored = true
-			t.taken.Add(uint64(ts[i].N))
-		} else {
-			failed = true
+		err := t.granted(e, &ts[i])
+		failed = failed || err != nil
+		e.took(err)
+		if e.born && !e.has(durable) && err == nil {
+			t.ask(e) // born after its record was made: the next write records it
 		}
-		e.took(ts[i].Err)
 		sh.mu.Unlock()
 	}
+	t.births.end(id, !failed)
 	if failed {
 		t.failed(ts)
 	} else {
 		t.lastTake.Store(t.opts.now().UnixMilli())
 	}
 	return failed
+}
+
+// granted hands e what tk took, and returns tk's error; a key that was
+// only prepared and that the backend did not make (ErrNotCreated) is no
+// failure: the request that needs it takes its segment. e's shard is
+// locked.
+func (t *Table) granted(e *entry, tk *Take) error {
+	e.bits &^= demanded
+	switch {
+	case errors.Is(tk.Err, ErrNotCreated):
+		e.want = 0
+		e.relow()
+		return nil
+	case tk.Err != nil:
+		return tk.Err
+	}
+	e.grant(tk.First, tk.Last)
+	e.bits |= stored
+	if tk.Born {
+		t.settle(e)
+	}
+	t.taken.Add(uint64(tk.N))
+	return nil
 }
 
 // fold folds the backend's log when it keeps one and it is due, from
@@ -172,15 +277,17 @@ func (t *Table) fold() {
 	}
 }
 
-// marks is the mark of every key the backend may hold: above every value
-// reserved for it, and every value a Set stored or is storing (a Set
-// records its value in the entry before it writes it). Value is the last
-// value handed out.
+// marks is the mark of every key the backend may hold as born: above
+// every value reserved for it, and every value a Set stored or is
+// storing (a Set records its value in the entry, and marks it demanded,
+// before it writes it). Value is the last value handed out.
 func (t *Table) marks() []Mark {
 	marks := make([]Mark, 0, t.entries())
 	t.each(func(e *entry) {
-		if e.stored {
-			marks = append(marks, Mark{Key: e.key, Value: e.issued, Reserved: max(e.end(), e.setTo, e.issued)})
+		// A key only prepared (not born, nor recorded as born, nor being
+		// SET) is forgotten: no value of it was handed out.
+		if e.has(stored) && (e.born || e.has(durable|demanded)) {
+			marks = append(marks, Mark{Key: e.key, Value: e.issued, Reserved: max(e.end(), e.setTo, e.issued), Born: true})
 		}
 	})
 	return marks

@@ -44,6 +44,7 @@ type Conn[S any] struct {
 	busy bool         // a command cannot finish on the loop: it runs off it
 	off  func() error // that command's part off the loop
 	then func(error)  // and its end, on the loop again
+	hold func() error // the batch's replies are written once it returned (Hold)
 
 	held     bool      // its unsent replies reached the soft limit: its commands wait
 	heldAt   time.Time // since when
@@ -105,6 +106,14 @@ func (c *Conn[S]) Quit() { c.quit = true }
 func (c *Conn[S]) Wait(off func() error, then func(error)) {
 	c.busy, c.off, c.then = true, off, then
 }
+
+// Hold has the replies of the batch running now written only once off,
+// run on a goroutine of its own, has returned (whatever it returns): for
+// a reply that may be sent only once something is durable. c's later
+// commands wait for it, as for Wait. A second Hold in the same batch
+// replaces the first, so off must cover all of them. On c's loop, from
+// Handler.Command.
+func (c *Conn[S]) Hold(off func() error) { c.hold = off }
 
 // Close closes c from any goroutine; what was written to it is sent
 // first.
@@ -218,6 +227,14 @@ func (s *Server[S]) runBatch(c *Conn[S], data []byte) gnet.Action {
 	}
 	if cap(c.in) > keepBuf && len(c.in) == 0 {
 		c.in = nil
+	}
+	if c.hold != nil && !c.busy {
+		// The replies so far wait for hold; then this runs again, and
+		// sends them with what follows.
+		c.busy, c.off, c.then, c.hold = true, c.hold, func(error) {}, nil
+		s.blocked.Add(1)
+		go s.finish(c)
+		return gnet.None
 	}
 	if !c.busy && !c.quit && !c.held {
 		if c.bad != nil {

@@ -1,0 +1,143 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"syscall"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ghostKey is the i-th key of a ghost test's pipeline.
+func ghostKey(i int) string { return "g" + strconv.Itoa(i) }
+
+// pipelineAndClose sends n pipelined INCRs of new keys on a connection of
+// its own and closes it without reading a reply: the server prepares the
+// keys behind the first, which waits for its first write.
+func pipelineAndClose(t *testing.T, addr string, n int) {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b []byte
+	for i := range n {
+		k := ghostKey(i)
+		b = fmt.Appendf(b, "*2\r\n$4\r\nINCR\r\n$%d\r\n%s\r\n", len(k), k)
+	}
+	if _, err := conn.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+}
+
+// existing is which of the n ghost keys exist at addr.
+func existing(t *testing.T, addr string, n int) map[string]bool {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	ctx := context.Background()
+	pipe := c.Pipeline()
+	cmds := make([]*redis.IntCmd, n)
+	for i := range n {
+		cmds[i] = pipe.Exists(ctx, ghostKey(i))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	exist := map[string]bool{}
+	for i, cmd := range cmds {
+		if cmd.Val() == 1 {
+			exist[ghostKey(i)] = true
+		}
+	}
+	if size := c.DBSize(ctx).Val(); size != int64(len(exist)) {
+		t.Fatalf("DBSIZE %d, but %d of the keys exist", size, len(exist))
+	}
+	return exist
+}
+
+// TestNoGhostKeys: a pipeline of INCRs of new keys whose client closes
+// before its replies leaves only the keys whose INCR ran, after a graceful
+// restart and after a kill -9: the keys prepared for the rest never exist,
+// and SETNX sets them (Redis's migration by SET ... NX depends on it).
+func TestNoGhostKeys(t *testing.T) {
+	for _, stop := range []string{"SIGTERM", "SIGKILL"} {
+		t.Run(stop, func(t *testing.T) {
+			const n = 1000
+			dir := t.TempDir()
+			p := start(t, nil, "--dir", dir)
+			pipelineAndClose(t, p.Addr, n)
+			settled(t, p)
+			before := existing(t, p.Addr, n)
+			if len(before) == 0 || len(before) == n {
+				t.Fatalf("%d of %d keys exist: the test needs a pipeline cut short", len(before), n)
+			}
+			if stop == "SIGTERM" {
+				if code := p.Stop(); code != 0 {
+					t.Fatalf("exit code %d", code)
+				}
+			} else {
+				p.Cmd.Process.Signal(syscall.SIGKILL)
+				p.Cmd.Wait()
+			}
+			p = start(t, nil, "--dir", dir)
+			after := existing(t, p.Addr, n)
+			if len(after) != len(before) {
+				t.Fatalf("%d keys existed before the stop, %d after it", len(before), len(after))
+			}
+			c := redis.NewClient(&redis.Options{Addr: p.Addr})
+			defer c.Close()
+			ghost := ghostKey(n - 1)
+			if v, err := c.Get(context.Background(), ghost).Result(); err != redis.Nil {
+				t.Fatalf("GET %s: %q %v, want nil", ghost, v, err)
+			}
+			if set, err := c.SetNX(context.Background(), ghost, 5000, 0).Result(); err != nil || !set {
+				t.Fatalf("SETNX %s 5000: %v %v, want 1", ghost, set, err)
+			}
+			if v, err := c.Incr(context.Background(), ghost).Result(); err != nil || v != 5001 {
+				t.Fatalf("INCR after SETNX: %d %v", v, err)
+			}
+		})
+	}
+}
+
+// TestPipelinedKeysSurviveKill: every key of a pipeline of INCRs of new
+// keys whose replies the client read exists after a kill -9 that comes
+// right after them, at or above its value: a reply goes out only once its
+// key's existence is durable.
+func TestPipelinedKeysSurviveKill(t *testing.T) {
+	const n, rounds = 500, 5
+	dir := t.TempDir()
+	for round := range rounds {
+		p := start(t, nil, "--dir", dir)
+		c := redis.NewClient(&redis.Options{Addr: p.Addr})
+		ctx := context.Background()
+		pipe := c.Pipeline()
+		cmds := make([]*redis.IntCmd, n)
+		for i := range n {
+			cmds[i] = pipe.Incr(ctx, fmt.Sprintf("r%d:%d", round, i))
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			t.Fatal(err)
+		}
+		p.Cmd.Process.Signal(syscall.SIGKILL) // at once: no write after the replies is waited for
+		p.Cmd.Wait()
+		c.Close()
+		p = start(t, nil, "--dir", dir)
+		c = redis.NewClient(&redis.Options{Addr: p.Addr})
+		for i, cmd := range cmds {
+			key := fmt.Sprintf("r%d:%d", round, i)
+			v, err := c.Get(ctx, key).Int64()
+			if err != nil || v < cmd.Val() {
+				t.Fatalf("round %d: %s was given %d; after a kill -9 GET says %d, %v", round, key, cmd.Val(), v, err)
+			}
+		}
+		c.Close()
+		p.Cmd.Process.Signal(syscall.SIGKILL)
+		p.Cmd.Wait()
+	}
+}
