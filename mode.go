@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
+	"hash/fnv"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -46,7 +48,11 @@ type mode interface {
 func newMode(cfg *conf.Config, log zerolog.Logger) (mode, error) {
 	if cfg.EtcdEndpoints != "" {
 		etcdTLS, err := etcdTLSConfig(cfg)
-		return &clusterMode{cfg: cfg, log: log, etcdTLS: etcdTLS}, err
+		m := &clusterMode{cfg: cfg, log: log, etcdTLS: etcdTLS}
+		if err == nil {
+			m.seqFile, m.seqKnown, _, err = sequence.OpenFile(clusterSeqPath(cfg))
+		}
+		return m, err
 	}
 	m := &singleMode{cfg: cfg, log: log}
 	m.identity = reservation.State{ServerID: int64(cfg.ServerID), Layout: cfg.Layout(), Epoch: cfg.EpochMs}
@@ -156,6 +162,18 @@ type clusterMode struct {
 	member  *cluster.Member
 	seqs    *sequence.Table
 	closing sync.Once
+
+	seqFile  *sequence.File  // this server's copy of the marks it took in etcd
+	seqKnown []sequence.Mark // what seqFile held at the start
+}
+
+// clusterSeqPath is where a server in cluster mode keeps its copy of the
+// marks it took in etcd: beside seq-file, named for the etcd-prefix (the
+// marks of another prefix are another cluster's).
+func clusterSeqPath(cfg *conf.Config) string {
+	h := fnv.New32a()
+	h.Write([]byte(cfg.EtcdPrefix))
+	return filepath.Join(cfg.Dir, fmt.Sprintf("%s.cluster-%08x", cfg.SeqFile, h.Sum32()))
 }
 
 func (m *clusterMode) reserve(lns *listeners) (respserver.Options, error) {
@@ -182,7 +200,10 @@ func (m *clusterMode) reserve(lns *listeners) (respserver.Options, error) {
 		StatePath:    filepath.Join(cfg.Dir, cfg.StateFile),
 		Log:          m.log,
 	})
-	m.seqs = sequence.New(seqOptions(cfg, m.log), m.member.Sequences(), nil)
+	backend := m.member.Sequences(m.seqFile)
+	m.seqs = sequence.New(seqOptions(cfg, m.log), backend, m.seqKnown)
+	m.seqKnown = nil
+	backend.Own(m.seqs.Marks)
 	return respserver.Options{
 		Layout:       cfg.Layout(),
 		Epoch:        cfg.Epoch(),
@@ -217,6 +238,10 @@ func (m *clusterMode) finish() bool {
 	return true
 }
 
-func (m *clusterMode) close() {}
+func (m *clusterMode) close() {
+	if m.seqFile != nil {
+		m.seqFile.Close()
+	}
+}
 
 func (m *clusterMode) where() (string, string) { return "etcd_endpoints", m.cfg.EtcdEndpoints }

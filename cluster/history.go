@@ -32,7 +32,8 @@ type history struct {
 	fresh   bool
 	seen    mark
 	written mark
-	at      time.Time // of the last write
+	wroteAt time.Time // of the last write
+	back    error     // etcd went back, as observe found: until confirmed
 }
 
 // mark is where etcd stood in one response.
@@ -59,18 +60,69 @@ func (h *history) check(hdr *etcdserverpb.ResponseHeader) error {
 		return err
 	}
 	now := markOf(hdr)
-	if h.seen != (mark{}) {
-		switch {
-		case now.ClusterID != h.seen.ClusterID:
-			return h.wentBack(fmt.Sprintf("its cluster id is %x, not %x as before (restored from a snapshot, or another etcd?)", now.ClusterID, h.seen.ClusterID))
-		case now.Revision < h.seen.Revision:
-			return h.wentBack(fmt.Sprintf("its revision is %d, below %d seen before (restored from an older snapshot?)", now.Revision, h.seen.Revision))
-		case now.Term < h.seen.Term:
-			return h.wentBack(fmt.Sprintf("its raft term is %d, below %d seen before", now.Term, h.seen.Term))
-		}
+	if err := compare(h.seen, now, h.wentBack); err != nil {
+		return err
 	}
 	h.raise(now)
 	return h.write()
+}
+
+// observe is check for the responses of the sequences' requests (many a
+// second, many at once): it reads the file only the first time, and, once
+// etcd went back, until the operator confirms by removing it; it writes
+// the file at most once a second (as record). Requests at once complete
+// in any order, so a response is compared with what was seen before its
+// request was sent (floor: at), not with what came since.
+func (h *history) observe(sent mark, hdr *etcdserverpb.ResponseHeader) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.back != nil {
+		if _, err := os.Stat(h.path); h.path == "" || err == nil {
+			return h.back // not confirmed yet
+		}
+		h.back = nil
+		h.loaded = false // reload: the file removed is the confirmation
+	}
+	if !h.loaded {
+		if err := h.reload(); err != nil {
+			return err
+		}
+		sent = h.seen
+	}
+	now := markOf(hdr)
+	if err := compare(sent, now, h.wentBack); err != nil {
+		h.back = err
+		return err
+	}
+	h.raise(now)
+	if time.Since(h.wroteAt) >= time.Second {
+		return h.write()
+	}
+	return nil
+}
+
+// at is where etcd stood as far as this server has seen, for observe:
+// taken as a request is sent.
+func (h *history) at() mark {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.seen
+}
+
+// compare fails, with wentBack's error, if etcd at now is behind seen.
+func compare(seen, now mark, wentBack func(string) error) error {
+	if seen == (mark{}) {
+		return nil
+	}
+	switch {
+	case now.ClusterID != seen.ClusterID:
+		return wentBack(fmt.Sprintf("its cluster id is %x, not %x as before (restored from a snapshot, or another etcd?)", now.ClusterID, seen.ClusterID))
+	case now.Revision < seen.Revision:
+		return wentBack(fmt.Sprintf("its revision is %d, below %d seen before (restored from an older snapshot?)", now.Revision, seen.Revision))
+	case now.Term < seen.Term:
+		return wentBack(fmt.Sprintf("its raft term is %d, below %d seen before", now.Term, seen.Term))
+	}
+	return nil
 }
 
 // record notes a later response of etcd (a save), written to the file at
@@ -82,7 +134,7 @@ func (h *history) record(hdr *etcdserverpb.ResponseHeader) {
 	if now := markOf(hdr); now.ClusterID == h.seen.ClusterID {
 		h.raise(now)
 	}
-	if time.Since(h.at) >= time.Second {
+	if time.Since(h.wroteAt) >= time.Second {
 		h.write()
 	}
 }
@@ -150,6 +202,6 @@ func (h *history) write() error {
 	if err := reservation.WriteAtomic(h.path, data); err != nil {
 		return fmt.Errorf("etcd history %s: %w", h.path, err)
 	}
-	h.written, h.at = h.seen, time.Now()
+	h.written, h.wroteAt = h.seen, time.Now()
 	return nil
 }

@@ -7,8 +7,13 @@ import (
 	"math"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
+	"github.com/rs/zerolog"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -19,36 +24,63 @@ import (
 // Sequences keeps the sequences of every server under the prefix in
 // etcd: each key's mark, <prefix>seq/<key>, is at or above every value
 // any server took of it. A server takes a segment by moving the mark up
-// in a transaction that compares the mark's revision with the one it
-// read, so no two servers' segments of a key overlap, and each server's
-// segments of a key lie above its own earlier ones (Take's After). It is
-// a sequence.Backend and a sequence.Reader.
+// in a transaction that compares the mark with the one it last wrote
+// (or, read again, its revision), so no two servers' segments of a key
+// overlap, and each server's segments of a key lie above its own earlier
+// ones (Take's After). It is a sequence.Backend, a sequence.Folder (its
+// copy in dir) and a sequence.Reader.
 //
 // Values are unique across servers; per server they strictly increase,
 // across servers they only trend upward (a server hands out the rest of
 // its segment while another has taken the next one). A server that has
 // segments in hand serves them while etcd is unreachable, nothing past
 // them.
+//
+// Why no value repeats when etcd loses data. A server keeps its own copy
+// of every mark it took, in dir, written before it hands out a value of
+// the segment: a restart resumes each key above it, so a server never
+// hands out a value below one it handed out before. etcd's mark of a key
+// must be at or above the copy of every server (each server's own take
+// put it there, and marks only go up but at a graceful stop, which lowers
+// a mark only where no server took more). So a server that finds etcd's
+// mark missing or below its own copy knows etcd lost data, and the values
+// other servers handed out above what is left may be lost with it: it
+// writes its copy back with the key flagged lost ("<mark> lost"), and
+// every server refuses new values of a flagged key (LostError) until an
+// operator SETs it at or above the largest value handed out. A server
+// that sees etcd go back in time (its revision, raft term or cluster id:
+// a restore from an older snapshot) refuses every take until an operator
+// confirms, as it claims no server-id (history), and writes back every
+// mark it holds above etcd's, so that the servers that ran before the
+// restore, each with its own copy, put back what they handed out. What
+// no server can detect: etcd loses the mark of a key that no server
+// which still has its copy uses again, and a server with no copy of it
+// makes it anew (docs/cluster.md).
 type Sequences struct {
 	client func() (*clientv3.Client, error)
 	prefix string // <etcd-prefix>seq/
+	local  *sequence.File
+	hist   *history               // where etcd stood: an error once it went back
+	own    func() []sequence.Mark // this server's marks, to write back (Own)
+	log    zerolog.Logger
 
-	mu    sync.Mutex
-	marks map[string]seen // the mark and revision of each key as last read or written
-	scans scans
+	mu        sync.Mutex
+	scans     scans
+	restoring bool // writing back this server's marks after etcd went back
 }
-
-// seen is a key's mark as this server last saw it, with its revision
-// (0: the key does not exist).
-type seen struct{ mark, rev int64 }
 
 // takers bounds the transactions one Take runs at once.
 const takers = 16
 
-// Sequences returns the sequences' backend of the etcd m uses.
-func (m *Member) Sequences() *Sequences {
-	return &Sequences{client: m.etcd, prefix: m.cfg.Prefix + "seq/", marks: map[string]seen{}}
+// Sequences returns the sequences' backend of the etcd m uses, keeping
+// this server's copy of its marks in local (nil: none).
+func (m *Member) Sequences(local *sequence.File) *Sequences {
+	return &Sequences{client: m.etcd, prefix: m.cfg.Prefix + "seq/", local: local, hist: m.hist, log: m.log}
 }
+
+// Own has s write back the marks own returns when it finds that etcd
+// went back: this server's, from its table.
+func (s *Sequences) Own(own func() []sequence.Mark) { s.own = own }
 
 // etcd is the client, once connected.
 func (m *Member) etcd() (*clientv3.Client, error) {
@@ -60,7 +92,9 @@ func (m *Member) etcd() (*clientv3.Client, error) {
 	return m.cli, nil
 }
 
-// Take takes each segment in its own transaction, takers at a time.
+// Take takes each segment in its own transaction, takers at a time,
+// then keeps what it took in this server's copy, in one write, before
+// any of it is handed out.
 func (s *Sequences) Take(ctx context.Context, ts []sequence.Take) {
 	cli, err := s.client()
 	if err != nil {
@@ -75,66 +109,223 @@ func (s *Sequences) Take(ctx context.Context, ts []sequence.Take) {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			ts[i].First, ts[i].Last, ts[i].Err = s.take(ctx, cli, ts[i].Key, ts[i].After, ts[i].N)
+			ts[i].Err = s.take(ctx, cli, &ts[i])
 		})
 	}
 	wg.Wait()
+	if s.local != nil {
+		s.local.Keep(ts)
+	}
 }
 
-// take moves key's mark up by n, above after, and returns the values it
-// took: compare the revision last seen, and on a miss read it again.
-func (s *Sequences) take(ctx context.Context, cli *clientv3.Client, key string, after, n int64) (first, last int64, err error) {
-	k := s.prefix + key
-	cur := s.lastSeen(key)
+// take moves t.Key's mark up by t.N, above t.After, and sets the values
+// it took: the first try compares the mark with the one this server last
+// wrote (After), and on a miss it reads the mark and compares its
+// revision. A key not born is made by no take: one that does not exist
+// is left to the take of the request that needs it.
+func (s *Sequences) take(ctx context.Context, cli *clientv3.Client, t *sequence.Take) error {
+	k := s.prefix + t.Key
+	var cmp clientv3.Cmp
+	read := false // read the mark first: a key only prepared is made by no take
+	switch {
+	case t.After > 0:
+		cmp = clientv3.Compare(clientv3.Value(k), "=", strconv.FormatInt(t.After, 10))
+	case t.Born:
+		cmp = clientv3.Compare(clientv3.CreateRevision(k), "=", 0)
+	default:
+		read = true
+	}
+	mark := t.After
 	for {
-		first = max(cur.mark, after) + 1
-		if first > math.MaxInt64-n {
-			return 0, 0, sequence.ErrOverflow
+		var kvs []*mvccpb.KeyValue
+		if !read {
+			first := mark + 1
+			if first > math.MaxInt64-t.N+1 {
+				return sequence.ErrOverflow
+			}
+			last := first + t.N - 1
+			sent := s.hist.at()
+			resp, err := cli.Txn(ctx).If(cmp).Then(clientv3.OpPut(k, strconv.FormatInt(last, 10))).Else(clientv3.OpGet(k)).Commit()
+			if err = s.answered(sent, resp, err); err != nil {
+				return err
+			}
+			if resp.Succeeded {
+				t.First, t.Last, t.Born = first, last, true
+				return nil
+			}
+			kvs = resp.Responses[0].GetResponseRange().Kvs
+		} else {
+			sent := s.hist.at()
+			resp, err := cli.Get(ctx, k)
+			if err = s.answered(sent, resp, err); err != nil {
+				return err
+			}
+			kvs = resp.Kvs
 		}
-		last = first + n - 1
-		resp, err := cli.Txn(ctx).
-			If(clientv3.Compare(clientv3.ModRevision(k), "=", cur.rev)).
-			Then(clientv3.OpPut(k, strconv.FormatInt(last, 10))).
-			Else(clientv3.OpGet(k)).
-			Commit()
+		cur, err := s.parse(t.Key, kvs)
+		switch {
+		case err != nil:
+			return err
+		case cur.lost || cur.rev == 0 && t.After > 0 || cur.mark < t.After:
+			return s.lose(ctx, cli, t.Key, cur, t.After)
+		case cur.rev == 0 && !t.Born:
+			return sequence.ErrNotCreated
+		}
+		mark, cmp, read = cur.mark, clientv3.Compare(clientv3.ModRevision(k), "=", cur.rev), false
+	}
+}
+
+// answered checks etcd's answer to a request (a Txn or a Get) sent when
+// etcd stood at sent: its error, named, or whether etcd went back in time
+// (then this server's marks are written back, once).
+func (s *Sequences) answered(sent mark, resp any, err error) error {
+	if err != nil {
+		return etcdError(err)
+	}
+	var hdr *etcdserverpb.ResponseHeader
+	switch r := resp.(type) {
+	case *clientv3.TxnResponse:
+		hdr = r.Header
+	case *clientv3.GetResponse:
+		hdr = r.Header
+	}
+	if err := s.hist.observe(sent, hdr); err != nil {
+		s.restore()
+		return err
+	}
+	return nil
+}
+
+// lose flags key lost in etcd, at the highest mark known (etcd's, and
+// own, this server's copy), and returns why its values are refused.
+func (s *Sequences) lose(ctx context.Context, cli *clientv3.Client, key string, cur seen, own int64) error {
+	why := &sequence.LostError{Key: key, Mark: max(cur.mark, own)}
+	if cur.lost && cur.mark >= own {
+		return why
+	}
+	switch {
+	case cur.rev == 0:
+		why.Cause = fmt.Sprintf("etcd has no mark of it, though this server took values up to %d", own)
+	case cur.lost:
+		why.Cause = fmt.Sprintf("etcd lost its mark before, and this server took values up to %d", own)
+	default:
+		why.Cause = fmt.Sprintf("etcd's mark is %d, below %d this server took", cur.mark, own)
+	}
+	k := s.prefix + key
+	_, err := cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(k), "=", cur.rev)).
+		Then(clientv3.OpPut(k, strconv.FormatInt(why.Mark, 10)+lostFlag)).
+		Commit()
+	if err != nil {
+		return fmt.Errorf("%w; and flagging it in etcd failed: %w", why, etcdError(err))
+	}
+	s.log.Error().Str("key", key).Str("cause", why.Cause).Int64("flagged_at", why.Mark).
+		Msg("sequences: etcd lost data (keys deleted, or etcd restored from an older snapshot?); the key is flagged lost, its values refused until an operator SETs it at or above the largest value handed out")
+	return why
+}
+
+// lostFlag follows the mark of a key flagged lost in etcd.
+const lostFlag = " lost"
+
+// restore writes back, once etcd went back in time, every mark of this
+// server's above etcd's, off the request path.
+func (s *Sequences) restore() {
+	s.mu.Lock()
+	if s.restoring || s.own == nil {
+		s.mu.Unlock()
+		return
+	}
+	s.restoring = true
+	s.mu.Unlock()
+	go func() {
+		defer func() { s.mu.Lock(); s.restoring = false; s.mu.Unlock() }()
+		marks := s.own()
+		raised, err := s.raise(marks)
+		ev := s.log.Warn()
 		if err != nil {
-			return 0, 0, etcdError(err)
+			ev = s.log.Error().Err(err)
 		}
-		if resp.Succeeded {
-			s.saw(key, seen{last, resp.Header.Revision})
-			return first, last, nil
+		ev.Int("keys", len(marks)).Int("raised", raised).
+			Msg("sequences: etcd went back in time; wrote back this server's marks above etcd's; takes stay refused until an operator confirms (docs/cluster.md)")
+	}()
+}
+
+// raise puts each mark back in etcd where etcd's is lower, keeping a
+// key's lost flag, and counts them.
+func (s *Sequences) raise(marks []sequence.Mark) (int, error) {
+	cli, err := s.client()
+	if err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var raised atomic.Int64
+	var first atomic.Pointer[error]
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, takers)
+	for _, m := range marks {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			ok, err := s.raiseOne(ctx, cli, m.Key, m.Reserved)
+			if err != nil {
+				first.CompareAndSwap(nil, &err)
+			}
+			if ok {
+				raised.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if p := first.Load(); p != nil {
+		return int(raised.Load()), *p
+	}
+	return int(raised.Load()), nil
+}
+
+func (s *Sequences) raiseOne(ctx context.Context, cli *clientv3.Client, key string, mark int64) (bool, error) {
+	k := s.prefix + key
+	for {
+		resp, err := cli.Get(ctx, k)
+		if err != nil {
+			return false, etcdError(err)
 		}
-		if cur, err = s.parse(key, resp.Responses[0].GetResponseRange().Kvs); err != nil {
-			return 0, 0, err
+		cur, err := s.parse(key, resp.Kvs)
+		if err != nil || cur.rev != 0 && cur.mark >= mark {
+			return false, err
+		}
+		v := strconv.FormatInt(mark, 10)
+		if cur.lost {
+			v += lostFlag
+		}
+		tx, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(k), "=", cur.rev)).Then(clientv3.OpPut(k, v)).Commit()
+		if err != nil {
+			return false, etcdError(err)
+		}
+		if tx.Succeeded {
+			return true, nil
 		}
 	}
 }
 
-// parse reads key's mark from kvs, a Get of it, and remembers it.
+// seen is a key's mark as read in etcd, with its revision (0: the key
+// does not exist), and whether it is flagged lost.
+type seen struct {
+	mark, rev int64
+	lost      bool
+}
+
+// parse reads key's mark from kvs, a Get of it.
 func (s *Sequences) parse(key string, kvs []*mvccpb.KeyValue) (seen, error) {
 	if len(kvs) == 0 {
-		s.saw(key, seen{})
 		return seen{}, nil
 	}
-	mark, err := strconv.ParseInt(string(kvs[0].Value), 10, 64)
-	if err != nil || mark < 0 {
+	v, flag, _ := strings.Cut(string(kvs[0].Value), " ")
+	mark, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || mark < 0 || flag != "" && " "+flag != lostFlag {
 		return seen{}, fmt.Errorf("etcd: %s%s holds %q, not a sequence's mark", s.prefix, key, kvs[0].Value)
 	}
-	v := seen{mark, kvs[0].ModRevision}
-	s.saw(key, v)
-	return v, nil
-}
-
-func (s *Sequences) lastSeen(key string) seen {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.marks[key]
-}
-
-func (s *Sequences) saw(key string, v seen) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.marks[key] = v
+	return seen{mark: mark, rev: kvs[0].ModRevision, lost: flag != ""}, nil
 }
 
 // Set stores v as key's mark if no server took a value above it, with
@@ -146,9 +337,10 @@ func (s *Sequences) Set(ctx context.Context, key string, v int64, mode sequence.
 	}
 	k := s.prefix + key
 	for {
+		sent := s.hist.at()
 		resp, err := cli.Get(ctx, k)
-		if err != nil {
-			return etcdError(err)
+		if err = s.answered(sent, resp, err); err != nil {
+			return err
 		}
 		cur, err := s.parse(key, resp.Kvs)
 		switch {
@@ -161,6 +353,8 @@ func (s *Sequences) Set(ctx context.Context, key string, v int64, mode sequence.
 		case v < cur.mark:
 			return &sequence.BelowError{Key: key, At: cur.mark}
 		}
+		// A key flagged lost is set plainly: the operator's step that
+		// ends the refusal.
 		tx, err := cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.ModRevision(k), "=", cur.rev)).
 			Then(clientv3.OpPut(k, strconv.FormatInt(v, 10))).
@@ -168,29 +362,36 @@ func (s *Sequences) Set(ctx context.Context, key string, v int64, mode sequence.
 		if err != nil {
 			return etcdError(err)
 		}
-		if tx.Succeeded {
-			s.saw(key, seen{v, tx.Header.Revision})
-			return nil
+		if !tx.Succeeded {
+			continue
 		}
+		if s.local != nil {
+			return s.local.Set(ctx, key, v, mode)
+		}
+		return nil
 	}
 }
 
 // Release gives back, at a graceful stop, what this server reserved and
-// did not hand out, where no server took a segment of the key since: its
-// mark goes back to the last value handed out.
+// did not hand out, where no server took a segment of the key since (its
+// mark is still the one this server wrote): its mark goes back to the
+// last value handed out. This server's copy goes back first: a copy
+// above etcd's mark would read as etcd having lost data.
 func (s *Sequences) Release(ctx context.Context, marks []sequence.Mark) error {
+	if s.local != nil {
+		if err := s.local.Release(ctx, marks); err != nil {
+			return err
+		}
+	}
 	cli, err := s.client()
 	if err != nil {
 		return err
 	}
 	for _, m := range marks {
-		cur := s.lastSeen(m.Key)
-		if cur.rev == 0 || cur.mark != m.Reserved {
-			continue // another server took a segment since: keep its mark
-		}
+		k := s.prefix + m.Key
 		_, err := cli.Txn(ctx).
-			If(clientv3.Compare(clientv3.ModRevision(s.prefix+m.Key), "=", cur.rev)).
-			Then(clientv3.OpPut(s.prefix+m.Key, strconv.FormatInt(m.Value, 10))).
+			If(clientv3.Compare(clientv3.Value(k), "=", strconv.FormatInt(m.Reserved, 10))).
+			Then(clientv3.OpPut(k, strconv.FormatInt(m.Value, 10))).
 			Commit()
 		if err != nil {
 			return etcdError(err)
@@ -198,6 +399,12 @@ func (s *Sequences) Release(ctx context.Context, marks []sequence.Mark) error {
 	}
 	return nil
 }
+
+// FoldDue and Fold fold this server's copy of its marks (sequence.File).
+func (s *Sequences) FoldDue(keys int) bool { return s.local != nil && s.local.FoldDue(keys) }
+
+// Fold: see FoldDue.
+func (s *Sequences) Fold(snapshot func() []sequence.Mark) error { return s.local.Fold(snapshot) }
 
 // etcdError names etcd's NOSPACE alarm, or says the error is etcd's.
 func etcdError(err error) error {
@@ -221,9 +428,10 @@ func (s *Sequences) Marks(ctx context.Context, keys []string) ([]int64, []bool, 
 		for i, k := range chunk {
 			ops[i] = clientv3.OpGet(s.prefix + k)
 		}
+		sent := s.hist.at()
 		resp, err := cli.Txn(ctx).Then(ops...).Commit()
-		if err != nil {
-			return nil, nil, etcdError(err)
+		if err = s.answered(sent, resp, err); err != nil {
+			return nil, nil, err
 		}
 		for i, r := range resp.Responses {
 			v, err := s.parse(chunk[i], r.GetResponseRange().Kvs)

@@ -147,6 +147,22 @@ func (e *BelowError) Error() string {
 	return fmt.Sprintf("sequences only go up: %q is at %d (idserver never reuses a number)", e.Key, e.At)
 }
 
+// LostError refuses new values of a key whose mark the Backend lost
+// (cluster mode: etcd's data deleted, or restored from an older
+// snapshot): values above what is left may have been handed out already.
+// The key stays refused until an operator SETs it at or above the
+// largest value handed out.
+type LostError struct {
+	Key   string
+	Mark  int64  // the highest mark the servers know of it
+	Cause string // what was found
+}
+
+func (e *LostError) Error() string {
+	return fmt.Sprintf("sequence %q refused: its mark in etcd was lost (%s; keys deleted, or etcd restored from an older snapshot?): values above it may have been handed out already; set it at or above the largest value handed out to go on: SET %s <value> (at least %d)",
+		clip(e.Key), e.Cause, clip(e.Key), e.Mark)
+}
+
 // LimitError is the refusal of a new key past a bound.
 type LimitError struct {
 	Key  string
@@ -739,6 +755,9 @@ func (t *Table) failure(key string) error {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if e := find(&sh.index, h, key); e != nil && e.wait != nil && e.wait.err != nil {
+		if lost := (*LostError)(nil); errors.As(e.wait.err, &lost) {
+			return lost // not the store failing: nothing to retry
+		}
 		return fmt.Errorf("%w: the last write failed: %w", ErrNotReserved, e.wait.err)
 	}
 	return nil

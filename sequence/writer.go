@@ -219,7 +219,7 @@ func (t *Table) take(batch []*entry, w *writer) (failed bool) {
 		sh := t.shardOfEntry(e)
 		sh.mu.Lock()
 		err := t.granted(e, &ts[i])
-		failed = failed || err != nil
+		failed = failed || err != nil && !errors.As(err, new(*LostError)) // a lost key is no store failing: no back-off
 		e.took(err)
 		if e.born && !e.has(durable) && err == nil {
 			t.ask(e) // born after its record was made: the next write records it
@@ -292,6 +292,10 @@ func (t *Table) marks() []Mark {
 	})
 	return marks
 }
+
+// Marks is the mark of every key this server holds, Reserved the end of
+// what it reserved: what it writes back where its backend lost data.
+func (t *Table) Marks() []Mark { return t.marks() }
 
 // grant gives e the segment first .. last.
 func (e *entry) grant(first, last int64) {
