@@ -163,6 +163,7 @@ type clusterMode struct {
 	seqs    *sequence.Table
 	closing sync.Once
 
+	backend  *cluster.Sequences
 	seqFile  *sequence.File  // this server's copy of the marks it took in etcd
 	seqKnown []sequence.Mark // what seqFile held at the start
 }
@@ -200,10 +201,10 @@ func (m *clusterMode) reserve(lns *listeners) (respserver.Options, error) {
 		StatePath:    filepath.Join(cfg.Dir, cfg.StateFile),
 		Log:          m.log,
 	})
-	backend := m.member.Sequences(m.seqFile)
-	m.seqs = sequence.New(seqOptions(cfg, m.log), backend, m.seqKnown)
+	m.backend = m.member.Sequences(m.seqFile)
+	m.seqs = sequence.New(seqOptions(cfg, m.log), m.backend, m.seqKnown)
 	m.seqKnown = nil
-	backend.Own(m.seqs.Marks)
+	m.backend.Follow(m.seqs)
 	return respserver.Options{
 		Layout:       cfg.Layout(),
 		Epoch:        cfg.Epoch(),
@@ -229,6 +230,7 @@ func (m *clusterMode) finish() bool {
 				m.log.Warn().Err(err).Msg("sequences: could not give back what was reserved and not handed out; those values are skipped, none repeats")
 			}
 			cancel()
+			m.backend.Stop()
 		}
 		if m.member != nil {
 			m.member.Close() // the final reservation, and the id freed for a standby

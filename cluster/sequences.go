@@ -18,6 +18,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/idserver/idserver/internal/ratelog"
 	"github.com/idserver/idserver/sequence"
 )
 
@@ -60,13 +61,16 @@ type Sequences struct {
 	client func() (*clientv3.Client, error)
 	prefix string // <etcd-prefix>seq/
 	local  *sequence.File
-	hist   *history               // where etcd stood: an error once it went back
-	own    func() []sequence.Mark // this server's marks, to write back (Own)
+	hist   *history        // where etcd stood: an error once it went back
+	table  *sequence.Table // this server's marks (Follow)
 	log    zerolog.Logger
+	cancel context.CancelFunc // ends Follow
+	done   chan struct{}
 
 	mu        sync.Mutex
 	scans     scans
 	restoring bool // writing back this server's marks after etcd went back
+	lossLog   ratelog.ByText
 }
 
 // takers bounds the transactions one Take runs at once.
@@ -77,10 +81,6 @@ const takers = 16
 func (m *Member) Sequences(local *sequence.File) *Sequences {
 	return &Sequences{client: m.etcd, prefix: m.cfg.Prefix + "seq/", local: local, hist: m.hist, log: m.log}
 }
-
-// Own has s write back the marks own returns when it finds that etcd
-// went back: this server's, from its table.
-func (s *Sequences) Own(own func() []sequence.Mark) { s.own = own }
 
 // etcd is the client, once connected.
 func (m *Member) etcd() (*clientv3.Client, error) {
@@ -200,10 +200,10 @@ func (s *Sequences) answered(sent mark, resp any, err error) error {
 // own, this server's copy), and returns why its values are refused.
 func (s *Sequences) lose(ctx context.Context, cli *clientv3.Client, key string, cur seen, own int64) error {
 	why := &sequence.LostError{Key: key, Mark: max(cur.mark, own)}
-	if cur.lost && cur.mark >= own {
-		return why
-	}
 	switch {
+	case cur.lost && cur.mark >= own:
+		why.Cause = "a server found etcd's mark below what it had taken, and flagged it"
+		return why
 	case cur.rev == 0:
 		why.Cause = fmt.Sprintf("etcd has no mark of it, though this server took values up to %d", own)
 	case cur.lost:
@@ -231,7 +231,7 @@ const lostFlag = " lost"
 // server's above etcd's, off the request path.
 func (s *Sequences) restore() {
 	s.mu.Lock()
-	if s.restoring || s.own == nil {
+	if s.restoring || s.table == nil {
 		s.mu.Unlock()
 		return
 	}
@@ -239,7 +239,7 @@ func (s *Sequences) restore() {
 	s.mu.Unlock()
 	go func() {
 		defer func() { s.mu.Lock(); s.restoring = false; s.mu.Unlock() }()
-		marks := s.own()
+		marks := s.table.Marks()
 		raised, err := s.raise(marks)
 		ev := s.log.Warn()
 		if err != nil {

@@ -51,6 +51,13 @@ func (s *seqSet) count() int {
 	return len(s.ranges)
 }
 
+// failed is how many error replies began with word.
+func (s *seqSet) failed(word string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fails[word]
+}
+
 func (s *seqSet) fail(err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

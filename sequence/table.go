@@ -775,6 +775,19 @@ func (t *Table) Get(key string) (int64, bool) {
 	return 0, false
 }
 
+// Reserved is the end of what key has reserved on this server (its
+// segments in hand; after a restart, its stored mark), and whether this
+// server knows key.
+func (t *Table) Reserved(key string) (int64, bool) {
+	sh, h := t.shardOf(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if e := find(&sh.index, h, key); e != nil {
+		return e.end(), true
+	}
+	return 0, false
+}
+
 // Len is the number of keys.
 func (t *Table) Len() int { return int(t.born.Load()) }
 
