@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"syscall"
 	"time"
 
@@ -73,13 +74,18 @@ func run(args []string) int {
 	return runMode(cfg, tc, log)
 }
 
-// runMode serves in cfg's mode until stopped. In this order: the mode's
-// state first (in single-server mode the lock, so that nothing reads the
-// state file while another process serves from it), then every address,
-// so that a start that fails leaves the state as it found it, and only
-// then the first write of the reservation.
+// runMode serves in cfg's mode until stopped. In this order: a check of
+// every address, so that one this machine cannot listen on stops the
+// start before it takes anything; the mode's state (in single-server
+// mode the lock, so that nothing reads the state file while another
+// process serves from it); then every address, so that a start that
+// fails leaves the state as it found it; and only then the first write
+// of the reservation.
 func runMode(cfg *conf.Config, tc *tls.Config, log zerolog.Logger) int {
 	passed, err := sockets(cfg, activation.Files(true))
+	if err == nil {
+		err = checkAddrs(cfg, passed)
+	}
 	if err != nil {
 		log.Error().Err(err).Msg("refusing to start")
 		return 1
@@ -90,7 +96,7 @@ func runMode(cfg *conf.Config, tc *tls.Config, log zerolog.Logger) int {
 		return 1
 	}
 	defer m.close()
-	lns, err := listen(cfg, tc, passed)
+	lns, err := listen(cfg, tc, passed, log)
 	if err != nil {
 		log.Error().Err(err).Msg("cannot listen")
 		return 1
@@ -130,27 +136,36 @@ func serve(cfg *conf.Config, log zerolog.Logger, srv *respserver.Server, lns *li
 		h := metrics.New(metrics.Options{Server: srv, Version: buildinfo.Version, Ready: srv.Ready})
 		defer serveMetrics(lns.metrics, h, log)()
 	}
-	logProtectedMode(cfg, log)
+	logProtectedMode(cfg, lns, log)
 	return serveUntilStopped(srv, lns, stop, log, func() { logReady(log, cfg, lns, m) })
 }
 
-// addrOf is the address clients reach this server at, for its claim.
+// addrOf is the address clients reach this server at, for its claim:
+// the first of bind's it listens on (0.0.0.0:port for *, as it is
+// bound), the plain port's if on.
 func addrOf(lns *listeners) string {
-	if lns.plain != nil {
-		return lns.plain.Addr().String()
+	if len(lns.plain) > 0 {
+		return lns.plain[0].Addr().String()
 	}
-	return lns.tls.Addr().String()
+	return lns.tls[0].Addr().String()
 }
 
 // logReady logs the line that says the server serves, where, and where
-// m keeps the reservation.
+// m keeps the reservation. addr and tls_addr are the first address of
+// each port, as with one; addrs and tls_addrs list them all when there
+// are more.
 func logReady(log zerolog.Logger, cfg *conf.Config, lns *listeners, m mode) {
 	ready := log.Info()
-	if lns.plain != nil {
-		ready.Str("addr", lns.plain.Addr().String())
-	}
-	if lns.tls != nil {
-		ready.Str("tls_addr", lns.tls.Addr().String())
+	for _, port := range []struct {
+		one, all string
+		lns      []net.Listener
+	}{{"addr", "addrs", lns.plain}, {"tls_addr", "tls_addrs", lns.tls}} {
+		if len(port.lns) > 0 {
+			ready.Str(port.one, port.lns[0].Addr().String())
+		}
+		if len(port.lns) > 1 {
+			ready.Strs(port.all, addrStrings(port.lns))
+		}
 	}
 	serverID := cfg.ServerID
 	if cfg.EtcdEndpoints != "" {
@@ -207,12 +222,32 @@ func openState(cfg *conf.Config, identity reservation.State, log zerolog.Logger)
 	return store, gen, func() { logResumption(log, resumed, store.Path(), gen, floor, cfg) }, nil
 }
 
+// addrStrings are the addresses of lns.
+func addrStrings(lns []net.Listener) []string {
+	s := make([]string, len(lns))
+	for i, ln := range lns {
+		s[i] = ln.Addr().String()
+	}
+	return s
+}
+
 // logProtectedMode warns when protected mode will refuse every client
-// that is not on loopback although the server listens beyond it: a
-// container's clients, for one.
-func logProtectedMode(cfg *conf.Config, log zerolog.Logger) {
-	if ip := net.ParseIP(cfg.Bind); cfg.ProtectedMode == conf.Yes && cfg.RequirePass == "" && (ip == nil || !ip.IsLoopback()) {
-		log.Warn().Str("bind", cfg.Bind).
+// that is not on loopback although the server listens beyond it, on any
+// of its addresses: a container's clients, for one. What it listens on,
+// not bind: an optional address skipped does not count, a socket passed
+// by systemd does.
+func logProtectedMode(cfg *conf.Config, lns *listeners, log zerolog.Logger) {
+	if cfg.ProtectedMode != conf.Yes || cfg.RequirePass != "" {
+		return
+	}
+	var beyond []string
+	for _, ln := range slices.Concat(lns.plain, lns.tls) {
+		if a, ok := ln.Addr().(*net.TCPAddr); !ok || !a.IP.IsLoopback() {
+			beyond = append(beyond, ln.Addr().String())
+		}
+	}
+	if len(beyond) > 0 {
+		log.Warn().Str("bind", string(cfg.Bind)).Strs("beyond_loopback", beyond).
 			Msg("protected mode: no requirepass is set, so only loopback clients are served (others get -DENIED); set requirepass, or protected-mode no on a trusted network")
 	}
 }
@@ -256,15 +291,13 @@ func newServer(cfg *conf.Config, log zerolog.Logger, opts respserver.Options) *r
 func serveUntilStopped(srv *respserver.Server, lns *listeners, stopRequested stopper, log zerolog.Logger, ready func()) bool {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	served := make(chan error, 2)
-	serving := 0
-	if lns.plain != nil {
-		serving++
-		go func() { served <- srv.Serve(lns.plain) }()
+	serving := len(lns.plain) + len(lns.tls)
+	served := make(chan error, serving)
+	for _, ln := range lns.plain {
+		go func() { served <- srv.Serve(ln) }()
 	}
-	if lns.tls != nil {
-		serving++
-		go func() { served <- srv.ServeTLS(lns.tls, lns.tlsConfig) }()
+	for _, ln := range lns.tls {
+		go func() { served <- srv.ServeTLS(ln, lns.tlsConfig) }()
 	}
 	// The ready line only once /readyz can say so too.
 	select {

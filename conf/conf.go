@@ -27,8 +27,8 @@ import (
 // name in the file, as a flag (--key) and, upper-cased with '_' for '-' and
 // prefixed with IDSERVER_, in the environment.
 type Config struct {
-	Bind string `key:"bind" default:"127.0.0.1" usage:"address to listen on"`
-	Port int    `key:"port" default:"6551" usage:"TCP port; 0 = no plain TCP (tls-port only)"`
+	Bind Bind `key:"bind" default:"127.0.0.1" usage:"addresses to listen on, for port and tls-port, space-separated as in Redis (127.0.0.1 ::1): IP addresses, * (every IPv4 address), ::* (every IPv6 address); a leading - skips one this machine does not have"`
+	Port int  `key:"port" default:"6551" usage:"TCP port; 0 = no plain TCP (tls-port only)"`
 
 	ProtectedMode  YesNo   `key:"protected-mode" default:"yes" usage:"yes: while requirepass is empty, serve only loopback clients (others get -DENIED), as Redis does; no: serve anyone"`
 	TLSPort        int     `key:"tls-port" default:"0" usage:"TLS port; 0 = no TLS"`
@@ -148,8 +148,10 @@ type field struct {
 }
 
 // words reports whether the key's value is several words in the file
-// (client-output-buffer-limit normal 16mb 8mb 60).
-func (f field) words() bool { return f.typ == reflect.TypeFor[OutputLimit]() }
+// (client-output-buffer-limit normal 16mb 8mb 60, bind 127.0.0.1 ::1).
+func (f field) words() bool {
+	return f.typ == reflect.TypeFor[OutputLimit]() || f.typ == reflect.TypeFor[Bind]()
+}
 
 // helpType names the field's kind in --help. The names are not pflag's
 // own ("int"): viper would convert such flags itself.
@@ -163,6 +165,8 @@ func (f field) helpType() string {
 		return "size"
 	case reflect.TypeFor[OutputLimit]():
 		return "limits"
+	case reflect.TypeFor[Bind]():
+		return "addresses"
 	}
 	if names, ok := choices[f.typ.Name()]; ok {
 		return strings.Join(names, "|")
@@ -395,15 +399,11 @@ func (c *Config) validate() error {
 	layout := c.Layout()
 	nowMs := time.Now().UnixMilli()
 	checks := []func() error{
-		func() error {
-			if strings.TrimSpace(c.Bind) == "" {
-				return errors.New("bind must not be empty")
-			}
-			return nil
-		},
+		func() error { _, err := c.Bind.parse(); return err },
 		func() error { return inRange("port", int64(c.Port), 0, 65535) },
 		c.validateTLS,
 		c.validateEtcd,
+		c.validateMetricsAddr,
 		layout.Validate,
 		func() error {
 			if c.ServerID < 0 || int64(c.ServerID) > layout.MaxServerID() {

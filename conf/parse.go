@@ -69,6 +69,8 @@ func Parse(r io.Reader) (map[string]string, error) {
 				return nil, fmt.Errorf("line %d: unknown key %q", n, args[0])
 			case f.words() && len(args) >= 2:
 				values[key] = strings.Join(args[1:], " ") // the type reads the words
+			case f.words():
+				return nil, fmt.Errorf("line %d: %s takes one or more values, got none", n, key)
 			case len(args) != 2:
 				return nil, fmt.Errorf("line %d: %s takes exactly one value, got %d", n, key, len(args)-1)
 			default:
