@@ -240,6 +240,9 @@ func newServer(cfg *conf.Config, log zerolog.Logger, opts respserver.Options) *r
 	opts.Limits = resplimit.Limits{MaxBulkLen: int(cfg.ProtoMaxBulkLen), MaxMultibulkLen: cfg.ProtoMaxMultibulkLen}
 	opts.QueryBufferLimit = int(cfg.ClientQueryBufferLimit)
 	opts.MaxMemoryClients = int(cfg.MaxMemoryClients)
+	if cfg.MetricsAddr != "" {
+		opts.OtherFDs = cfg.MetricsMaxClients
+	}
 	opts.Output = respserver.OutputLimits{
 		Soft:    int(cfg.ClientOutputBufferLimit.Soft),
 		Hard:    int(cfg.ClientOutputBufferLimit.Hard),

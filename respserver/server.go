@@ -69,6 +69,10 @@ type Options struct {
 	// server hold (maxmemory-clients); past it, those holding the most
 	// are closed. Zero means no bound.
 	MaxMemoryClients int
+	// OtherFDs is how many descriptors the process's other listeners may
+	// hold at once (metrics-maxclients): maxclients is fitted to the
+	// open files limit beside them.
+	OtherFDs int
 
 	// Config lists the configuration for CONFIG GET, beside Redis's own
 	// keys that idserver answers (see redisConfig); nil means none.
@@ -160,6 +164,7 @@ func New(opts Options) *Server {
 		QueryBufferLimit: opts.QueryBufferLimit,
 		MaxMemoryClients: opts.MaxMemoryClients,
 		Refuse:           s.refuse,
+		OtherFDs:         opts.OtherFDs,
 	}, handler{s})
 	s.opts.MaxClients = s.conns.MaxClients()
 	if g := opts.Generator; g != nil {

@@ -81,6 +81,10 @@ type Options struct {
 	// under maxclients: a reply other than "" is sent to it (a whole RESP
 	// error, with its \r\n) and it is closed.
 	Refuse func(addr net.Addr) (reply string)
+	// OtherFDs is how many descriptors the process's other listeners may
+	// hold at once (metrics-maxclients): the open files limit keeps them
+	// beside the clients' (see fitBudget).
+	OtherFDs int
 }
 
 // Server serves connections on any number of listeners, sharing its event
@@ -109,7 +113,9 @@ type Server[S any] struct {
 	evictLog    Limiter
 	handshakes  atomic.Int64  // TLS handshakes under way
 	lingering   atomic.Int64  // refused connections read to their end (turnAway)
+	pending     int64         // the bound of each of handshakes and lingering: their share of the descriptors
 	tlsFailed   atomic.Uint64 // TLS handshakes that failed
+	tlsHandOver sync.Mutex    // TLS connections are handed to their loops one at a time (fitBudget's spare)
 	tlsLog      Limiter
 	heldMu      sync.Mutex
 	held        map[*Conn[S]]link // clients whose commands wait for their replies to drain
