@@ -291,9 +291,10 @@ type Stats struct {
 	Errors      uint64 // error replies
 	LimitClosed uint64 // clients closed at their output limits
 	QueryClosed uint64 // clients closed at client-query-buffer-limit
-	Evicted     uint64 // clients closed at maxmemory-clients
-	ClientMem   int64  // bytes all clients hold now
+	Evicted     uint64 // clients and TLS handshakes closed at maxmemory-clients
+	ClientMem   int64  // bytes all clients and TLS handshakes under way hold now
 	TLSFailed   uint64 // TLS handshakes that failed
+	Handshakes  int64  // TLS handshakes under way
 }
 
 // Stats returns the server's counters.
@@ -312,6 +313,7 @@ func (s *Server) Stats() Stats {
 		Evicted:     st.Evicted,
 		ClientMem:   st.ClientMem,
 		TLSFailed:   st.TLSFailed,
+		Handshakes:  st.Handshakes,
 	}
 }
 

@@ -68,8 +68,13 @@ func (s *Server[S]) admitTLS(nc net.Conn, cfg *tls.Config) {
 		nc.Close()
 		return
 	}
-	t, err := handshake(nc, cfg)
+	h := s.startShake(nc)
+	t, err := handshake(nc, cfg, func(n int) { s.shakeRead(h, n) })
+	s.endShake(h)
 	s.handshakes.Add(-1)
+	if err != nil && h.evicted.Load() {
+		return // closed by evict, which counted and logged it
+	}
 	if err != nil {
 		s.tlsFailed.Add(1)
 		if ok, skipped := s.tlsLog.Allow(); ok {

@@ -129,8 +129,9 @@ type Server[S any] struct {
 	lns     []net.Listener
 	eng     *gnet.Client // the event loops; set by Serve
 	conns   map[*Conn[S]]struct{}
-	done    chan struct{} // closed by Close or Shutdown
-	drained chan struct{} // closed when Close or Shutdown has finished with the clients
+	shakes  map[*shake]struct{} // TLS handshakes under way, for evict
+	done    chan struct{}       // closed by Close or Shutdown
+	drained chan struct{}       // closed when Close or Shutdown has finished with the clients
 	drainMu sync.Once
 	stopMu  sync.Once
 }
@@ -157,6 +158,7 @@ func New[S any](opts Options, h Handler[S]) *Server[S] {
 		log:        opts.Logger,
 		h:          h,
 		conns:      map[*Conn[S]]struct{}{},
+		shakes:     map[*shake]struct{}{},
 		done:       make(chan struct{}),
 		drained:    make(chan struct{}),
 		served:     make(chan struct{}),
@@ -335,8 +337,9 @@ type Stats struct {
 	LimitClosed    uint64 // clients closed at their output limits
 	QueryClosed    uint64 // clients closed at client-query-buffer-limit
 	Evicted        uint64 // clients closed at maxmemory-clients
-	ClientMem      int64  // bytes all clients hold now
+	ClientMem      int64  // bytes all clients and TLS handshakes under way hold now
 	TLSFailed      uint64 // TLS handshakes that failed
+	Handshakes     int64  // TLS handshakes under way
 }
 
 // Stats returns the server's counters.
@@ -357,6 +360,7 @@ func (s *Server[S]) Stats() Stats {
 		Evicted:        s.evicted.Load(),
 		ClientMem:      s.clientMem.Load(),
 		TLSFailed:      s.tlsFailed.Load(),
+		Handshakes:     s.handshakes.Load(),
 	}
 }
 
