@@ -20,6 +20,7 @@ require (
 	github.com/tidwall/redcon v1.6.4
 	github.com/valkey-io/valkey-go v1.0.79
 	go.yaml.in/yaml/v3 v3.0.5
+	golang.org/x/net v0.61.0
 )
 
 require go.etcd.io/bbolt v1.4.3
@@ -53,7 +54,6 @@ require (
 	go.uber.org/atomic v1.12.0 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
 	go.uber.org/zap v1.28.0
-	golang.org/x/net v0.61.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0
 	golang.org/x/text v0.43.0 // indirect

@@ -134,7 +134,8 @@ func (s stopper) request() {
 func serve(cfg *conf.Config, log zerolog.Logger, srv *respserver.Server, lns *listeners, stop stopper, m mode) bool {
 	if lns.metrics != nil {
 		h := metrics.New(metrics.Options{Server: srv, Version: buildinfo.Version, Ready: srv.Ready})
-		defer serveMetrics(lns.metrics, h, log)()
+		lim := metrics.Limits{Conns: cfg.MetricsMaxClients, Timeout: cfg.MetricsTimeout.Duration}
+		defer serveMetrics(lns.metrics, h, lim, log)()
 	}
 	logProtectedMode(cfg, lns, log)
 	return serveUntilStopped(srv, lns, stop, log, func() { logReady(log, cfg, lns, m) })
@@ -274,6 +275,9 @@ func newServer(cfg *conf.Config, log zerolog.Logger, opts respserver.Options) *r
 	opts.Limits = resplimit.Limits{MaxBulkLen: int(cfg.ProtoMaxBulkLen), MaxMultibulkLen: cfg.ProtoMaxMultibulkLen}
 	opts.QueryBufferLimit = int(cfg.ClientQueryBufferLimit)
 	opts.MaxMemoryClients = int(cfg.MaxMemoryClients)
+	if cfg.MetricsAddr != "" {
+		opts.OtherFDs = cfg.MetricsMaxClients
+	}
 	opts.Output = respserver.OutputLimits{
 		Soft:    int(cfg.ClientOutputBufferLimit.Soft),
 		Hard:    int(cfg.ClientOutputBufferLimit.Hard),
@@ -329,16 +333,17 @@ func serveUntilStopped(srv *respserver.Server, lns *listeners, stopRequested sto
 	return true
 }
 
-// serveMetrics serves h (metrics, health and profiles) on ln and returns a
-// function that stops it.
-func serveMetrics(ln net.Listener, h http.Handler, log zerolog.Logger) (stop func()) {
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+// serveMetrics serves h (metrics, health and profiles) on ln within lim
+// and returns a function that stops it.
+func serveMetrics(ln net.Listener, h http.Handler, lim metrics.Limits, log zerolog.Logger) (stop func()) {
+	hs := metrics.NewServer(h, lim)
 	go func() {
-		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := hs.Serve(metrics.Limit(ln, lim)); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error().Err(err).Msg("metrics server stopped")
 		}
 	}()
-	log.Info().Str("metrics_addr", ln.Addr().String()).Msg("serving /metrics, /healthz and /readyz")
+	log.Info().Str("metrics_addr", ln.Addr().String()).Int("metrics_maxclients", lim.Conns).Dur("metrics_timeout", lim.Timeout).
+		Msg("serving /metrics, /healthz and /readyz")
 	return func() { hs.Close() }
 }
 

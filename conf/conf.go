@@ -83,8 +83,10 @@ type Config struct {
 	EtcdUsername    string  `key:"etcd-username" default:"" usage:"cluster mode: etcd user"`
 	EtcdPassword    string  `key:"etcd-password" default:"" secret:"yes" usage:"cluster mode: the etcd user's password"`
 
-	LogLevel    LogLevel `key:"loglevel" default:"notice" usage:"debug, verbose, notice or warning"`
-	MetricsAddr string   `key:"metrics-addr" default:"" usage:"address for Prometheus metrics; empty = off"`
+	LogLevel          LogLevel `key:"loglevel" default:"notice" usage:"debug, verbose, notice or warning"`
+	MetricsAddr       string   `key:"metrics-addr" default:"" usage:"address for Prometheus metrics; empty = off"`
+	MetricsMaxClients int      `key:"metrics-maxclients" default:"16" usage:"most HTTP connections open at once on metrics-addr; more wait in the listen backlog"`
+	MetricsTimeout    Seconds  `key:"metrics-timeout" default:"10" usage:"seconds an HTTP connection on metrics-addr may take to send a request, or stay idle between requests, before it is closed"`
 
 	// File is the config file that was read, "" if none.
 	File string
@@ -432,6 +434,8 @@ func (c *Config) validate() error {
 		},
 		func() error { return inRange("maxclients", int64(c.MaxClients), 1, 1_000_000) },
 		func() error { return inRange("timeout", int64(c.Timeout.Duration/time.Second), 0, 31_536_000) },
+		func() error { return inRange("metrics-maxclients", int64(c.MetricsMaxClients), 1, 10_000) },
+		func() error { return inRange("metrics-timeout", int64(c.MetricsTimeout.Duration/time.Second), 1, 3600) },
 		func() error { return inRange("proto-max-bulk-len", int64(c.ProtoMaxBulkLen), 1024, 512<<20) },
 		func() error { return inRange("proto-max-multibulk-len", int64(c.ProtoMaxMultibulkLen), 16, 1<<20) },
 		func() error {

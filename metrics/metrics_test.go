@@ -83,3 +83,112 @@ func TestProfiles(t *testing.T) {
 		}
 	}
 }
+
+// TestLimits: the HTTP side serves at most Conns connections at once (the
+// next waits in the backlog) and closes each one that idles, sends half a
+// request, or sends a huge header, so a client that opens connections and
+// lets them idle delays a probe by Timeout, no more; a profile longer
+// than Timeout is still served.
+func TestLimits(t *testing.T) {
+	lim := Limits{Conns: 2, Timeout: 500 * time.Millisecond}
+	h := New(Options{Server: respserver.New(respserver.Options{}), Version: "test", Ready: func() error { return nil }})
+	hs := NewServer(h, lim)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go hs.Serve(Limit(ln, lim))
+	t.Cleanup(func() { hs.Close() })
+	addr := ln.Addr().String()
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	// get sends a GET of path on c and returns the reply's status line
+	// ("" if none came within wait).
+	get := func(c net.Conn, path string, wait time.Duration, header ...string) string {
+		c.SetDeadline(time.Now().Add(wait))
+		c.Write([]byte("GET " + path + " HTTP/1.1\r\nHost: x\r\n" + strings.Join(header, "") + "\r\n"))
+		buf := make([]byte, 4096)
+		n, _ := c.Read(buf)
+		line, _, _ := strings.Cut(string(buf[:n]), "\r\n")
+		return line
+	}
+
+	idle := []net.Conn{dial(), dial()}
+	for _, c := range idle {
+		if line := get(c, "/healthz", 5*time.Second); line != "HTTP/1.1 200 OK" {
+			t.Fatalf("keep-alive GET: %q", line)
+		}
+	}
+	began := time.Now()
+	probe := dial()
+	if line := get(probe, "/healthz", 5*time.Second); line != "HTTP/1.1 200 OK" {
+		t.Fatalf("a probe behind %d idle connections: %q", len(idle), line)
+	}
+	// Not before an idle connection was closed: the probe waited in the
+	// backlog, not beside them.
+	if waited := time.Since(began); waited < lim.Timeout/2 {
+		t.Fatalf("a probe was served after %v, beside %d connections at a limit of %d", waited, len(idle), lim.Conns)
+	}
+	for i, c := range idle {
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		if n, err := c.Read(make([]byte, 1)); err != io.EOF {
+			t.Fatalf("idle connection %d: read %d, %v; want it closed", i, n, err)
+		}
+	}
+
+	half := dial()
+	half.Write([]byte("GET /healthz HTTP/1.1\r\nHost:"))
+	half.SetDeadline(time.Now().Add(5 * time.Second))
+	began = time.Now()
+	if n, err := half.Read(make([]byte, 1)); err != io.EOF || time.Since(began) > 4*time.Second {
+		t.Fatalf("half a request: read %d, %v after %v; want the close after %v", n, err, time.Since(began), lim.Timeout)
+	}
+
+	big := dial()
+	if line := get(big, "/healthz", 5*time.Second, "X: "+strings.Repeat("x", 64<<10)+"\r\n"); line != "HTTP/1.1 431 Request Header Fields Too Large" {
+		t.Fatalf("a 64 KiB header: %q", line)
+	}
+
+	// A profile longer than the timeout is served whole.
+	if line := get(dial(), "/debug/pprof/profile?seconds=1", 5*time.Second); line != "HTTP/1.1 200 OK" {
+		t.Fatalf("a profile of 1 s, the timeout %v: %q", lim.Timeout, line)
+	}
+}
+
+// TestLimitsSlowReader: a client that asks for a reply and does not read
+// it is closed once Timeout passes, not kept while the reply waits.
+func TestLimitsSlowReader(t *testing.T) {
+	lim := Limits{Conns: 1, Timeout: 500 * time.Millisecond}
+	wrote := make(chan error, 1)
+	hs := NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		var err error
+		for chunk := make([]byte, 64<<10); err == nil; {
+			_, err = w.Write(chunk) // more than the sockets hold
+		}
+		wrote <- err
+	}), lim)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go hs.Serve(Limit(ln, lim))
+	t.Cleanup(func() { hs.Close() })
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
+	select {
+	case err := <-wrote:
+		t.Logf("the reply's write ended: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatalf("a reply not read still writes after 10 s; the timeout is %v", lim.Timeout)
+	}
+}

@@ -113,7 +113,8 @@ func (s *Server) infoClients() []stats.Field {
 		stats.G("blocked_clients", st.Blocked, "Clients whose command waits: for its IDs (at the lead bound or for the reservation), or for a sequence's segment."),
 		stats.G("clients_over_soft_limit", st.Held, "Clients whose commands wait for their unsent replies to drain below the soft output limit."),
 		stats.G("maxclients", int64(s.opts.MaxClients), "Most clients served at once."),
-		stats.G("mem_clients_normal", st.ClientMem, "Bytes all clients have the server hold: input, unsent replies, queued transactions."),
+		stats.G("mem_clients_normal", st.ClientMem, "Bytes all clients have the server hold: input, unsent replies, queued transactions; and TLS handshakes under way (32 KiB each, and twice what they read)."),
+		stats.G("tls_handshakes_in_progress", st.Handshakes, "TLS handshakes under way: not yet clients, but charged in mem_clients_normal and closed at maxmemory-clients like them."),
 		stats.G("maxmemory_clients", int64(s.opts.MaxMemoryClients), "The bound on mem_clients_normal (maxmemory-clients); 0: none."),
 	}
 }
@@ -201,7 +202,7 @@ func (s *Server) infoStats() []stats.Field {
 		stats.C("total_error_replies", st.Errors, "Error replies sent."),
 		stats.C("client_query_buffer_limit_disconnections", st.QueryClosed, "Clients closed at client-query-buffer-limit."),
 		stats.C("client_output_buffer_limit_disconnections", st.LimitClosed, "Clients closed at client-output-buffer-limit."),
-		stats.C("evicted_clients", st.Evicted, "Clients closed at maxmemory-clients, those holding the most first."),
+		stats.C("evicted_clients", st.Evicted, "Clients (and TLS handshakes under way) closed at maxmemory-clients, those holding the most first."),
 		stats.C("tls_handshake_failures", st.TLSFailed, "TLS handshakes that failed (no or a bad client certificate, plain text on the TLS port, a timeout)."),
 	}
 }

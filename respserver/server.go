@@ -69,6 +69,10 @@ type Options struct {
 	// server hold (maxmemory-clients); past it, those holding the most
 	// are closed. Zero means no bound.
 	MaxMemoryClients int
+	// OtherFDs is how many descriptors the process's other listeners may
+	// hold at once (metrics-maxclients): maxclients is fitted to the
+	// open files limit beside them.
+	OtherFDs int
 
 	// Config lists the configuration for CONFIG GET, beside Redis's own
 	// keys that idserver answers (see redisConfig); nil means none.
@@ -160,6 +164,7 @@ func New(opts Options) *Server {
 		QueryBufferLimit: opts.QueryBufferLimit,
 		MaxMemoryClients: opts.MaxMemoryClients,
 		Refuse:           s.refuse,
+		OtherFDs:         opts.OtherFDs,
 	}, handler{s})
 	s.opts.MaxClients = s.conns.MaxClients()
 	if g := opts.Generator; g != nil {
@@ -286,9 +291,10 @@ type Stats struct {
 	Errors      uint64 // error replies
 	LimitClosed uint64 // clients closed at their output limits
 	QueryClosed uint64 // clients closed at client-query-buffer-limit
-	Evicted     uint64 // clients closed at maxmemory-clients
-	ClientMem   int64  // bytes all clients hold now
+	Evicted     uint64 // clients and TLS handshakes closed at maxmemory-clients
+	ClientMem   int64  // bytes all clients and TLS handshakes under way hold now
 	TLSFailed   uint64 // TLS handshakes that failed
+	Handshakes  int64  // TLS handshakes under way
 }
 
 // Stats returns the server's counters.
@@ -307,6 +313,7 @@ func (s *Server) Stats() Stats {
 		Evicted:     st.Evicted,
 		ClientMem:   st.ClientMem,
 		TLSFailed:   st.TLSFailed,
+		Handshakes:  st.Handshakes,
 	}
 }
 

@@ -56,18 +56,25 @@ func (s *Server[S]) accept(ln net.Listener, cfg *tls.Config) error {
 
 // admitTLS does nc's TLS handshake and admits it: a client past
 // maxclients gets Redis's reply through TLS, as on the plain port. The
-// handshakes under way are bounded by maxclients too: each holds a
-// goroutine and its buffers. Past that, a connection is closed unanswered
-// (a reply before the handshake would be noise to it).
+// handshakes under way have their own share of the descriptors (pending,
+// see fitBudget), apart from the clients', so that a flood of handshakes
+// never finished keeps no client out of the plain port. Past it, a
+// connection is closed unanswered (a reply before the handshake would be
+// noise to it).
 func (s *Server[S]) admitTLS(nc net.Conn, cfg *tls.Config) {
-	if s.handshakes.Add(1) > int64(s.opts.MaxClients) {
+	if s.handshakes.Add(1) > s.pending {
 		s.handshakes.Add(-1)
 		s.rejected.Add(1)
 		nc.Close()
 		return
 	}
-	t, err := handshake(nc, cfg)
+	h := s.startShake(nc)
+	t, err := handshake(nc, cfg, func(n int) { s.shakeRead(h, n) })
+	s.endShake(h)
 	s.handshakes.Add(-1)
+	if err != nil && h.evicted.Load() {
+		return // closed by evict, which counted and logged it
+	}
 	if err != nil {
 		s.tlsFailed.Add(1)
 		if ok, skipped := s.tlsLog.Allow(); ok {
@@ -114,17 +121,15 @@ func (s *Server[S]) answer(nc net.Conn, t *tlsConn, reply string) {
 	}
 }
 
-// maxLingering bounds the refused connections read to their end at once.
-const maxLingering = 256
-
 // turnAway answers a connection it will not serve with reply and closes
 // it once the client has closed its side, or a second has passed: closed
 // with what the client sent unread (a TLS client's first command, right
 // behind the handshake), the socket would be reset, and the reply lost
-// with it. Past maxLingering such, it closes at once.
+// with it. Past their share of the descriptors (pending, see fitBudget),
+// it closes at once.
 func (s *Server[S]) turnAway(nc net.Conn, t *tlsConn, reply string) {
 	s.answer(nc, t, reply)
-	if s.lingering.Add(1) > maxLingering {
+	if s.lingering.Add(1) > s.pending {
 		s.lingering.Add(-1)
 		nc.Close()
 		return
@@ -165,8 +170,17 @@ func (s *Server[S]) admit(nc net.Conn, t *tlsConn) error {
 	// Counted before the loop serves it, so that its own INFO counts it,
 	// as Redis counts a connection when it accepts it.
 	s.accepted.Add(1)
-	// The loop takes a duplicate of the socket and closes nc.
+	// The loop takes a duplicate of the socket and closes nc. A plain
+	// connection's listener has released its spare for the duplicate;
+	// TLS connections, handed over from their handshakes' goroutines,
+	// share one spare in the budget, so one at a time.
+	if t != nil {
+		s.tlsHandOver.Lock()
+	}
 	_, err := s.eng.EnrollContext(nc, c)
+	if t != nil {
+		s.tlsHandOver.Unlock()
+	}
 	s.mu.Lock()
 	opened := c.opened
 	s.mu.Unlock()

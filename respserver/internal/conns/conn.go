@@ -53,8 +53,7 @@ type Conn[S any] struct {
 
 	active   atomic.Int64 // Server.tick when it last sent something
 	draining atomic.Bool  // set by Shutdown: finish, flush, close
-	mem      atomic.Int64 // what it holds, as last charged to Server.clientMem
-	evicted  atomic.Bool  // closed at maxmemory-clients: no longer charged
+	bill                  // what the accountant charged for it
 }
 
 // link is what a Conn needs of its socket: a gnet.Conn, or a Pipe's

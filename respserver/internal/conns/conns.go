@@ -81,6 +81,10 @@ type Options struct {
 	// under maxclients: a reply other than "" is sent to it (a whole RESP
 	// error, with its \r\n) and it is closed.
 	Refuse func(addr net.Addr) (reply string)
+	// OtherFDs is how many descriptors the process's other listeners may
+	// hold at once (metrics-maxclients): the open files limit keeps them
+	// beside the clients' (see fitBudget).
+	OtherFDs int
 }
 
 // Server serves connections on any number of listeners, sharing its event
@@ -109,7 +113,9 @@ type Server[S any] struct {
 	evictLog    Limiter
 	handshakes  atomic.Int64  // TLS handshakes under way
 	lingering   atomic.Int64  // refused connections read to their end (turnAway)
+	pending     int64         // the bound of each of handshakes and lingering: their share of the descriptors
 	tlsFailed   atomic.Uint64 // TLS handshakes that failed
+	tlsHandOver sync.Mutex    // TLS connections are handed to their loops one at a time (fitBudget's spare)
 	tlsLog      Limiter
 	heldMu      sync.Mutex
 	held        map[*Conn[S]]link // clients whose commands wait for their replies to drain
@@ -123,8 +129,9 @@ type Server[S any] struct {
 	lns     []net.Listener
 	eng     *gnet.Client // the event loops; set by Serve
 	conns   map[*Conn[S]]struct{}
-	done    chan struct{} // closed by Close or Shutdown
-	drained chan struct{} // closed when Close or Shutdown has finished with the clients
+	shakes  map[*shake]struct{} // TLS handshakes under way, for evict
+	done    chan struct{}       // closed by Close or Shutdown
+	drained chan struct{}       // closed when Close or Shutdown has finished with the clients
 	drainMu sync.Once
 	stopMu  sync.Once
 }
@@ -151,6 +158,7 @@ func New[S any](opts Options, h Handler[S]) *Server[S] {
 		log:        opts.Logger,
 		h:          h,
 		conns:      map[*Conn[S]]struct{}{},
+		shakes:     map[*shake]struct{}{},
 		done:       make(chan struct{}),
 		drained:    make(chan struct{}),
 		served:     make(chan struct{}),
@@ -329,8 +337,9 @@ type Stats struct {
 	LimitClosed    uint64 // clients closed at their output limits
 	QueryClosed    uint64 // clients closed at client-query-buffer-limit
 	Evicted        uint64 // clients closed at maxmemory-clients
-	ClientMem      int64  // bytes all clients hold now
+	ClientMem      int64  // bytes all clients and TLS handshakes under way hold now
 	TLSFailed      uint64 // TLS handshakes that failed
+	Handshakes     int64  // TLS handshakes under way
 }
 
 // Stats returns the server's counters.
@@ -351,6 +360,7 @@ func (s *Server[S]) Stats() Stats {
 		Evicted:        s.evicted.Load(),
 		ClientMem:      s.clientMem.Load(),
 		TLSFailed:      s.tlsFailed.Load(),
+		Handshakes:     s.handshakes.Load(),
 	}
 }
 

@@ -273,6 +273,33 @@ func TestMaxClients(t *testing.T) {
 	}
 }
 
+// TestFitBudget: the open files limit is shared out as fitBudget's
+// formula says, and whatever the limit, the shares add up to at most it
+// (unless even one client does not fit).
+func TestFitBudget(t *testing.T) {
+	for _, tt := range []struct {
+		nofile                uint64
+		loops, other, clients int
+		wantPending, wantFit  int
+	}{
+		{64, 1, 0, 10000, 4, 64 - 34 - 3 - 2*4},
+		{1024, 1, 16, 10000, 60, 1024 - 34 - 3 - 16 - 2*60},
+		{1024, 8, 16, 100, 59, 100},
+		{1 << 20, 2, 16, 10000, 256, 10000},
+		{1 << 62, 1, 0, 10000, 256, 10000}, // RLIM_INFINITY
+		{40, 1, 16, 10000, 4, 1},           // not even one fits
+	} {
+		b := fitBudget(tt.nofile, tt.loops, tt.other, tt.clients)
+		if b.pending != tt.wantPending || b.maxClients != tt.wantFit {
+			t.Errorf("fitBudget(%d, %d loops, %d other, maxclients %d): pending %d, maxclients %d; want %d, %d",
+				tt.nofile, tt.loops, tt.other, tt.clients, b.pending, b.maxClients, tt.wantPending, tt.wantFit)
+		}
+		if sum := b.own + spareFDs + b.other + 2*b.pending + b.maxClients; uint64(sum) > tt.nofile && b.maxClients > 1 {
+			t.Errorf("fitBudget(%d, ...): the shares add up to %d", tt.nofile, sum)
+		}
+	}
+}
+
 // TestRefuse: a connection Refuse answers gets the reply and is closed.
 func TestRefuse(t *testing.T) {
 	refuse := func(net.Addr) string { return "-DENIED go away\r\n" }

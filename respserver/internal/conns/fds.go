@@ -4,28 +4,84 @@ import (
 	"errors"
 	"net"
 	"os"
+	"runtime"
 	"syscall"
 )
 
-// reservedFDs are the file descriptors kept for the server's own use
-// (listeners, event loops, the state file and its lock, metrics) when
-// maxclients is fitted to the open files limit, as Redis keeps 32.
-const reservedFDs = 32
+// The descriptor budget. Every descriptor the process may hold at once
+// has its share of the open files limit, so that no listener can take
+// those another needs, nor those the process needs for itself: above
+// all a reservation save's temporary file and its directory, which fail
+// with "too many open files" otherwise, and then GETID gets -BUSY. This
+// is the one statement of the formula; the docs quote it.
+//
+//	own        = 32 + 2 × event loops: stdio, the listeners, the Go poller,
+//	             each loop's epoll and eventfd, the state file's lock, a
+//	             save's temporary file and directory, the sequences' file,
+//	             etcd's connections, logs, /proc reads (at rest it uses 16)
+//	spares     = 3: one per RESP listener, to refuse with when out of
+//	             descriptors all the same, and one for the duplicate a TLS
+//	             connection's hand-over to its loop makes, one at a time
+//	budget     = RLIMIT_NOFILE − own − spares − metrics-maxclients
+//	pending    = min(256, max(budget / 16, 4)), twice: for connections
+//	             refused and read to their end (a second at most), and for
+//	             TLS handshakes under way (10 s at most)
+//	maxclients = min(maxclients, budget − 2 × pending), at least 1
+//
+// A plain connection is handed over with its listener's spare released,
+// so its duplicate takes the spare's place. Past its share, a refused
+// connection is closed at once, a TLS connection closed unanswered, and
+// the HTTP listener accepts no more until one closes.
+const (
+	ownFDs     = 32
+	loopFDs    = 2
+	spareFDs   = 3
+	maxPending = 256
+	minPending = 4
+)
 
-// fitMaxClients lowers MaxClients, as Redis does, when the open files
-// limit cannot hold that many clients beside reservedFDs: clients past it
-// then get Redis's maxclients error, and the server keeps the descriptors
-// it needs to renew its reservation.
+// budget is how the open files limit is shared out; see above.
+type budget struct {
+	nofile     uint64 // RLIMIT_NOFILE; 0 if unknown
+	own        int
+	other      int // Options.OtherFDs: metrics-maxclients
+	pending    int // each of the two shares
+	maxClients int // fitted
+}
+
+// fitBudget shares lim (RLIMIT_NOFILE) out among the process, the other
+// listeners (other descriptors), the pending connections and maxClients,
+// lowering maxClients to fit, as Redis does.
+func fitBudget(lim uint64, loops, other, maxClients int) budget {
+	b := budget{nofile: lim, own: ownFDs + loopFDs*loops, other: other, pending: maxPending, maxClients: maxClients}
+	free := int64(min(lim, 1<<40)) - int64(b.own+spareFDs+other)
+	b.pending = int(min(maxPending, max(free/16, minPending)))
+	b.maxClients = int(max(min(int64(maxClients), free-2*int64(b.pending)), 1))
+	return b
+}
+
+// fitMaxClients shares the open files limit out (fitBudget), logs the
+// shares, and warns if maxclients had to be lowered: clients past it then
+// get Redis's maxclients error, and the server keeps the descriptors it
+// needs to renew its reservation.
 func (s *Server[S]) fitMaxClients() {
 	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil || uint64(s.opts.MaxClients)+reservedFDs <= lim.Cur {
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		s.log.Warn().Err(err).Msg("cannot read the open files limit: maxclients is not fitted to it")
 		return
 	}
-	fitted := max(int(lim.Cur)-reservedFDs, 1)
-	s.log.Warn().Int("maxclients", s.opts.MaxClients).Uint64("rlimit_nofile", lim.Cur).Int("fitted", fitted).
-		Msgf("maxclients %d needs %d open files, and the limit is %d: serving at most %d clients (raise the limit: ulimit -n, or LimitNOFILE= for systemd)",
-			s.opts.MaxClients, s.opts.MaxClients+reservedFDs, lim.Cur, fitted)
-	s.opts.MaxClients = fitted
+	b := fitBudget(lim.Cur, max(runtime.GOMAXPROCS(0), 1), s.opts.OtherFDs, s.opts.MaxClients)
+	s.pending = int64(b.pending)
+	s.log.Info().Uint64("rlimit_nofile", b.nofile).Int("own", b.own).Int("spares", spareFDs).Int("http", b.other).
+		Int("refused", b.pending).Int("tls_handshakes", b.pending).Int("maxclients", b.maxClients).
+		Msg("file descriptors: the open files limit is shared out so that no listener can take those another, or a reservation save, needs")
+	if b.maxClients < s.opts.MaxClients {
+		need := b.own + spareFDs + b.other + 2*b.pending + s.opts.MaxClients
+		s.log.Warn().Int("maxclients", s.opts.MaxClients).Uint64("rlimit_nofile", lim.Cur).Int("fitted", b.maxClients).
+			Msgf("maxclients %d needs %d open files, and the limit is %d: serving at most %d clients (raise the limit: ulimit -n, or LimitNOFILE= for systemd)",
+				s.opts.MaxClients, need, lim.Cur, b.maxClients)
+		s.opts.MaxClients = b.maxClients
+	}
 }
 
 // errNoFDs is the reply to a connection refused for want of file

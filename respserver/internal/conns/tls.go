@@ -38,8 +38,9 @@ type tlsConn struct {
 type shim struct {
 	net.Conn
 	detached bool
-	in       []byte // read by the loop, not yet taken by TLS
-	out      []byte // records TLS wrote, for the loop to send
+	read     func(n int) // told of each read from the socket, for the accountant
+	in       []byte      // read by the loop, not yet taken by TLS
+	out      []byte      // records TLS wrote, for the loop to send
 }
 
 // errNotYet is the shim's read when it holds nothing more.
@@ -53,7 +54,9 @@ func (notYet) Temporary() bool { return true }
 
 func (s *shim) Read(p []byte) (int, error) {
 	if !s.detached {
-		return s.Conn.Read(p)
+		n, err := s.Conn.Read(p)
+		s.read(n)
+		return n, err
 	}
 	if len(s.in) == 0 {
 		return 0, errNotYet
@@ -72,9 +75,9 @@ func (s *shim) Write(p []byte) (int, error) {
 }
 
 // handshake does the TLS handshake of nc and returns its state, still on
-// the socket.
-func handshake(nc net.Conn, cfg *tls.Config) (*tlsConn, error) {
-	sh := &shim{Conn: nc}
+// the socket; read is told how many bytes each read from it brought.
+func handshake(nc net.Conn, cfg *tls.Config, read func(n int)) (*tlsConn, error) {
+	sh := &shim{Conn: nc, read: read}
 	tc := tls.Server(sh, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), handshakeTimeout)
 	defer cancel()
@@ -85,7 +88,7 @@ func handshake(nc net.Conn, cfg *tls.Config) (*tlsConn, error) {
 }
 
 // detach moves the connection off the socket, for the loop.
-func (t *tlsConn) detach() { t.shim.detached = true }
+func (t *tlsConn) detach() { t.shim.detached, t.shim.read = true, nil }
 
 // open takes what the loop read and returns the plain text of every whole
 // record so far, valid until the next call. An error (a bad record, an
