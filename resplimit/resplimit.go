@@ -13,8 +13,9 @@ package resplimit
 
 import (
 	"bytes"
-	"errors"
 	"math"
+
+	"github.com/idserver/idserver/internal/replyerr"
 )
 
 // Limits bounds what one command may declare. A field of zero or less
@@ -30,20 +31,12 @@ type Limits struct {
 	MaxMultibulkLen int
 }
 
-// ErrLimit is wrapped by every error Scan returns; the error's text is the
-// error reply to send the client, as Redis words it.
-var ErrLimit = errors.New("resplimit: framing limit")
-
-// violation is a framing error; its text is the error reply, as Redis words it.
-type violation string
-
-func (v violation) Error() string { return string(v) }
-func (v violation) Unwrap() error { return ErrLimit }
-
-const (
-	errMultibulk = violation("ERR Protocol error: invalid multibulk length")
-	errBulk      = violation("ERR Protocol error: invalid bulk length")
-	errInline    = violation("ERR Protocol error: too big inline request")
+// The framing errors, each the error reply Redis sends before it closes
+// the connection.
+var (
+	errMultibulk = replyerr.New(replyerr.ERR, "Protocol error: invalid multibulk length")
+	errBulk      = replyerr.New(replyerr.ERR, "Protocol error: invalid bulk length")
+	errInline    = replyerr.New(replyerr.ERR, "Protocol error: too big inline request")
 )
 
 // maxLimit is the largest limit that matters: a number up to it, times
@@ -100,9 +93,9 @@ func NewScanner(lim Limits) Scanner {
 
 // Scan consumes the next bytes of the stream and returns how many of them
 // are valid. err is nil when all of p is; otherwise p[valid] is the first
-// offending byte, err wraps ErrLimit, and the Scanner must not be used
-// again. It allocates nothing.
-func (s *Scanner) Scan(p []byte) (valid int, err error) {
+// offending byte, err is the error reply to send before closing, and the
+// Scanner must not be used again. It allocates nothing.
+func (s *Scanner) Scan(p []byte) (valid int, err *replyerr.Error) {
 	valid, end, err := s.scan(p)
 	if end >= 0 {
 		s.partial = valid - end
@@ -118,7 +111,7 @@ func (s *Scanner) Partial() int { return s.partial }
 
 // scan is Scan without the bookkeeping: end is the index just past the
 // last command that ended in p, or -1.
-func (s *Scanner) scan(p []byte) (valid, end int, err error) {
+func (s *Scanner) scan(p []byte) (valid, end int, err *replyerr.Error) {
 	end = -1
 	i := 0
 	for i < len(p) {
@@ -171,7 +164,7 @@ func (s *Scanner) scan(p []byte) (valid, end int, err error) {
 			s.args, s.st = s.num, stDollar
 		case stDollar:
 			if b != '$' {
-				return i, end, violation("ERR Protocol error: expected '$', got '" + printable(b) + "'")
+				return i, end, replyerr.New(replyerr.ERR, "Protocol error: expected '$', got '"+printable(b)+"'")
 			}
 			s.st, s.num, s.digits = stLen, 0, 0
 		case stLenLF:

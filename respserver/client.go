@@ -132,7 +132,7 @@ func (h handler) Command(cn *conns.Conn[*client], args [][]byte) {
 		cn.Wait(c.wait.off, func(err error) { h.finished(c, err) })
 	case err != nil:
 		h.errors.Add(1)
-		c.writeError(replyText(err))
+		c.writeError(err)
 	}
 }
 
@@ -140,7 +140,7 @@ func (h handler) Command(cn *conns.Conn[*client], args [][]byte) {
 func (s *Server) finished(c *client, err error) {
 	if err := c.wait.then(c, err); err != nil {
 		s.errors.Add(1)
-		c.writeError(replyText(err))
+		c.writeError(err)
 	}
 	c.wait.cmd.latency.Observe(time.Since(c.wait.start))
 	c.wait = waiting{}
@@ -177,7 +177,7 @@ func (handler) Pending(cn *conns.Conn[*client]) ([]byte, bool) {
 // Replies, appended to c.Out.
 
 func (c *client) writeString(s string)     { c.Out = redcon.AppendString(c.Out, s) }
-func (c *client) writeError(s string)      { c.Out = redcon.AppendError(c.Out, s) }
+func (c *client) writeError(err error)     { c.Out = reply(err).Append(c.Out) }
 func (c *client) writeBulk(b []byte)       { c.Out = redcon.AppendBulk(c.Out, b) }
 func (c *client) writeBulkString(s string) { c.Out = redcon.AppendBulkString(c.Out, s) }
 func (c *client) writeInt(n int)           { c.Out = redcon.AppendInt(c.Out, int64(n)) }

@@ -2,6 +2,8 @@ package respserver
 
 import (
 	"crypto/subtle"
+
+	"github.com/idserver/idserver/internal/replyerr"
 )
 
 // connectionCommands are the commands about the connection itself, which
@@ -84,7 +86,7 @@ func cmdSelect(s *Server, c *client, args [][]byte) error {
 	case !ok:
 		return errNotInteger
 	case db != 0:
-		return errReply("ERR", "DB index is out of range")
+		return replyerr.New(replyerr.ERR, "DB index is out of range")
 	}
 	c.writeString("OK")
 	return nil
@@ -127,10 +129,10 @@ func cmdHello(s *Server, c *client, args [][]byte) error {
 	if len(args) > 1 {
 		v, ok := parseInt(args[1])
 		if !ok {
-			return errReply("ERR", "Protocol version is not an integer or out of range")
+			return replyerr.New(replyerr.ERR, "Protocol version is not an integer or out of range")
 		}
 		if v != 2 && v != 3 {
-			return errReply("NOPROTO", "unsupported protocol version")
+			return replyerr.New(replyerr.NOPROTO, "unsupported protocol version")
 		}
 		resp3 = v == 3
 	}
@@ -150,11 +152,11 @@ func cmdHello(s *Server, c *client, args [][]byte) error {
 			name = string(args[i+1])
 			i++
 		default:
-			return errReplyf("ERR", "Syntax error in HELLO option '%.128s'", args[i])
+			return replyerr.Errorf("Syntax error in HELLO option '%.128s'", args[i])
 		}
 	}
 	if !authed {
-		return errReply("NOAUTH", "HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time")
+		return replyerr.New(replyerr.NOAUTH, "HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time")
 	}
 	c.resp3, c.authed, c.name = resp3, authed, name
 	c.refreshShown()
@@ -181,7 +183,7 @@ func cmdHello(s *Server, c *client, args [][]byte) error {
 func checkClientAttr(v []byte, reply string) error {
 	for _, ch := range v {
 		if ch < '!' || ch > '~' {
-			return errReply("ERR", reply)
+			return replyerr.New(replyerr.ERR, reply)
 		}
 	}
 	return nil

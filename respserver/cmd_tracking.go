@@ -1,6 +1,8 @@
 package respserver
 
-import ()
+import (
+	"github.com/idserver/idserver/internal/replyerr"
+)
 
 // tracking is a client's CLIENT TRACKING state. idserver has no keys, so
 // no invalidation message is ever due; the state is kept so that the
@@ -46,14 +48,14 @@ func (s *Server) parseTracking(args [][]byte) (tracking, error) {
 		case opt == "redirect" && more:
 			j++
 			if t.redirect != 0 {
-				return t, errReply("ERR", "A client can only redirect to a single other client")
+				return t, replyerr.New(replyerr.ERR, "A client can only redirect to a single other client")
 			}
 			id, ok := parseInt(args[j])
 			if !ok {
 				return t, errNotInteger
 			}
 			if !s.clientExists(id) {
-				return t, errReply("ERR", "The client ID you want redirect to does not exist")
+				return t, replyerr.New(replyerr.ERR, "The client ID you want redirect to does not exist")
 			}
 			t.redirect = id
 		case opt == "bcast":
@@ -79,15 +81,15 @@ func (s *Server) parseTracking(args [][]byte) (tracking, error) {
 func (old tracking) compatible(t tracking) error {
 	switch {
 	case !t.bcast && len(t.prefixes) > 0:
-		return errReply("ERR", "PREFIX option requires BCAST mode to be enabled")
+		return replyerr.New(replyerr.ERR, "PREFIX option requires BCAST mode to be enabled")
 	case old.on && old.bcast != t.bcast:
-		return errReply("ERR", "You can't switch BCAST mode on/off before disabling tracking for this client, and then re-enabling it with a different mode.")
+		return replyerr.New(replyerr.ERR, "You can't switch BCAST mode on/off before disabling tracking for this client, and then re-enabling it with a different mode.")
 	case t.bcast && (t.optin || t.optout):
-		return errReply("ERR", "OPTIN and OPTOUT are not compatible with BCAST")
+		return replyerr.New(replyerr.ERR, "OPTIN and OPTOUT are not compatible with BCAST")
 	case t.optin && t.optout:
-		return errReply("ERR", "You can't specify both OPTIN mode and OPTOUT mode")
+		return replyerr.New(replyerr.ERR, "You can't specify both OPTIN mode and OPTOUT mode")
 	case old.on && (t.optin && old.optout || t.optout && old.optin):
-		return errReply("ERR", "You can't switch OPTIN/OPTOUT mode before disabling tracking for this client, and then re-enabling it with a different mode.")
+		return replyerr.New(replyerr.ERR, "You can't switch OPTIN/OPTOUT mode before disabling tracking for this client, and then re-enabling it with a different mode.")
 	}
 	return nil
 }
@@ -105,15 +107,15 @@ func (s *Server) clientExists(id int64) bool {
 // tracking modes.
 func cmdClientCaching(s *Server, c *client, args [][]byte) error {
 	if !c.track.on {
-		return errReply("ERR", "CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled")
+		return replyerr.New(replyerr.ERR, "CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled")
 	}
 	switch opt := keyword(args[2]); {
 	case opt == "yes" && c.track.optin, opt == "no" && c.track.optout:
 		c.track.caching = opt
 	case opt == "yes":
-		return errReply("ERR", "CLIENT CACHING YES is only valid when tracking is enabled in OPTIN mode.")
+		return replyerr.New(replyerr.ERR, "CLIENT CACHING YES is only valid when tracking is enabled in OPTIN mode.")
 	case opt == "no":
-		return errReply("ERR", "CLIENT CACHING NO is only valid when tracking is enabled in OPTOUT mode.")
+		return replyerr.New(replyerr.ERR, "CLIENT CACHING NO is only valid when tracking is enabled in OPTOUT mode.")
 	default:
 		return errSyntax
 	}

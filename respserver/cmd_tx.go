@@ -3,10 +3,10 @@ package respserver
 import (
 	"encoding/binary"
 	"errors"
-	"strings"
 	"unsafe"
 
 	"github.com/idserver/idserver/idgen"
+	"github.com/idserver/idserver/internal/replyerr"
 	"github.com/idserver/idserver/sequence"
 )
 
@@ -83,11 +83,11 @@ func (tx *transaction) args(q queued, scratch [][]byte) [][]byte {
 	return scratch
 }
 
-var errExecAbort = errReply("EXECABORT", "Transaction discarded because of previous errors.")
+var errExecAbort = replyerr.New(replyerr.EXECABORT, "Transaction discarded because of previous errors.")
 
 func cmdMulti(s *Server, c *client, args [][]byte) error {
 	if c.tx != nil {
-		return errReply("ERR", "MULTI calls can not be nested")
+		return replyerr.New(replyerr.ERR, "MULTI calls can not be nested")
 	}
 	c.tx = &transaction{}
 	c.queued.Store(0)
@@ -103,7 +103,7 @@ func (s *Server) enqueue(c *client, cmd *command, args [][]byte, err error) erro
 	tx := c.tx
 	var ids int64
 	if err == nil && cmd.noMulti {
-		err = errReply("ERR", "Command not allowed inside a transaction")
+		err = replyerr.New(replyerr.ERR, "Command not allowed inside a transaction")
 	}
 	if err == nil { // else cmd may be nil: an unknown command
 		ids = s.idsNeeded(cmd, args)
@@ -127,14 +127,14 @@ func (s *Server) enqueue(c *client, cmd *command, args [][]byte, err error) erro
 // output limit (client-output-buffer-limit).
 func (s *Server) fits(c *client, ids int64, args [][]byte) error {
 	if n := c.tx.ids + ids; n > int64(s.opts.MGetIDMax) {
-		return errReplyf("ERR", "a transaction issues at most %d IDs (mgetid-max), this one would issue %d", s.opts.MGetIDMax, n)
+		return replyerr.Errorf("a transaction issues at most %d IDs (mgetid-max), this one would issue %d", s.opts.MGetIDMax, n)
 	}
 	size := int(unsafe.Sizeof(queued{}))
 	for _, a := range args {
 		size += binary.MaxVarintLen64 + len(a)
 	}
 	if hard, n := s.opts.Output.Hard, c.Holds()+size; hard > 0 && n > hard {
-		return errReplyf("ERR", "the transaction would hold %d bytes with the client's other buffers, past its hard output limit (client-output-buffer-limit)", n)
+		return replyerr.Errorf("the transaction would hold %d bytes with the client's other buffers, past its hard output limit (client-output-buffer-limit)", n)
 	}
 	return nil
 }
@@ -147,7 +147,7 @@ func cmdExec(s *Server, c *client, args [][]byte) error {
 	tx := c.tx
 	switch {
 	case tx == nil:
-		return errReply("ERR", "EXEC without MULTI")
+		return replyerr.New(replyerr.ERR, "EXEC without MULTI")
 	case tx.dirty:
 		c.endTransaction()
 		return errExecAbort
@@ -289,7 +289,7 @@ func (s *Server) runTransaction(c *client, r *txReserve, err error) error {
 		c.execArgs = args
 		if err := q.cmd.run(s, c, args); err != nil {
 			s.errors.Add(1)
-			c.writeError(replyText(err))
+			c.writeError(err)
 		}
 		s.feed(c, q.cmd, args)
 	}
@@ -301,7 +301,12 @@ func (s *Server) runTransaction(c *client, r *txReserve, err error) error {
 // Redis does: the transaction, if any, is discarded.
 func (c *client) abortTransaction(err error) error {
 	c.endTransaction()
-	return errReplyf("EXECABORT", "Transaction discarded because of: %s", strings.TrimPrefix(replyText(err), "ERR "))
+	because := reply(err)
+	msg := because.Msg
+	if because.Code != replyerr.ERR { // as Redis, which drops only ERR's
+		msg = because.Error()
+	}
+	return replyerr.New(replyerr.EXECABORT, "Transaction discarded because of: "+msg)
 }
 
 // endTransaction leaves MULTI, and forgets the keys WATCHed.
@@ -312,7 +317,7 @@ func (c *client) endTransaction() {
 
 func cmdDiscard(s *Server, c *client, args [][]byte) error {
 	if c.tx == nil {
-		return errReply("ERR", "DISCARD without MULTI")
+		return replyerr.New(replyerr.ERR, "DISCARD without MULTI")
 	}
 	c.endTransaction()
 	c.writeString("OK")
@@ -332,7 +337,7 @@ const watchedBytes = int(unsafe.Sizeof(watchedKey{}))
 
 func cmdWatch(s *Server, c *client, args [][]byte) error {
 	if c.tx != nil {
-		return errReply("ERR", "WATCH inside MULTI is not allowed")
+		return replyerr.New(replyerr.ERR, "WATCH inside MULTI is not allowed")
 	}
 	if seq, err := s.sequences(); err == nil {
 		for _, key := range args[1:] {

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
-	"github.com/tidwall/redcon"
 
+	"github.com/idserver/idserver/internal/replyerr"
 	"github.com/idserver/idserver/resplimit"
 )
 
@@ -34,11 +34,11 @@ type Conn[S any] struct {
 	tls   *tlsConn // nil for plain TCP
 	scan  resplimit.Scanner
 	split Splitter
-	next  []byte   // the whole commands after the one running, for Ahead
-	peek  Splitter // Ahead's own: the running command's args stay valid
-	in    []byte   // read but not yet run: an unfinished command, or what came while busy
-	bad   error    // a framing violation, answered after the commands before it
-	quit  bool     // close once the replies are out
+	next  []byte          // the whole commands after the one running, for Ahead
+	peek  Splitter        // Ahead's own: the running command's args stay valid
+	in    []byte          // read but not yet run: an unfinished command, or what came while busy
+	bad   *replyerr.Error // a framing violation, answered after the commands before it
+	quit  bool            // close once the replies are out
 	start time.Time
 
 	busy bool         // a command cannot finish on the loop: it runs off it
@@ -222,7 +222,7 @@ func (s *Server[S]) runBatch(c *Conn[S], data []byte) gnet.Action {
 	if !c.busy && !c.quit && !c.held {
 		if c.bad != nil {
 			s.protoErrors.Add(1)
-			c.Out = redcon.AppendError(c.Out, c.bad.Error())
+			c.Out = c.bad.Append(c.Out)
 			c.quit = true
 		} else if c.draining.Load() {
 			c.quit = true

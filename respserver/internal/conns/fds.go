@@ -5,6 +5,8 @@ import (
 	"net"
 	"os"
 	"syscall"
+
+	"github.com/idserver/idserver/internal/replyerr"
 )
 
 // reservedFDs are the file descriptors kept for the server's own use
@@ -30,7 +32,7 @@ func (s *Server[S]) fitMaxClients() {
 
 // errNoFDs is the reply to a connection refused for want of file
 // descriptors: Redis's words for a full server, and the reason.
-const errNoFDs = "-ERR max number of clients reached (the server is out of file descriptors)\r\n"
+var errNoFDs = replyerr.New(replyerr.ERR, "max number of clients reached (the server is out of file descriptors)")
 
 // outOfFDs reports whether err means the process or the system has no
 // file descriptor left.
