@@ -87,11 +87,13 @@ func (s *Sequences) take(ctx context.Context, cli *clientv3.Client, key string, 
 	k := s.prefix + key
 	cur := s.lastSeen(key)
 	for {
-		first = max(cur.mark, after) + 1
-		if first > math.MaxInt64-n {
+		// The Table asks for no value past the largest, but other servers
+		// may have taken the key nearer it: the segment is cut there.
+		if max(cur.mark, after) == math.MaxInt64 {
 			return 0, 0, sequence.ErrOverflow
 		}
-		last = first + n - 1
+		first = max(cur.mark, after) + 1
+		last = first + min(n-1, math.MaxInt64-first)
 		resp, err := cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.ModRevision(k), "=", cur.rev)).
 			Then(clientv3.OpPut(k, strconv.FormatInt(last, 10))).

@@ -145,8 +145,11 @@ func (s *Server) increment(arg []byte) (int64, error) {
 // the rest is done off the loop.
 func (s *Server) incr(c *client, key []byte, n int64) error {
 	if c.inExec {
-		c.writeInt64(c.txSeq.take(key, n))
-		return nil
+		v, err := c.txSeq.take(key, n)
+		if err == nil {
+			c.writeInt64(v)
+		}
+		return err
 	}
 	seq, err := s.sequences()
 	if err != nil {

@@ -3,6 +3,8 @@ package respserver
 import (
 	"encoding/binary"
 	"errors"
+	"math"
+	"slices"
 	"unsafe"
 
 	"github.com/idserver/idserver/idgen"
@@ -158,7 +160,7 @@ func cmdExec(s *Server, c *client, args [][]byte) error {
 	}
 	r := &txReserve{ids: c.scratchIDs(tx.ids)}
 	if tx.incrs {
-		r.incrs = s.txIncrs(c, tx)
+		r.incrs, r.over = s.overflowing(s.txIncrs(c, tx))
 	}
 	err := s.reserve(r, noWait)
 	if errors.Is(err, idgen.ErrWouldWait) || errors.Is(err, sequence.ErrWouldWait) {
@@ -184,6 +186,7 @@ type txReserve struct {
 	ids     []int64
 	idsDone bool
 	incrs   []sequence.Want
+	over    []string // keys whose INCRs would overflow: they take nothing
 }
 
 // waitMode is whether taking what a transaction needs may wait.
@@ -249,21 +252,46 @@ func (s *Server) txIncrs(c *client, tx *transaction) []sequence.Want {
 	return wants
 }
 
+// overflowing takes out of wants the keys whose values would pass the
+// largest integer, as this server knows them: their INCRs fail inside
+// EXEC, as Redis's do, while the others' run. (Were one key's INCRs to
+// pass it only in part, Redis would run the first ones; here all fail.)
+func (s *Server) overflowing(wants []sequence.Want) (rest []sequence.Want, over []string) {
+	seq, err := s.sequences()
+	if err != nil {
+		return wants, nil
+	}
+	return slices.DeleteFunc(wants, func(w sequence.Want) bool {
+		v, _ := seq.Get(w.Key)
+		if v > math.MaxInt64-w.N {
+			over = append(over, w.Key)
+			return true
+		}
+		return false
+	}), over
+}
+
 // txSeq is the values EXEC took for a transaction's INCRs: per key, the
-// next one to hand out.
+// next one to hand out, or txOverflow. (No key's next value is 0: a
+// sequence never goes below 0.)
 type txSeq map[string]int64
 
-// take hands out n values of key and returns the last.
-func (t txSeq) take(key []byte, n int64) int64 {
-	v := t[string(key)] + n
-	t[string(key)] = v
-	return v - 1
+const txOverflow = 0
+
+// take hands out n values of key and returns the last, or errOverflow.
+func (t txSeq) take(key []byte, n int64) (int64, error) {
+	v := t[string(key)]
+	if v == txOverflow {
+		return 0, errOverflow
+	}
+	t[string(key)] = v + n
+	return v + n - 1, nil
 }
 
 // last is key's value as the transaction's INCRs so far left it.
 func (t txSeq) last(key []byte) (int64, bool) {
 	v, ok := t[string(key)]
-	return v - 1, ok
+	return v - 1, ok && v != txOverflow
 }
 
 // runTransaction runs c's transaction with what EXEC took for it, or, if
@@ -275,10 +303,13 @@ func (s *Server) runTransaction(c *client, r *txReserve, err error) error {
 		return err
 	}
 	c.txSeq = nil
-	if len(r.incrs) > 0 {
+	if len(r.incrs)+len(r.over) > 0 {
 		c.txSeq = txSeq{}
 		for _, w := range r.incrs {
 			c.txSeq[w.Key] = w.Last - w.N + 1
+		}
+		for _, k := range r.over {
+			c.txSeq[k] = txOverflow
 		}
 	}
 	c.inExec, c.txIDs = true, r.ids

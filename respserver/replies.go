@@ -65,10 +65,10 @@ func reply(err error) *replyerr.Error {
 			msg += " (the write to the state file, or to etcd in cluster mode, is slow or failing)"
 		}
 		return replyerr.New(replyerr.BUSY, msg+"; retry shortly")
+	case errors.Is(err, sequence.ErrOverflow): // before ErrNotReserved: a failed take may wrap it
+		return errOverflow
 	case errors.Is(err, sequence.ErrNotReserved):
 		return replyerr.New(replyerr.BUSY, err.Error()+"; retry shortly")
-	case errors.Is(err, sequence.ErrOverflow):
-		return errOverflow
 	case errors.Is(err, idgen.ErrStopped), errors.Is(err, sequence.ErrStopped):
 		return errShuttingDown
 	}

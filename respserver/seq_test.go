@@ -45,6 +45,10 @@ var seqLikeRedis = []struct {
 	{"watch unchanged", false, [][]string{{"WATCH", "w2", "w3"}, {"MULTI"}, {"INCR", "w2"}, {"EXEC"}, {"WATCH", "w2"}, {"UNWATCH"}, {"INCR", "w2"}, {"MULTI"}, {"INCR", "w2"}, {"EXEC"}}},
 	{"watch resp3", true, [][]string{{"WATCH", "w4"}, {"INCR", "w4"}, {"MULTI"}, {"GET", "w4"}, {"EXEC"}}},
 	{"expiry and length", false, [][]string{{"INCRBY", "x", "12345"}, {"TTL", "x"}, {"PTTL", "x"}, {"TTL", "nox"}, {"PTTL", "nox"}, {"STRLEN", "x"}, {"STRLEN", "nox"}, {"TOUCH", "x", "nox", "x"}}},
+	{"overflow", false, [][]string{
+		{"SET", "o", "9223372036854775804"}, {"INCR", "o"}, {"INCR", "o"}, {"INCR", "o"}, {"INCR", "o"}, {"INCRBY", "o", "1"}, {"GET", "o"},
+		{"SET", "o2", "9223372036854775800"}, {"INCRBY", "o2", "7"}, {"INCRBY", "o2", "1"}, {"INCR", "o2"}, {"MULTI"}, {"INCR", "o2"}, {"EXEC"},
+	}},
 	{"keyspace", false, [][]string{{"INCR", "only:1"}, {"KEYS", "only:*"}, {"KEYS", "ONLY:*"}, {"SCAN", "0", "MATCH", "only:*", "COUNT", "1000"}, {"SCAN", "0", "TYPE", "hash", "COUNT", "1000"}}},
 }
 
