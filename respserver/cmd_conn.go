@@ -92,14 +92,20 @@ func cmdSelect(s *Server, c *client, args [][]byte) error {
 	return nil
 }
 
-// checkPass compares in constant time so the reply time does not leak
-// how much of the password was right.
+// checkPass checks a password, and user if not nil, as Redis 7 does with
+// only its default user: without requirepass that user has nopass (any
+// password will do), though AUTH with a password alone is an error then.
+// It compares in constant time so the reply time does not leak how much
+// of the password was right.
 func (s *Server) checkPass(user, pass []byte) error {
-	if s.opts.RequirePass == "" {
+	switch {
+	case user != nil && string(user) != "default":
+		return errWrongPass
+	case s.opts.RequirePass == "" && user == nil:
 		return errNoPassword
-	}
-	ok := subtle.ConstantTimeCompare(pass, []byte(s.opts.RequirePass)) == 1
-	if !ok || user != nil && string(user) != "default" {
+	case s.opts.RequirePass == "":
+		return nil
+	case subtle.ConstantTimeCompare(pass, []byte(s.opts.RequirePass)) != 1:
 		return errWrongPass
 	}
 	return nil
@@ -113,7 +119,7 @@ func cmdAuth(s *Server, c *client, args [][]byte) error {
 	case 3:
 		err = s.checkPass(args[1], args[2])
 	default:
-		return errArity("auth")
+		return errSyntax
 	}
 	if err != nil {
 		return err

@@ -307,9 +307,9 @@ func cmdSet(s *Server, c *client, args [][]byte) error {
 	mode := sequence.Always
 	for _, opt := range args[3:] {
 		switch o := keyword(opt); {
-		case o == "nx" && mode == sequence.Always:
+		case o == "nx" && mode != sequence.IfOld: // twice is once, as in Redis
 			mode = sequence.IfNew
-		case o == "xx" && mode == sequence.Always:
+		case o == "xx" && mode != sequence.IfNew:
 			mode = sequence.IfOld
 		case o == "ex" || o == "px" || o == "exat" || o == "pxat" || o == "keepttl" || o == "get":
 			return replyerr.Errorf("SET ... %s is refused: sequences never expire, and SET only goes up (idserver never reuses a number)", strings.ToUpper(o))

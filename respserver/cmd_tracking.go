@@ -1,6 +1,9 @@
 package respserver
 
 import (
+	"slices"
+	"strings"
+
 	"github.com/idserver/idserver/internal/replyerr"
 )
 
@@ -27,6 +30,13 @@ func cmdClientTracking(s *Server, c *client, args [][]byte) error {
 	case "on":
 		if err := c.track.compatible(t); err != nil {
 			return err
+		}
+		if t.bcast {
+			prefixes, err := c.track.addPrefixes(t.prefixes)
+			if err != nil {
+				return err
+			}
+			t.prefixes = prefixes
 		}
 		t.on = true
 		c.track = t
@@ -93,6 +103,40 @@ func (old tracking) compatible(t tracking) error {
 	}
 	return nil
 }
+
+// addPrefixes returns the BCAST prefixes with those of a new TRACKING ON
+// added, as Redis keeps them: in byte order, "" for none given (every
+// key), refusing a prefix given that overlaps another (one begins the
+// other: both would announce the same keys), the ones already on first.
+// (Redis 7.0 also sends OK after its error for an overlap between the
+// second new prefix and a later one; idserver replies once.)
+func (old tracking) addPrefixes(added []string) ([]string, error) {
+	var on []string
+	if old.on && old.bcast {
+		on = old.prefixes
+	}
+	for i, p := range added {
+		for _, o := range on {
+			if overlap(p, o) {
+				return nil, replyerr.Errorf("Prefix '%s' overlaps with an existing prefix '%s'. Prefixes for a single client must not overlap.", p, o)
+			}
+		}
+		for _, q := range added[i+1:] {
+			if overlap(p, q) {
+				return nil, replyerr.Errorf("Prefix '%s' overlaps with another provided prefix '%s'. Prefixes for a single client must not overlap.", p, q)
+			}
+		}
+	}
+	if len(added) == 0 { // unchecked, as in Redis: "" is every key
+		added = []string{""}
+	}
+	all := slices.Concat(on, added)
+	slices.Sort(all)
+	return slices.Compact(all), nil
+}
+
+// overlap reports whether one of a and b begins the other.
+func overlap(a, b string) bool { return strings.HasPrefix(a, b) || strings.HasPrefix(b, a) }
 
 func (s *Server) clientExists(id int64) bool {
 	for _, c := range s.conns.Conns() {

@@ -62,6 +62,16 @@ var likeRedis = []struct {
 	{"tracking optin", true, [][]string{{"CLIENT", "TRACKING", "ON", "OPTIN"}, {"CLIENT", "CACHING", "YES"}, {"CLIENT", "TRACKINGINFO"}, {"CLIENT", "CACHING", "NO"}, {"CLIENT", "CACHING", "MAYBE"}, {"CLIENT", "TRACKING", "ON", "OPTOUT"}, {"CLIENT", "TRACKING", "ON", "BCAST"}}},
 	{"tracking optout", false, [][]string{{"CLIENT", "TRACKING", "ON", "OPTOUT", "NOLOOP"}, {"CLIENT", "CACHING", "NO"}, {"CLIENT", "TRACKINGINFO"}, {"CLIENT", "CACHING", "YES"}, {"CLIENT", "TRACKING", "ON", "OPTIN"}}},
 	{"tracking bcast", false, [][]string{{"CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "a", "PREFIX", "b"}, {"CLIENT", "TRACKINGINFO"}, {"CLIENT", "TRACKING", "ON"}}},
+	{"tracking prefixes", false, [][]string{
+		{"CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "FOOBAR", "PREFIX", "FOO"}, {"CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "FOO", "PREFIX", "FOOBAR"},
+		{"CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "a", "PREFIX", "a"}, {"CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "y", "PREFIX", "x"},
+		{"CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "xy"}, {"CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "b"}, {"CLIENT", "TRACKINGINFO"},
+		{"CLIENT", "TRACKING", "ON", "BCAST"}, {"CLIENT", "TRACKINGINFO"}, {"CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "c"},
+		{"CLIENT", "TRACKING", "OFF"}, {"CLIENT", "TRACKING", "ON", "BCAST"}, {"CLIENT", "TRACKINGINFO"}, {"CLIENT", "TRACKING", "ON", "BCAST"}, {"CLIENT", "TRACKINGINFO"},
+	}},
+	{"tracking bcast resp3", true, [][]string{{"CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "k:"}, {"CLIENT", "TRACKINGINFO"}}},
+	{"auth without a password", false, [][]string{{"AUTH", "default", "x"}, {"AUTH", "x"}, {"AUTH", "nobody", "x"}, {"AUTH", "a", "b", "c"}, {"HELLO", "2", "AUTH", "default", "x", "SETNAME", "a b"}, {"HELLO", "2", "AUTH", "nobody", "x"}}},
+	{"integers as written", false, [][]string{{"SELECT", "00"}, {"SELECT", "-0"}, {"SELECT", "0"}, {"ECHO", "007"}}},
 	{"tracking errors", false, [][]string{
 		{"CLIENT", "TRACKING", "ON", "PREFIX", "a"}, {"CLIENT", "TRACKING", "ON", "OPTIN", "OPTOUT"}, {"CLIENT", "TRACKING", "ON", "BCAST", "OPTIN"},
 		{"CLIENT", "TRACKING", "ON", "REDIRECT", "999999"}, {"CLIENT", "TRACKING", "ON", "REDIRECT", "x"}, {"CLIENT", "TRACKING", "MAYBE"},

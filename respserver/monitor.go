@@ -75,8 +75,7 @@ func (s *Server) unmonitor(c *client) {
 	}
 }
 
-// feed shows a command c ran (or that was refused for its arity) to the
-// monitors, if there are any. It is small enough to be inlined.
+// feed shows a command c ran to the monitors, if there are any. It is small enough to be inlined.
 func (s *Server) feed(c *client, cmd *command, args [][]byte) {
 	if s.monitoring.Load() != 0 && !cmd.noMonitor {
 		s.feedMonitors(c, cmd, args)

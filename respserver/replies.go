@@ -89,14 +89,17 @@ func keyword(arg []byte) string {
 	return strings.ToLower(string(arg))
 }
 
-// parseInt parses a decimal int64 as Redis does: optional minus, digits,
-// nothing else. It does not allocate, unlike strconv on a []byte.
+// parseInt parses a decimal int64 as Redis's string2ll does: optional
+// minus, digits, nothing else, and only as the integer is written (no
+// leading zero, no "-0"), so that SET never takes "007" for 7, as a
+// sequence's value could not be read back as it was set. It does not
+// allocate, unlike strconv on a []byte.
 func parseInt(b []byte) (int64, bool) {
 	neg := len(b) > 0 && b[0] == '-'
 	if neg {
 		b = b[1:]
 	}
-	if len(b) == 0 || len(b) > 19 {
+	if len(b) == 0 || len(b) > 19 || b[0] == '0' && (len(b) > 1 || neg) {
 		return 0, false
 	}
 	var n uint64

@@ -38,6 +38,7 @@ var seqLikeRedis = []struct {
 	{"incr", false, [][]string{{"GET", "a"}, {"INCR", "a"}, {"INCR", "a"}, {"INCRBY", "a", "10"}, {"GET", "a"}, {"EXISTS", "a", "b", "a"}, {"TYPE", "a"}, {"TYPE", "b"}, {"MGET", "a", "b", "a"}}},
 	{"incr resp3", true, [][]string{{"GET", "r3"}, {"INCR", "r3"}, {"GET", "r3"}, {"MGET", "r3", "none3"}}},
 	{"set", false, [][]string{{"SET", "s", "100"}, {"INCR", "s"}, {"SET", "s", "200", "NX"}, {"SET", "s", "200", "XX"}, {"GET", "s"}, {"SET", "s2", "5", "XX"}, {"GET", "s2"}, {"SETNX", "s3", "7"}, {"SETNX", "s3", "9"}, {"INCR", "s3"}}},
+	{"set options twice", false, [][]string{{"SET", "n2", "1", "NX", "NX"}, {"SET", "n2", "2", "NX", "nx"}, {"SET", "n2", "3", "XX", "XX"}, {"GET", "n2"}, {"INCRBY", "n2", "007"}, {"INCRBY", "n2", "-0"}}},
 	{"set errors", false, [][]string{{"SET", "e"}, {"SET", "e", "1", "NX", "XX"}, {"SET", "e", "1", "FOO"}, {"INCRBY", "e", "x"}, {"INCR"}, {"GET"}}},
 	{"transaction", false, [][]string{{"INCR", "t"}, {"MULTI"}, {"INCR", "t"}, {"GET", "t"}, {"INCRBY", "t", "5"}, {"INCR", "t2"}, {"GET", "t"}, {"EXEC"}, {"GET", "t"}}},
 	{"transaction resp3", true, [][]string{{"MULTI"}, {"INCR", "t3"}, {"GET", "t3"}, {"EXEC"}}},
@@ -100,6 +101,8 @@ func TestSequencesOnlyGoUp(t *testing.T) {
 		{[]any{"INCRBY", "k", 1001}, "ERR increment 1001 out of range"},
 		{[]any{"SET", "k", 49}, `ERR sequences only go up: "k" is at 50 (idserver never reuses a number)`},
 		{[]any{"SET", "k", "x"}, "ERR value is not an integer or out of range"},
+		{[]any{"SET", "k", "0070"}, "ERR value is not an integer or out of range"}, // Redis keeps "0070", which INCR refuses
+		{[]any{"SET", "k", "-0"}, "ERR value is not an integer or out of range"},
 		{[]any{"SET", "k", 60, "EX", 10}, "ERR SET ... EX is refused: sequences never expire"},
 		{[]any{"SET", "k", 60, "GET"}, "ERR SET ... GET is refused"},
 		{[]any{"SET", "n", -1}, `ERR sequences only go up: "n" is at 0`},
