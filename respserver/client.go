@@ -136,13 +136,22 @@ func (h handler) Command(cn *conns.Conn[*client], args [][]byte) {
 	}
 }
 
-// finished ends a command that waited, on its loop again.
+// finished ends a command that waited, on its loop again; or, if its
+// then has it wait again (EXEC, for the commands of the transaction that
+// finish off the loop), hands its next step to the connection layer.
 func (s *Server) finished(c *client, err error) {
-	if err := c.wait.then(c, err); err != nil {
+	cmd, start := c.wait.cmd, c.wait.start
+	err = c.wait.then(c, err)
+	if err == errWait {
+		c.wait.cmd, c.wait.start = cmd, start
+		c.Wait(c.wait.off, func(err error) { s.finished(c, err) })
+		return
+	}
+	if err != nil {
 		s.errors.Add(1)
 		c.writeError(err)
 	}
-	c.wait.cmd.latency.Observe(time.Since(c.wait.start))
+	cmd.latency.Observe(time.Since(start))
 	c.wait = waiting{}
 }
 

@@ -295,7 +295,10 @@ func (t txSeq) last(key []byte) (int64, bool) {
 }
 
 // runTransaction runs c's transaction with what EXEC took for it, or, if
-// taking it failed, discards it and returns the error.
+// taking it failed, discards it and returns the error. Commands that
+// finish off the loop (KEYS; DBSIZE and SCAN of shared sequences) do so
+// after the others, and their replies take their places: it returns
+// errWait, and c.wait finishes them.
 func (s *Server) runTransaction(c *client, r *txReserve, err error) error {
 	tx := c.tx
 	c.endTransaction()
@@ -314,18 +317,79 @@ func (s *Server) runTransaction(c *client, r *txReserve, err error) error {
 	}
 	c.inExec, c.txIDs = true, r.ids
 	c.writeArray(len(tx.cmds))
+	var later execLater
 	for _, q := range tx.cmds {
 		s.commands.Add(1) // each counts as processed when it runs, as in Redis
 		args := tx.args(q, c.execArgs[:0])
 		c.execArgs = args
-		if err := q.cmd.run(s, c, args); err != nil {
+		switch err := q.cmd.run(s, c, args); {
+		case err == errWait:
+			later.add(c)
+		case err != nil:
 			s.errors.Add(1)
 			c.writeError(err)
 		}
 		s.feed(c, q.cmd, args)
 	}
 	c.inExec, c.txIDs, c.txSeq = false, nil, nil
-	return nil
+	return later.wait(s, c)
+}
+
+// execLater is the commands of a transaction that finish off the loop,
+// each with where its reply goes among the replies of the others after
+// the first of them, which wait with it.
+type execLater struct {
+	cmds  []laterCmd
+	first int // where in c.Out the replies after the first of them began
+}
+
+type laterCmd struct {
+	waiting
+	at  int   // where its reply goes: the replies after the first before it
+	err error // its off's
+}
+
+// add takes the command that just ran, which set c.wait, to finish later.
+func (l *execLater) add(c *client) {
+	if len(l.cmds) == 0 {
+		l.first = len(c.Out)
+	}
+	l.cmds = append(l.cmds, laterCmd{waiting: c.wait, at: len(c.Out) - l.first})
+	c.wait = waiting{}
+}
+
+// wait has c finish the commands of l: their offs in turn off the loop,
+// then their replies in their places. The replies before the first of
+// them go out meanwhile; those after it wait. nil if there are none.
+func (l *execLater) wait(s *Server, c *client) error {
+	if len(l.cmds) == 0 {
+		return nil
+	}
+	after := slices.Clone(c.Out[l.first:])
+	c.Out = c.Out[:l.first]
+	c.wait = waiting{
+		off: func() error {
+			for i := range l.cmds {
+				l.cmds[i].err = l.cmds[i].off()
+			}
+			return nil
+		},
+		then: func(c *client, _ error) error {
+			for i, w := range l.cmds {
+				if err := w.then(c, w.err); err != nil {
+					s.errors.Add(1)
+					c.writeError(err)
+				}
+				end := len(after)
+				if i+1 < len(l.cmds) {
+					end = l.cmds[i+1].at
+				}
+				c.Out = append(c.Out, after[w.at:end]...)
+			}
+			return nil
+		},
+	}
+	return errWait
 }
 
 // abortTransaction answers an EXEC that was refused before it ran, as

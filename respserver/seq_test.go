@@ -50,6 +50,11 @@ var seqLikeRedis = []struct {
 		{"SET", "o", "9223372036854775804"}, {"INCR", "o"}, {"INCR", "o"}, {"INCR", "o"}, {"INCR", "o"}, {"INCRBY", "o", "1"}, {"GET", "o"},
 		{"SET", "o2", "9223372036854775800"}, {"INCRBY", "o2", "7"}, {"INCRBY", "o2", "1"}, {"INCR", "o2"}, {"MULTI"}, {"INCR", "o2"}, {"EXEC"},
 	}},
+	{"keys in exec", false, [][]string{
+		{"INCR", "ex:1"}, {"MULTI"}, {"INCR", "ex:2"}, {"KEYS", "ex:2*"}, {"GET", "ex:2"}, {"KEYS", "ex:1"}, {"PING"}, {"KEYS", "none:*"}, {"SCAN", "0", "MATCH", "ex:1*", "COUNT", "1000"}, {"EXEC"},
+		{"MULTI"}, {"KEYS", "ex:2"}, {"EXEC"}, {"PING"},
+	}},
+	{"keys in exec resp3", true, [][]string{{"MULTI"}, {"INCR", "ex3:1"}, {"KEYS", "ex3:*"}, {"EXEC"}}},
 	{"keyspace", false, [][]string{{"INCR", "only:1"}, {"KEYS", "only:*"}, {"KEYS", "ONLY:*"}, {"SCAN", "0", "MATCH", "only:*", "COUNT", "1000"}, {"SCAN", "0", "TYPE", "hash", "COUNT", "1000"}}},
 }
 

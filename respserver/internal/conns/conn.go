@@ -101,7 +101,8 @@ func (c *Conn[S]) Quit() { c.quit = true }
 // goroutine of its own (it may block; it owns what it touches of the
 // session until it returns), then then runs on the loop with off's error,
 // to write the reply. c's later commands wait for it, in order. On c's
-// loop, from Handler.Command.
+// loop, from Handler.Command, or from a then, for a command that finishes
+// in more than one step off the loop.
 func (c *Conn[S]) Wait(off func() error, then func(error)) {
 	c.busy, c.off, c.then = true, off, then
 }
@@ -264,7 +265,7 @@ func (c *Conn[S]) write(out []byte) {
 // their replies fill room. It returns what is left when a command must
 // wait, the replies fill room, or the client is to close.
 func (s *Server[S]) runCommands(c *Conn[S], buf []byte, room int) []byte {
-	for len(buf) > 0 && !c.quit {
+	for len(buf) > 0 && !c.quit && !c.busy {
 		if len(c.Out) >= room {
 			s.hold(c)
 			return buf
@@ -325,6 +326,9 @@ func (s *Server[S]) finish(c *Conn[S]) {
 			return nil
 		}
 		then(err)
+		if c.busy { // then waits again: runBatch goes on with it
+			s.blocked.Add(1)
+		}
 		if s.runBatch(c, nil) == gnet.Close {
 			c.link.Close()
 		}
