@@ -37,6 +37,17 @@ var (
 	errMultibulk = replyerr.New(replyerr.ERR, "Protocol error: invalid multibulk length")
 	errBulk      = replyerr.New(replyerr.ERR, "Protocol error: invalid bulk length")
 	errInline    = replyerr.New(replyerr.ERR, "Protocol error: too big inline request")
+
+	errUnauthMultibulk = replyerr.New(replyerr.ERR, "Protocol error: unauthenticated multibulk length")
+	errUnauthBulk      = replyerr.New(replyerr.ERR, "Protocol error: unauthenticated bulk length")
+)
+
+// Redis's limits for a client that has not authenticated (networking.c,
+// processMultibulkBuffer): before AUTH, nobody can have the server hold
+// more than a few small arguments.
+const (
+	unauthMultibulkLen = 10
+	unauthBulkLen      = 16384
 )
 
 // maxLimit is the largest limit that matters: a number up to it, times
@@ -78,8 +89,9 @@ type Scanner struct {
 	remain  int  // bulk bytes left
 	partial int  // bytes scanned since the last command end
 
-	lineLen int // inline: bytes so far
-	delims  int // inline: spaces and quotes so far
+	unauth  bool // the client has not authenticated: see Unauthenticated
+	lineLen int  // inline: bytes so far
+	delims  int  // inline: spaces and quotes so far
 }
 
 // NewScanner returns a Scanner at the start of a stream, checking lim.
@@ -105,6 +117,14 @@ func (s *Scanner) Scan(p []byte) (valid int, err *replyerr.Error) {
 	return valid, err
 }
 
+// Unauthenticated holds a client that has not authenticated, while on, to
+// Redis's limits for one: at most 10 elements in a command and bulks of
+// at most 16 KiB, refused with Redis's "unauthenticated" errors as soon
+// as their length is read. Scan then stops after each command (valid is
+// less than len(p), with no error): that command, its AUTH, must run
+// before what follows is scanned, which may then be bigger.
+func (s *Scanner) Unauthenticated(on bool) { s.unauth = on }
+
 // Partial returns how many of the valid bytes scanned so far, at their
 // end, belong to a command not yet complete.
 func (s *Scanner) Partial() int { return s.partial }
@@ -126,8 +146,14 @@ func (s *Scanner) scan(p []byte) (valid, end int, err *replyerr.Error) {
 			continue // the byte belongs to the inline line
 		case stCount, stLen:
 			bad, limit, next := errMultibulk, s.lim.MaxMultibulkLen, stCountLF
+			if s.unauth && limit > unauthMultibulkLen {
+				bad, limit = errUnauthMultibulk, unauthMultibulkLen
+			}
 			if s.st == stLen {
 				bad, limit, next = errBulk, s.lim.MaxBulkLen, stLenLF
+				if s.unauth && limit > unauthBulkLen {
+					bad, limit = errUnauthBulk, unauthBulkLen
+				}
 			}
 			if b == '\r' && s.digits > 0 {
 				s.st = next
@@ -159,6 +185,9 @@ func (s *Scanner) scan(p []byte) (valid, end int, err *replyerr.Error) {
 			if s.neg || s.num == 0 { // *0 and *-1: no command, as Redis reads them
 				s.st = stStart
 				end = i + 1
+				if s.unauth {
+					return end, end, nil
+				}
 				break
 			}
 			s.args, s.st = s.num, stDollar
@@ -194,6 +223,9 @@ func (s *Scanner) scan(p []byte) (valid, end int, err *replyerr.Error) {
 			if s.args--; s.args == 0 {
 				s.st = stStart
 				end = i + 1
+				if s.unauth {
+					return end, end, nil
+				}
 			} else {
 				s.st = stDollar
 			}
@@ -201,6 +233,9 @@ func (s *Scanner) scan(p []byte) (valid, end int, err *replyerr.Error) {
 			if b == '\n' {
 				s.st = stStart
 				end = i + 1
+				if s.unauth {
+					return end, end, nil
+				}
 				break
 			}
 			s.lineLen++

@@ -253,3 +253,43 @@ func BenchmarkScan(b *testing.B) {
 		}
 	}
 }
+
+// TestUnauthenticated: a client that has not authenticated is held to
+// Redis's limits for one, refused with its errors as soon as a length
+// passes them, and scanned one command at a time, so that what follows
+// its AUTH is scanned with the limits AUTH lifts.
+func TestUnauthenticated(t *testing.T) {
+	for _, tt := range []struct {
+		in      string
+		at      int
+		wantErr string
+	}{
+		{"*11\r\n", 2, "ERR Protocol error: unauthenticated multibulk length"},
+		{"*1\r\n$16385\r\n", 9, "ERR Protocol error: unauthenticated bulk length"},
+		{"*1\r\n$100000000\r\n", 10, "ERR Protocol error: unauthenticated bulk length"},
+		{"*2000\r\n", 2, "ERR Protocol error: unauthenticated multibulk length"},
+	} {
+		s := NewScanner(Limits{MaxBulkLen: 1 << 20, MaxMultibulkLen: 1024})
+		s.Unauthenticated(true)
+		n, err := s.Scan([]byte(tt.in))
+		if err == nil || err.Error() != tt.wantErr || n != tt.at {
+			t.Errorf("%q: valid %d, %v; want %d, %q", tt.in, n, err, tt.at, tt.wantErr)
+		}
+	}
+	s := NewScanner(Limits{MaxBulkLen: 1 << 20, MaxMultibulkLen: 1024})
+	s.Unauthenticated(true)
+	auth := "*2\r\n$4\r\nAUTH\r\n$2\r\npw\r\n"
+	big := "*11\r\n" + strings.Repeat("$1\r\nx\r\n", 11)
+	in := []byte("*10\r\n" + strings.Repeat("$1\r\nx\r\n", 10) + "PING\r\n" + auth + big)
+	for _, want := range []int{5 + 70, 6, len(auth)} {
+		n, err := s.Scan(in)
+		if n != want || err != nil || s.Partial() != 0 {
+			t.Fatalf("stopped at %d, %v, Partial %d; want one command, %d bytes", n, err, s.Partial(), want)
+		}
+		in = in[n:]
+	}
+	s.Unauthenticated(false)
+	if n, err := s.Scan(in); n != len(big) || err != nil {
+		t.Fatalf("after AUTH: valid %d, %v; want all %d", n, err, len(big))
+	}
+}

@@ -116,7 +116,8 @@ type handler struct{ *Server }
 // Open is a new connection's client.
 func (h handler) Open(cn *conns.Conn[*client]) *client {
 	c := &client{Conn: cn}
-	c.authed, c.stringIDs = h.opts.RequirePass == "", h.opts.GetIDReply == GetIDString
+	c.setAuthed(h.opts.RequirePass == "")
+	c.stringIDs = h.opts.GetIDReply == GetIDString
 	c.refreshShown()
 	return c
 }
@@ -181,6 +182,13 @@ func (handler) Pending(cn *conns.Conn[*client]) ([]byte, bool) {
 		return m.take()
 	}
 	return nil, false
+}
+
+// setAuthed records whether c authenticated, for its commands and for
+// the framing limits the connection layer holds it to until it has.
+func (c *client) setAuthed(ok bool) {
+	c.authed = ok
+	c.SetAuthenticated(ok)
 }
 
 // Replies, appended to c.Out.

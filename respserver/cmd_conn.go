@@ -74,7 +74,7 @@ func cmdReset(s *Server, c *client, args [][]byte) error {
 	c.tx, c.watched = nil, nil
 	c.track = tracking{}
 	c.resp3, c.name = false, ""
-	c.authed = s.opts.RequirePass == ""
+	c.setAuthed(s.opts.RequirePass == "")
 	c.refreshShown()
 	c.writeString("RESET")
 	return nil
@@ -124,7 +124,7 @@ func cmdAuth(s *Server, c *client, args [][]byte) error {
 	if err != nil {
 		return err
 	}
-	c.authed = true
+	c.setAuthed(true)
 	c.writeString("OK")
 	return nil
 }
@@ -164,7 +164,8 @@ func cmdHello(s *Server, c *client, args [][]byte) error {
 	if !authed {
 		return replyerr.New(replyerr.NOAUTH, "HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time")
 	}
-	c.resp3, c.authed, c.name = resp3, authed, name
+	c.resp3, c.name = resp3, name
+	c.setAuthed(authed)
 	c.refreshShown()
 	c.writeMap(7)
 	c.writeBulkString("server")

@@ -34,12 +34,15 @@ type Conn[S any] struct {
 	tls   *tlsConn // nil for plain TCP
 	scan  resplimit.Scanner
 	split Splitter
-	next  []byte          // the whole commands after the one running, for Ahead
-	peek  Splitter        // Ahead's own: the running command's args stay valid
-	in    []byte          // read but not yet run: an unfinished command, or what came while busy
-	bad   *replyerr.Error // a framing violation, answered after the commands before it
-	quit  bool            // close once the replies are out
-	start time.Time
+	next  []byte   // the whole commands after the one running, for Ahead
+	peek  Splitter // Ahead's own: the running command's args stay valid
+	in    []byte   // read but not yet run: an unfinished command, or what came while busy
+	// unscanned is what was read behind a command of a client not yet
+	// authenticated, scanned once that command ran (see SetAuthenticated).
+	unscanned []byte
+	bad       *replyerr.Error // a framing violation, answered after the commands before it
+	quit      bool            // close once the replies are out
+	start     time.Time
 
 	busy bool         // a command cannot finish on the loop: it runs off it
 	off  func() error // that command's part off the loop
@@ -93,6 +96,12 @@ func (c *Conn[S]) Mem() int64 { return c.mem.Load() }
 // Start is when the batch of commands running now began: the read that
 // brought them.
 func (c *Conn[S]) Start() time.Time { return c.start }
+
+// SetAuthenticated tells whether c's client has authenticated: until it
+// has, it is held to Redis's framing limits for such a client, and what it
+// sends behind a command is not scanned until that command ran, as Redis
+// reads it (resplimit.Scanner.Unauthenticated). On c's loop.
+func (c *Conn[S]) SetAuthenticated(ok bool) { c.scan.Unauthenticated(!ok) }
 
 // Quit closes c once its replies so far are written. On c's loop.
 func (c *Conn[S]) Quit() { c.quit = true }
@@ -191,8 +200,16 @@ func (s *Server[S]) traffic(c *Conn[S], data []byte) gnet.Action {
 	if c.bad != nil || c.quit {
 		return gnet.None // what follows a violation is not read
 	}
-	valid, err := c.scan.Scan(data)
-	data, c.bad = data[:valid], err
+	if len(c.unscanned) > 0 { // behind a command not run yet: see rescan
+		c.unscanned = append(c.unscanned, data...)
+		data = nil
+	} else {
+		valid, err := c.scan.Scan(data)
+		if err == nil && valid < len(data) {
+			c.unscanned = append(c.unscanned, data[valid:]...)
+		}
+		data, c.bad = data[:valid], err
+	}
 	if c.busy || c.held && !s.caughtUp(c) {
 		return s.queue(c, data)
 	}
@@ -204,21 +221,9 @@ func (s *Server[S]) traffic(c *Conn[S], data []byte) gnet.Action {
 // everything after a command that must wait, in c.in.
 func (s *Server[S]) runBatch(c *Conn[S], data []byte) gnet.Action {
 	c.start = time.Now()
-	buf := data
-	if len(c.in) > 0 {
-		c.in = append(c.in, data...)
-		buf = c.in
-	}
-	whole := len(buf) - c.scan.Partial()
-	rest := s.runCommands(c, buf[:whole], s.room(c))
-	if c.quit {
-		c.in = c.in[:0]
-	} else {
-		// May move bytes of c.in to its front: append copies as memmove does.
-		c.in = append(c.in[:0], buf[whole-len(rest):]...)
-	}
-	if cap(c.in) > keepBuf && len(c.in) == 0 {
-		c.in = nil
+	for run := true; run; run = data != nil {
+		s.runIn(c, data)
+		data = s.rescan(c)
 	}
 	if !c.busy && !c.quit && !c.held {
 		if c.bad != nil {
@@ -239,6 +244,54 @@ func (s *Server[S]) runBatch(c *Conn[S], data []byte) gnet.Action {
 		return gnet.None
 	}
 	return s.account(c)
+}
+
+// runIn runs the whole commands in c.in and data, in order, and keeps an
+// unfinished command, and everything after a command that must wait, in
+// c.in.
+func (s *Server[S]) runIn(c *Conn[S], data []byte) {
+	buf := data
+	if len(c.in) > 0 {
+		c.in = append(c.in, data...)
+		buf = c.in
+	}
+	whole := len(buf) - c.scan.Partial()
+	rest := s.runCommands(c, buf[:whole], s.room(c))
+	if c.quit {
+		c.in = c.in[:0]
+	} else {
+		// May move bytes of c.in to its front: append copies as memmove does.
+		c.in = append(c.in[:0], buf[whole-len(rest):]...)
+	}
+	if cap(c.in) > keepBuf && len(c.in) == 0 {
+		c.in = nil
+	}
+}
+
+// rescan scans what waited behind a command of a client not yet
+// authenticated, now that the commands before it ran (the client may have
+// authenticated): up to the next command while it still has not, else
+// all of it. It returns what is valid to run, nil if nothing is to run
+// now.
+func (s *Server[S]) rescan(c *Conn[S]) []byte {
+	if c.busy || c.quit || c.held || c.bad != nil || len(c.unscanned) == 0 {
+		return nil
+	}
+	p := c.unscanned
+	valid, err := c.scan.Scan(p)
+	c.bad = err
+	switch {
+	case err == nil && valid < len(p):
+		c.unscanned = p[valid:] // appends go on at its end: p[:valid] stays as is
+	case cap(p) > keepBuf:
+		c.unscanned = nil // p's bytes are run, or copied to c.in, before any read
+	default:
+		c.unscanned = p[:0]
+	}
+	if valid == 0 {
+		return nil
+	}
+	return p[:valid]
 }
 
 // send writes c.Out, in one write.
