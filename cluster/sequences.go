@@ -139,11 +139,14 @@ func (s *Sequences) take(ctx context.Context, cli *clientv3.Client, t *sequence.
 	for {
 		var kvs []*mvccpb.KeyValue
 		if !read {
-			first := mark + 1
-			if first > math.MaxInt64-t.N+1 {
+			// The Table asks for no value past the largest, but other
+			// servers may have taken the key nearer it: the segment is
+			// cut there.
+			if mark == math.MaxInt64 {
 				return sequence.ErrOverflow
 			}
-			last := first + t.N - 1
+			first := mark + 1
+			last := first + min(t.N-1, math.MaxInt64-first)
 			sent := s.hist.at()
 			resp, err := cli.Txn(ctx).If(cmp).Then(clientv3.OpPut(k, strconv.FormatInt(last, 10))).Else(clientv3.OpGet(k)).Commit()
 			if err = s.answered(sent, resp, err); err != nil {

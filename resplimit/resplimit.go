@@ -13,8 +13,9 @@ package resplimit
 
 import (
 	"bytes"
-	"errors"
 	"math"
+
+	"github.com/idserver/idserver/internal/replyerr"
 )
 
 // Limits bounds what one command may declare. A field of zero or less
@@ -30,20 +31,23 @@ type Limits struct {
 	MaxMultibulkLen int
 }
 
-// ErrLimit is wrapped by every error Scan returns; the error's text is the
-// error reply to send the client, as Redis words it.
-var ErrLimit = errors.New("resplimit: framing limit")
+// The framing errors, each the error reply Redis sends before it closes
+// the connection.
+var (
+	errMultibulk = replyerr.New(replyerr.ERR, "Protocol error: invalid multibulk length")
+	errBulk      = replyerr.New(replyerr.ERR, "Protocol error: invalid bulk length")
+	errInline    = replyerr.New(replyerr.ERR, "Protocol error: too big inline request")
 
-// violation is a framing error; its text is the error reply, as Redis words it.
-type violation string
+	errUnauthMultibulk = replyerr.New(replyerr.ERR, "Protocol error: unauthenticated multibulk length")
+	errUnauthBulk      = replyerr.New(replyerr.ERR, "Protocol error: unauthenticated bulk length")
+)
 
-func (v violation) Error() string { return string(v) }
-func (v violation) Unwrap() error { return ErrLimit }
-
+// Redis's limits for a client that has not authenticated (networking.c,
+// processMultibulkBuffer): before AUTH, nobody can have the server hold
+// more than a few small arguments.
 const (
-	errMultibulk = violation("ERR Protocol error: invalid multibulk length")
-	errBulk      = violation("ERR Protocol error: invalid bulk length")
-	errInline    = violation("ERR Protocol error: too big inline request")
+	unauthMultibulkLen = 10
+	unauthBulkLen      = 16384
 )
 
 // maxLimit is the largest limit that matters: a number up to it, times
@@ -85,8 +89,9 @@ type Scanner struct {
 	remain  int  // bulk bytes left
 	partial int  // bytes scanned since the last command end
 
-	lineLen int // inline: bytes so far
-	delims  int // inline: spaces and quotes so far
+	unauth  bool // the client has not authenticated: see Unauthenticated
+	lineLen int  // inline: bytes so far
+	delims  int  // inline: spaces and quotes so far
 }
 
 // NewScanner returns a Scanner at the start of a stream, checking lim.
@@ -100,9 +105,9 @@ func NewScanner(lim Limits) Scanner {
 
 // Scan consumes the next bytes of the stream and returns how many of them
 // are valid. err is nil when all of p is; otherwise p[valid] is the first
-// offending byte, err wraps ErrLimit, and the Scanner must not be used
-// again. It allocates nothing.
-func (s *Scanner) Scan(p []byte) (valid int, err error) {
+// offending byte, err is the error reply to send before closing, and the
+// Scanner must not be used again. It allocates nothing.
+func (s *Scanner) Scan(p []byte) (valid int, err *replyerr.Error) {
 	valid, end, err := s.scan(p)
 	if end >= 0 {
 		s.partial = valid - end
@@ -112,13 +117,21 @@ func (s *Scanner) Scan(p []byte) (valid int, err error) {
 	return valid, err
 }
 
+// Unauthenticated holds a client that has not authenticated, while on, to
+// Redis's limits for one: at most 10 elements in a command and bulks of
+// at most 16 KiB, refused with Redis's "unauthenticated" errors as soon
+// as their length is read. Scan then stops after each command (valid is
+// less than len(p), with no error): that command, its AUTH, must run
+// before what follows is scanned, which may then be bigger.
+func (s *Scanner) Unauthenticated(on bool) { s.unauth = on }
+
 // Partial returns how many of the valid bytes scanned so far, at their
 // end, belong to a command not yet complete.
 func (s *Scanner) Partial() int { return s.partial }
 
 // scan is Scan without the bookkeeping: end is the index just past the
 // last command that ended in p, or -1.
-func (s *Scanner) scan(p []byte) (valid, end int, err error) {
+func (s *Scanner) scan(p []byte) (valid, end int, err *replyerr.Error) {
 	end = -1
 	i := 0
 	for i < len(p) {
@@ -133,8 +146,14 @@ func (s *Scanner) scan(p []byte) (valid, end int, err error) {
 			continue // the byte belongs to the inline line
 		case stCount, stLen:
 			bad, limit, next := errMultibulk, s.lim.MaxMultibulkLen, stCountLF
+			if s.unauth && limit > unauthMultibulkLen {
+				bad, limit = errUnauthMultibulk, unauthMultibulkLen
+			}
 			if s.st == stLen {
 				bad, limit, next = errBulk, s.lim.MaxBulkLen, stLenLF
+				if s.unauth && limit > unauthBulkLen {
+					bad, limit = errUnauthBulk, unauthBulkLen
+				}
 			}
 			if b == '\r' && s.digits > 0 {
 				s.st = next
@@ -166,12 +185,15 @@ func (s *Scanner) scan(p []byte) (valid, end int, err error) {
 			if s.neg || s.num == 0 { // *0 and *-1: no command, as Redis reads them
 				s.st = stStart
 				end = i + 1
+				if s.unauth {
+					return end, end, nil
+				}
 				break
 			}
 			s.args, s.st = s.num, stDollar
 		case stDollar:
 			if b != '$' {
-				return i, end, violation("ERR Protocol error: expected '$', got '" + printable(b) + "'")
+				return i, end, replyerr.New(replyerr.ERR, "Protocol error: expected '$', got '"+printable(b)+"'")
 			}
 			s.st, s.num, s.digits = stLen, 0, 0
 		case stLenLF:
@@ -201,6 +223,9 @@ func (s *Scanner) scan(p []byte) (valid, end int, err error) {
 			if s.args--; s.args == 0 {
 				s.st = stStart
 				end = i + 1
+				if s.unauth {
+					return end, end, nil
+				}
 			} else {
 				s.st = stDollar
 			}
@@ -208,6 +233,9 @@ func (s *Scanner) scan(p []byte) (valid, end int, err error) {
 			if b == '\n' {
 				s.st = stStart
 				end = i + 1
+				if s.unauth {
+					return end, end, nil
+				}
 				break
 			}
 			s.lineLen++

@@ -2,7 +2,6 @@ package resplimit
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -10,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/tidwall/redcon"
+
+	"github.com/idserver/idserver/internal/replyerr"
 )
 
 var (
@@ -19,7 +20,7 @@ var (
 
 // scanChunks feeds in to a fresh scanner in chunks of the given sizes
 // (cycled) and returns the total valid length and the error.
-func scanChunks(lim Limits, in []byte, sizes ...int) (int, error) {
+func scanChunks(lim Limits, in []byte, sizes ...int) (int, *replyerr.Error) {
 	s := NewScanner(lim)
 	total := 0
 	for k := 0; total < len(in); k++ {
@@ -139,7 +140,7 @@ func TestScannerViolations(t *testing.T) {
 	for _, tt := range tests {
 		for _, sizes := range [][]int{{len(tt.in)}, {1}, {3}} {
 			n, err := scanChunks(tt.lim, []byte(tt.in), sizes...)
-			if err == nil || err.Error() != tt.wantErr || n != tt.at || !errors.Is(err, ErrLimit) {
+			if err == nil || err.Error() != tt.wantErr || n != tt.at || err.Code != replyerr.ERR {
 				t.Errorf("%s: %q in chunks %v: valid %d, %v; want %d, %q", tt.name, tt.in, sizes, n, err, tt.at, tt.wantErr)
 			}
 		}
@@ -166,8 +167,8 @@ func FuzzScanner(f *testing.F) {
 		if whole != split || (werr == nil) != (serr == nil) || werr != nil && werr.Error() != serr.Error() {
 			t.Fatalf("whole: %d %v; in chunks of %d, %d: %d %v", whole, werr, size, size+3, split, serr)
 		}
-		if werr != nil && !errors.Is(werr, ErrLimit) {
-			t.Fatalf("error %v does not wrap ErrLimit", werr)
+		if werr != nil && werr.Code != replyerr.ERR {
+			t.Fatalf("error %v is not an ERR reply", werr)
 		}
 		// Differential: every complete array command the scanner accepted
 		// must parse in redcon, but for empty ones (*0, *-1), which the
@@ -236,8 +237,8 @@ func TestPartial(t *testing.T) {
 	}
 	// At a violation, Partial counts the valid bytes before it.
 	n, err := s.Scan([]byte("*1\r\n$x"))
-	if n != 5 || !errors.Is(err, ErrLimit) || s.Partial() != 5 {
-		t.Fatalf("violation: valid %d, %v, Partial %d; want 5, ErrLimit, 5", n, err, s.Partial())
+	if n != 5 || err == nil || s.Partial() != 5 {
+		t.Fatalf("violation: valid %d, %v, Partial %d; want 5, an error, 5", n, err, s.Partial())
 	}
 }
 
@@ -250,5 +251,45 @@ func BenchmarkScan(b *testing.B) {
 		if _, err := s.Scan(in); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestUnauthenticated: a client that has not authenticated is held to
+// Redis's limits for one, refused with its errors as soon as a length
+// passes them, and scanned one command at a time, so that what follows
+// its AUTH is scanned with the limits AUTH lifts.
+func TestUnauthenticated(t *testing.T) {
+	for _, tt := range []struct {
+		in      string
+		at      int
+		wantErr string
+	}{
+		{"*11\r\n", 2, "ERR Protocol error: unauthenticated multibulk length"},
+		{"*1\r\n$16385\r\n", 9, "ERR Protocol error: unauthenticated bulk length"},
+		{"*1\r\n$100000000\r\n", 10, "ERR Protocol error: unauthenticated bulk length"},
+		{"*2000\r\n", 2, "ERR Protocol error: unauthenticated multibulk length"},
+	} {
+		s := NewScanner(Limits{MaxBulkLen: 1 << 20, MaxMultibulkLen: 1024})
+		s.Unauthenticated(true)
+		n, err := s.Scan([]byte(tt.in))
+		if err == nil || err.Error() != tt.wantErr || n != tt.at {
+			t.Errorf("%q: valid %d, %v; want %d, %q", tt.in, n, err, tt.at, tt.wantErr)
+		}
+	}
+	s := NewScanner(Limits{MaxBulkLen: 1 << 20, MaxMultibulkLen: 1024})
+	s.Unauthenticated(true)
+	auth := "*2\r\n$4\r\nAUTH\r\n$2\r\npw\r\n"
+	big := "*11\r\n" + strings.Repeat("$1\r\nx\r\n", 11)
+	in := []byte("*10\r\n" + strings.Repeat("$1\r\nx\r\n", 10) + "PING\r\n" + auth + big)
+	for _, want := range []int{5 + 70, 6, len(auth)} {
+		n, err := s.Scan(in)
+		if n != want || err != nil || s.Partial() != 0 {
+			t.Fatalf("stopped at %d, %v, Partial %d; want one command, %d bytes", n, err, s.Partial(), want)
+		}
+		in = in[n:]
+	}
+	s.Unauthenticated(false)
+	if n, err := s.Scan(in); n != len(big) || err != nil {
+		t.Fatalf("after AUTH: valid %d, %v; want all %d", n, err, len(big))
 	}
 }

@@ -116,7 +116,8 @@ type handler struct{ *Server }
 // Open is a new connection's client.
 func (h handler) Open(cn *conns.Conn[*client]) *client {
 	c := &client{Conn: cn}
-	c.authed, c.stringIDs = h.opts.RequirePass == "", h.opts.GetIDReply == GetIDString
+	c.setAuthed(h.opts.RequirePass == "")
+	c.stringIDs = h.opts.GetIDReply == GetIDString
 	c.refreshShown()
 	return c
 }
@@ -132,17 +133,26 @@ func (h handler) Command(cn *conns.Conn[*client], args [][]byte) {
 		cn.Wait(c.wait.off, func(err error) { h.finished(c, err) })
 	case err != nil:
 		h.errors.Add(1)
-		c.writeError(replyText(err))
+		c.writeError(err)
 	}
 }
 
-// finished ends a command that waited, on its loop again.
+// finished ends a command that waited, on its loop again; or, if its
+// then has it wait again (EXEC, for the commands of the transaction that
+// finish off the loop), hands its next step to the connection layer.
 func (s *Server) finished(c *client, err error) {
-	if err := c.wait.then(c, err); err != nil {
-		s.errors.Add(1)
-		c.writeError(replyText(err))
+	cmd, start := c.wait.cmd, c.wait.start
+	err = c.wait.then(c, err)
+	if err == errWait {
+		c.wait.cmd, c.wait.start = cmd, start
+		c.Wait(c.wait.off, func(err error) { s.finished(c, err) })
+		return
 	}
-	c.wait.cmd.latency.Observe(time.Since(c.wait.start))
+	if err != nil {
+		s.errors.Add(1)
+		c.writeError(err)
+	}
+	cmd.latency.Observe(time.Since(start))
 	c.wait = waiting{}
 }
 
@@ -174,10 +184,17 @@ func (handler) Pending(cn *conns.Conn[*client]) ([]byte, bool) {
 	return nil, false
 }
 
+// setAuthed records whether c authenticated, for its commands and for
+// the framing limits the connection layer holds it to until it has.
+func (c *client) setAuthed(ok bool) {
+	c.authed = ok
+	c.SetAuthenticated(ok)
+}
+
 // Replies, appended to c.Out.
 
 func (c *client) writeString(s string)     { c.Out = redcon.AppendString(c.Out, s) }
-func (c *client) writeError(s string)      { c.Out = redcon.AppendError(c.Out, s) }
+func (c *client) writeError(err error)     { c.Out = reply(err).Append(c.Out) }
 func (c *client) writeBulk(b []byte)       { c.Out = redcon.AppendBulk(c.Out, b) }
 func (c *client) writeBulkString(s string) { c.Out = redcon.AppendBulkString(c.Out, s) }
 func (c *client) writeInt(n int)           { c.Out = redcon.AppendInt(c.Out, int64(n)) }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/idserver/idserver/internal/replyerr"
 )
 
 // clientCommand is CLIENT and the subcommands client libraries send on
@@ -175,14 +177,14 @@ func cmdClientList(s *Server, c *client, args [][]byte) error {
 		case "master", "replica", "slave", "pubsub":
 			all = nil
 		default:
-			return errReplyf("ERR", "Unknown client type '%.128s'", args[3])
+			return replyerr.Errorf("Unknown client type '%.128s'", args[3])
 		}
 	case len(args) > 3 && keyword(args[2]) == "id":
 		var ids []int64
 		for _, a := range args[3:] {
 			id, ok := parseInt(a)
 			if !ok {
-				return errReply("ERR", "Invalid client ID")
+				return replyerr.New(replyerr.ERR, "Invalid client ID")
 			}
 			ids = append(ids, id)
 		}
@@ -234,7 +236,7 @@ func cmdClientKill(s *Server, c *client, args [][]byte) error {
 	case len(args) > 3:
 		c.writeInt(killed)
 	case killed == 0:
-		return errReply("ERR", "No such client")
+		return replyerr.New(replyerr.ERR, "No such client")
 	default:
 		c.writeString("OK")
 	}
@@ -255,7 +257,7 @@ func parseKillFilter(args [][]byte) (killFilter, error) {
 		case "id":
 			id, ok := parseInt(args[i+1])
 			if !ok || id < 1 {
-				return f, errReply("ERR", "client-id should be greater than 0")
+				return f, replyerr.New(replyerr.ERR, "client-id should be greater than 0")
 			}
 			f.id = id
 		case "type":
@@ -264,7 +266,7 @@ func parseKillFilter(args [][]byte) (killFilter, error) {
 			case "master", "replica", "slave", "pubsub":
 				f.noneOfType = true
 			default:
-				return f, errReplyf("ERR", "Unknown client type '%.128s'", v)
+				return f, replyerr.Errorf("Unknown client type '%.128s'", v)
 			}
 		case "addr":
 			f.addr = v
@@ -272,7 +274,7 @@ func parseKillFilter(args [][]byte) (killFilter, error) {
 			f.laddr = v
 		case "user":
 			if v != "default" {
-				return f, errReplyf("ERR", "No such user '%.128s'", v)
+				return f, replyerr.Errorf("No such user '%.128s'", v)
 			}
 		case "skipme":
 			switch strings.ToLower(v) {
@@ -293,7 +295,7 @@ func parseKillFilter(args [][]byte) (killFilter, error) {
 func cmdClientSetInfo(s *Server, c *client, args [][]byte) error {
 	attr := keyword(args[2])
 	if attr != "lib-name" && attr != "lib-ver" {
-		return errReplyf("ERR", "Unrecognized option '%.128s'", args[2])
+		return replyerr.Errorf("Unrecognized option '%.128s'", args[2])
 	}
 	if err := checkClientAttr(args[3], attr+" cannot contain spaces, newlines or special characters."); err != nil {
 		return err

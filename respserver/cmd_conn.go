@@ -2,6 +2,8 @@ package respserver
 
 import (
 	"crypto/subtle"
+
+	"github.com/idserver/idserver/internal/replyerr"
 )
 
 // connectionCommands are the commands about the connection itself, which
@@ -72,7 +74,7 @@ func cmdReset(s *Server, c *client, args [][]byte) error {
 	c.tx, c.watched = nil, nil
 	c.track = tracking{}
 	c.resp3, c.name = false, ""
-	c.authed = s.opts.RequirePass == ""
+	c.setAuthed(s.opts.RequirePass == "")
 	c.refreshShown()
 	c.writeString("RESET")
 	return nil
@@ -84,20 +86,26 @@ func cmdSelect(s *Server, c *client, args [][]byte) error {
 	case !ok:
 		return errNotInteger
 	case db != 0:
-		return errReply("ERR", "DB index is out of range")
+		return replyerr.New(replyerr.ERR, "DB index is out of range")
 	}
 	c.writeString("OK")
 	return nil
 }
 
-// checkPass compares in constant time so the reply time does not leak
-// how much of the password was right.
+// checkPass checks a password, and user if not nil, as Redis 7 does with
+// only its default user: without requirepass that user has nopass (any
+// password will do), though AUTH with a password alone is an error then.
+// It compares in constant time so the reply time does not leak how much
+// of the password was right.
 func (s *Server) checkPass(user, pass []byte) error {
-	if s.opts.RequirePass == "" {
+	switch {
+	case user != nil && string(user) != "default":
+		return errWrongPass
+	case s.opts.RequirePass == "" && user == nil:
 		return errNoPassword
-	}
-	ok := subtle.ConstantTimeCompare(pass, []byte(s.opts.RequirePass)) == 1
-	if !ok || user != nil && string(user) != "default" {
+	case s.opts.RequirePass == "":
+		return nil
+	case subtle.ConstantTimeCompare(pass, []byte(s.opts.RequirePass)) != 1:
 		return errWrongPass
 	}
 	return nil
@@ -111,12 +119,12 @@ func cmdAuth(s *Server, c *client, args [][]byte) error {
 	case 3:
 		err = s.checkPass(args[1], args[2])
 	default:
-		return errArity("auth")
+		return errSyntax
 	}
 	if err != nil {
 		return err
 	}
-	c.authed = true
+	c.setAuthed(true)
 	c.writeString("OK")
 	return nil
 }
@@ -127,10 +135,10 @@ func cmdHello(s *Server, c *client, args [][]byte) error {
 	if len(args) > 1 {
 		v, ok := parseInt(args[1])
 		if !ok {
-			return errReply("ERR", "Protocol version is not an integer or out of range")
+			return replyerr.New(replyerr.ERR, "Protocol version is not an integer or out of range")
 		}
 		if v != 2 && v != 3 {
-			return errReply("NOPROTO", "unsupported protocol version")
+			return replyerr.New(replyerr.NOPROTO, "unsupported protocol version")
 		}
 		resp3 = v == 3
 	}
@@ -150,13 +158,14 @@ func cmdHello(s *Server, c *client, args [][]byte) error {
 			name = string(args[i+1])
 			i++
 		default:
-			return errReplyf("ERR", "Syntax error in HELLO option '%.128s'", args[i])
+			return replyerr.Errorf("Syntax error in HELLO option '%.128s'", args[i])
 		}
 	}
 	if !authed {
-		return errReply("NOAUTH", "HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time")
+		return replyerr.New(replyerr.NOAUTH, "HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time")
 	}
-	c.resp3, c.authed, c.name = resp3, authed, name
+	c.resp3, c.name = resp3, name
+	c.setAuthed(authed)
 	c.refreshShown()
 	c.writeMap(7)
 	c.writeBulkString("server")
@@ -181,7 +190,7 @@ func cmdHello(s *Server, c *client, args [][]byte) error {
 func checkClientAttr(v []byte, reply string) error {
 	for _, ch := range v {
 		if ch < '!' || ch > '~' {
-			return errReply("ERR", reply)
+			return replyerr.New(replyerr.ERR, reply)
 		}
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/idserver/idserver/idgen"
+	"github.com/idserver/idserver/internal/replyerr"
 )
 
 // idCommands are the commands that issue and explain IDs.
@@ -78,7 +79,7 @@ func (s *Server) mgetidCount(args [][]byte) (int64, error) {
 		return 0, errNotInteger
 	}
 	if n < 1 || n > int64(s.opts.MGetIDMax) {
-		return 0, errReplyf("ERR", "count %d out of range, must be 1..%d (mgetid-max)", n, s.opts.MGetIDMax)
+		return 0, replyerr.Errorf("count %d out of range, must be 1..%d (mgetid-max)", n, s.opts.MGetIDMax)
 	}
 	return n, nil
 }
@@ -190,7 +191,7 @@ func cmdDecodeID(s *Server, c *client, args [][]byte) error {
 	}
 	p, err := idgen.Decode(id, s.opts.Layout, s.opts.Epoch)
 	if err != nil {
-		return errReplyf("ERR", "invalid id: %w", err)
+		return replyerr.Errorf("invalid id: %v", err)
 	}
 	c.writeMap(5)
 	c.writeBulkString("unix-ms")

@@ -3,6 +3,8 @@ package respserver
 import (
 	"slices"
 	"strconv"
+
+	"github.com/idserver/idserver/internal/replyerr"
 )
 
 // cmdDBSize is the number of sequences (in cluster mode, etcd's count,
@@ -43,7 +45,7 @@ const scanMaxCount = 1000
 func cmdScan(s *Server, c *client, args [][]byte) error {
 	cursor, err := strconv.ParseUint(string(args[1]), 10, 64)
 	if err != nil {
-		return errReply("ERR", "invalid cursor")
+		return replyerr.New(replyerr.ERR, "invalid cursor")
 	}
 	count, pattern, typ := 10, []byte(nil), "string"
 	for i := 2; i < len(args); i += 2 {
@@ -79,7 +81,7 @@ func cmdScan(s *Server, c *client, args [][]byte) error {
 	scan := func() error {
 		var err error
 		if keys, next, err = seq.Scan(cursor, count); err != nil {
-			return errReply("ERR", err.Error())
+			return err
 		}
 		if typ != "string" {
 			keys = nil
@@ -144,7 +146,7 @@ func cmdKeys(s *Server, c *client, args [][]byte) error {
 					if g.match(k) {
 						keys = append(keys, k)
 						if size += len(k) + 16; size > limit {
-							return errReplyf("ERR", "KEYS %q matches more than the client's hard output limit of %d bytes (client-output-buffer-limit) can hold: use SCAN", pattern, limit)
+							return replyerr.Errorf("KEYS %q matches more than the client's hard output limit of %d bytes (client-output-buffer-limit) can hold: use SCAN", pattern, limit)
 						}
 					}
 				}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tidwall/redcon"
 
+	"github.com/idserver/idserver/internal/replyerr"
 	"github.com/idserver/idserver/sequence"
 )
 
@@ -101,12 +102,12 @@ var refusedCommands = func() []*command {
 }()
 
 func cmdRefused(s *Server, c *client, args [][]byte) error {
-	return errReplyf("ERR", "%s is refused: sequences never go back, expire or go away (idserver never reuses a number)", strings.ToUpper(string(args[0])))
+	return replyerr.Errorf("%s is refused: sequences never go back, expire or go away (idserver never reuses a number)", strings.ToUpper(string(args[0])))
 }
 
 // errNoSequences is the reply of a server that has no sequences: a
 // protocol server made without them (tests).
-var errNoSequences = errReply("ERR", "sequences are off on this server")
+var errNoSequences = replyerr.New(replyerr.ERR, "sequences are off on this server")
 
 // sequences is the server's table, or why there is none.
 func (s *Server) sequences() (*sequence.Table, error) {
@@ -133,7 +134,7 @@ func (s *Server) increment(arg []byte) (int64, error) {
 	case !ok:
 		return 0, errNotInteger
 	case n < 1 || n > s.opts.SeqMaxIncrBy:
-		return 0, errReplyf("ERR", "increment %d out of range, must be 1..%d (seq-max-incrby): sequences never go back", n, s.opts.SeqMaxIncrBy)
+		return 0, replyerr.Errorf("increment %d out of range, must be 1..%d (seq-max-incrby): sequences never go back", n, s.opts.SeqMaxIncrBy)
 	}
 	return n, nil
 }
@@ -144,8 +145,11 @@ func (s *Server) increment(arg []byte) (int64, error) {
 // the rest is done off the loop.
 func (s *Server) incr(c *client, key []byte, n int64) error {
 	if c.inExec {
-		c.writeInt64(c.txSeq.take(key, n))
-		return nil
+		v, err := c.txSeq.take(key, n)
+		if err == nil {
+			c.writeInt64(v)
+		}
+		return err
 	}
 	seq, err := s.sequences()
 	if err != nil {
@@ -315,12 +319,12 @@ func cmdSet(s *Server, c *client, args [][]byte) error {
 	mode := sequence.Always
 	for _, opt := range args[3:] {
 		switch o := keyword(opt); {
-		case o == "nx" && mode == sequence.Always:
+		case o == "nx" && mode != sequence.IfOld: // twice is once, as in Redis
 			mode = sequence.IfNew
-		case o == "xx" && mode == sequence.Always:
+		case o == "xx" && mode != sequence.IfNew:
 			mode = sequence.IfOld
 		case o == "ex" || o == "px" || o == "exat" || o == "pxat" || o == "keepttl" || o == "get":
-			return errReplyf("ERR", "SET ... %s is refused: sequences never expire, and SET only goes up (idserver never reuses a number)", strings.ToUpper(o))
+			return replyerr.Errorf("SET ... %s is refused: sequences never expire, and SET only goes up (idserver never reuses a number)", strings.ToUpper(o))
 		default:
 			return errSyntax
 		}
@@ -347,7 +351,7 @@ func (s *Server) set(c *client, key, value []byte, mode sequence.SetMode, reply 
 	}
 	v, ok := parseInt(value)
 	if !ok {
-		return errReply("ERR", "value is not an integer or out of range (a sequence holds an integer)")
+		return replyerr.New(replyerr.ERR, "value is not an integer or out of range (a sequence holds an integer)")
 	}
 	k := string(key)
 	set := false

@@ -6,6 +6,8 @@ import (
 	"net"
 	"strconv"
 	"time"
+
+	"github.com/idserver/idserver/internal/replyerr"
 )
 
 // serverCommands are the commands about the server: introspection
@@ -123,7 +125,7 @@ func redisConfig() [][2]string {
 }
 
 func cmdConfigSet(s *Server, c *client, args [][]byte) error {
-	return errReplyf("ERR", "CONFIG SET is not supported: idserver reads its configuration at start ('%.128s')", args[2])
+	return replyerr.Errorf("CONFIG SET is not supported: idserver reads its configuration at start ('%.128s')", args[2])
 }
 
 // debugAllowed reports whether enable-debug-command lets this client run
@@ -145,7 +147,7 @@ func (s *Server) debugAllowed(c *client) bool {
 // can be tested black-box against clock steps.
 func cmdDebug(s *Server, c *client, args [][]byte) error {
 	if !s.debugAllowed(c) {
-		return errReply("ERR", `DEBUG command not allowed. If the enable-debug-command option is set to "local", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.`)
+		return replyerr.New(replyerr.ERR, `DEBUG command not allowed. If the enable-debug-command option is set to "local", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.`)
 	}
 	if keyword(args[1]) != "clock-offset" {
 		return errSubcommand(args[1], "debug")
@@ -175,13 +177,13 @@ func cmdDebug(s *Server, c *client, args [][]byte) error {
 // reply; the connection closes.
 func cmdShutdown(s *Server, c *client, args [][]byte) error {
 	if s.opts.Shutdown == nil || !s.debugAllowed(c) && s.opts.RequirePass == "" {
-		return errReply("ERR", "SHUTDOWN is not allowed: set requirepass, or enable-debug-command yes or local")
+		return replyerr.New(replyerr.ERR, "SHUTDOWN is not allowed: set requirepass, or enable-debug-command yes or local")
 	}
 	for _, a := range args[1:] {
 		switch keyword(a) {
 		case "nosave", "save", "now", "force":
 		default:
-			return errReplyf("ERR", "syntax error, unsupported SHUTDOWN option '%.128s'", a)
+			return replyerr.Errorf("syntax error, unsupported SHUTDOWN option '%.128s'", a)
 		}
 	}
 	s.log.Info().Str("client", c.RemoteAddr()).Msg("SHUTDOWN requested")

@@ -1,6 +1,11 @@
 package respserver
 
-import ()
+import (
+	"slices"
+	"strings"
+
+	"github.com/idserver/idserver/internal/replyerr"
+)
 
 // tracking is a client's CLIENT TRACKING state. idserver has no keys, so
 // no invalidation message is ever due; the state is kept so that the
@@ -26,6 +31,13 @@ func cmdClientTracking(s *Server, c *client, args [][]byte) error {
 		if err := c.track.compatible(t); err != nil {
 			return err
 		}
+		if t.bcast {
+			prefixes, err := c.track.addPrefixes(t.prefixes)
+			if err != nil {
+				return err
+			}
+			t.prefixes = prefixes
+		}
 		t.on = true
 		c.track = t
 	case "off":
@@ -46,14 +58,14 @@ func (s *Server) parseTracking(args [][]byte) (tracking, error) {
 		case opt == "redirect" && more:
 			j++
 			if t.redirect != 0 {
-				return t, errReply("ERR", "A client can only redirect to a single other client")
+				return t, replyerr.New(replyerr.ERR, "A client can only redirect to a single other client")
 			}
 			id, ok := parseInt(args[j])
 			if !ok {
 				return t, errNotInteger
 			}
 			if !s.clientExists(id) {
-				return t, errReply("ERR", "The client ID you want redirect to does not exist")
+				return t, replyerr.New(replyerr.ERR, "The client ID you want redirect to does not exist")
 			}
 			t.redirect = id
 		case opt == "bcast":
@@ -79,18 +91,52 @@ func (s *Server) parseTracking(args [][]byte) (tracking, error) {
 func (old tracking) compatible(t tracking) error {
 	switch {
 	case !t.bcast && len(t.prefixes) > 0:
-		return errReply("ERR", "PREFIX option requires BCAST mode to be enabled")
+		return replyerr.New(replyerr.ERR, "PREFIX option requires BCAST mode to be enabled")
 	case old.on && old.bcast != t.bcast:
-		return errReply("ERR", "You can't switch BCAST mode on/off before disabling tracking for this client, and then re-enabling it with a different mode.")
+		return replyerr.New(replyerr.ERR, "You can't switch BCAST mode on/off before disabling tracking for this client, and then re-enabling it with a different mode.")
 	case t.bcast && (t.optin || t.optout):
-		return errReply("ERR", "OPTIN and OPTOUT are not compatible with BCAST")
+		return replyerr.New(replyerr.ERR, "OPTIN and OPTOUT are not compatible with BCAST")
 	case t.optin && t.optout:
-		return errReply("ERR", "You can't specify both OPTIN mode and OPTOUT mode")
+		return replyerr.New(replyerr.ERR, "You can't specify both OPTIN mode and OPTOUT mode")
 	case old.on && (t.optin && old.optout || t.optout && old.optin):
-		return errReply("ERR", "You can't switch OPTIN/OPTOUT mode before disabling tracking for this client, and then re-enabling it with a different mode.")
+		return replyerr.New(replyerr.ERR, "You can't switch OPTIN/OPTOUT mode before disabling tracking for this client, and then re-enabling it with a different mode.")
 	}
 	return nil
 }
+
+// addPrefixes returns the BCAST prefixes with those of a new TRACKING ON
+// added, as Redis keeps them: in byte order, "" for none given (every
+// key), refusing a prefix given that overlaps another (one begins the
+// other: both would announce the same keys), the ones already on first.
+// (Redis 7.0 also sends OK after its error for an overlap between the
+// second new prefix and a later one; idserver replies once.)
+func (old tracking) addPrefixes(added []string) ([]string, error) {
+	var on []string
+	if old.on && old.bcast {
+		on = old.prefixes
+	}
+	for i, p := range added {
+		for _, o := range on {
+			if overlap(p, o) {
+				return nil, replyerr.Errorf("Prefix '%s' overlaps with an existing prefix '%s'. Prefixes for a single client must not overlap.", p, o)
+			}
+		}
+		for _, q := range added[i+1:] {
+			if overlap(p, q) {
+				return nil, replyerr.Errorf("Prefix '%s' overlaps with another provided prefix '%s'. Prefixes for a single client must not overlap.", p, q)
+			}
+		}
+	}
+	if len(added) == 0 { // unchecked, as in Redis: "" is every key
+		added = []string{""}
+	}
+	all := slices.Concat(on, added)
+	slices.Sort(all)
+	return slices.Compact(all), nil
+}
+
+// overlap reports whether one of a and b begins the other.
+func overlap(a, b string) bool { return strings.HasPrefix(a, b) || strings.HasPrefix(b, a) }
 
 func (s *Server) clientExists(id int64) bool {
 	for _, c := range s.conns.Conns() {
@@ -105,15 +151,15 @@ func (s *Server) clientExists(id int64) bool {
 // tracking modes.
 func cmdClientCaching(s *Server, c *client, args [][]byte) error {
 	if !c.track.on {
-		return errReply("ERR", "CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled")
+		return replyerr.New(replyerr.ERR, "CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled")
 	}
 	switch opt := keyword(args[2]); {
 	case opt == "yes" && c.track.optin, opt == "no" && c.track.optout:
 		c.track.caching = opt
 	case opt == "yes":
-		return errReply("ERR", "CLIENT CACHING YES is only valid when tracking is enabled in OPTIN mode.")
+		return replyerr.New(replyerr.ERR, "CLIENT CACHING YES is only valid when tracking is enabled in OPTIN mode.")
 	case opt == "no":
-		return errReply("ERR", "CLIENT CACHING NO is only valid when tracking is enabled in OPTOUT mode.")
+		return replyerr.New(replyerr.ERR, "CLIENT CACHING NO is only valid when tracking is enabled in OPTOUT mode.")
 	default:
 		return errSyntax
 	}

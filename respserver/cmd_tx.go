@@ -3,10 +3,12 @@ package respserver
 import (
 	"encoding/binary"
 	"errors"
-	"strings"
+	"math"
+	"slices"
 	"unsafe"
 
 	"github.com/idserver/idserver/idgen"
+	"github.com/idserver/idserver/internal/replyerr"
 	"github.com/idserver/idserver/sequence"
 )
 
@@ -83,11 +85,11 @@ func (tx *transaction) args(q queued, scratch [][]byte) [][]byte {
 	return scratch
 }
 
-var errExecAbort = errReply("EXECABORT", "Transaction discarded because of previous errors.")
+var errExecAbort = replyerr.New(replyerr.EXECABORT, "Transaction discarded because of previous errors.")
 
 func cmdMulti(s *Server, c *client, args [][]byte) error {
 	if c.tx != nil {
-		return errReply("ERR", "MULTI calls can not be nested")
+		return replyerr.New(replyerr.ERR, "MULTI calls can not be nested")
 	}
 	c.tx = &transaction{}
 	c.queued.Store(0)
@@ -103,7 +105,7 @@ func (s *Server) enqueue(c *client, cmd *command, args [][]byte, err error) erro
 	tx := c.tx
 	var ids int64
 	if err == nil && cmd.noMulti {
-		err = errReply("ERR", "Command not allowed inside a transaction")
+		err = replyerr.New(replyerr.ERR, "Command not allowed inside a transaction")
 	}
 	if err == nil { // else cmd may be nil: an unknown command
 		ids = s.idsNeeded(cmd, args)
@@ -127,14 +129,14 @@ func (s *Server) enqueue(c *client, cmd *command, args [][]byte, err error) erro
 // output limit (client-output-buffer-limit).
 func (s *Server) fits(c *client, ids int64, args [][]byte) error {
 	if n := c.tx.ids + ids; n > int64(s.opts.MGetIDMax) {
-		return errReplyf("ERR", "a transaction issues at most %d IDs (mgetid-max), this one would issue %d", s.opts.MGetIDMax, n)
+		return replyerr.Errorf("a transaction issues at most %d IDs (mgetid-max), this one would issue %d", s.opts.MGetIDMax, n)
 	}
 	size := int(unsafe.Sizeof(queued{}))
 	for _, a := range args {
 		size += binary.MaxVarintLen64 + len(a)
 	}
 	if hard, n := s.opts.Output.Hard, c.Holds()+size; hard > 0 && n > hard {
-		return errReplyf("ERR", "the transaction would hold %d bytes with the client's other buffers, past its hard output limit (client-output-buffer-limit)", n)
+		return replyerr.Errorf("the transaction would hold %d bytes with the client's other buffers, past its hard output limit (client-output-buffer-limit)", n)
 	}
 	return nil
 }
@@ -147,7 +149,7 @@ func cmdExec(s *Server, c *client, args [][]byte) error {
 	tx := c.tx
 	switch {
 	case tx == nil:
-		return errReply("ERR", "EXEC without MULTI")
+		return replyerr.New(replyerr.ERR, "EXEC without MULTI")
 	case tx.dirty:
 		c.endTransaction()
 		return errExecAbort
@@ -158,7 +160,7 @@ func cmdExec(s *Server, c *client, args [][]byte) error {
 	}
 	r := &txReserve{ids: c.scratchIDs(tx.ids)}
 	if tx.incrs {
-		r.incrs = s.txIncrs(c, tx)
+		r.incrs, r.over = s.overflowing(s.txIncrs(c, tx))
 	}
 	err := s.reserve(r, noWait)
 	if errors.Is(err, sequence.ErrBirthPending) {
@@ -188,6 +190,7 @@ type txReserve struct {
 	ids     []int64
 	idsDone bool
 	incrs   []sequence.Want
+	over    []string // keys whose INCRs would overflow: they take nothing
 }
 
 // waitMode is whether taking what a transaction needs may wait.
@@ -253,25 +256,53 @@ func (s *Server) txIncrs(c *client, tx *transaction) []sequence.Want {
 	return wants
 }
 
+// overflowing takes out of wants the keys whose values would pass the
+// largest integer, as this server knows them: their INCRs fail inside
+// EXEC, as Redis's do, while the others' run. (Were one key's INCRs to
+// pass it only in part, Redis would run the first ones; here all fail.)
+func (s *Server) overflowing(wants []sequence.Want) (rest []sequence.Want, over []string) {
+	seq, err := s.sequences()
+	if err != nil {
+		return wants, nil
+	}
+	return slices.DeleteFunc(wants, func(w sequence.Want) bool {
+		v, _ := seq.Get(w.Key)
+		if v > math.MaxInt64-w.N {
+			over = append(over, w.Key)
+			return true
+		}
+		return false
+	}), over
+}
+
 // txSeq is the values EXEC took for a transaction's INCRs: per key, the
-// next one to hand out.
+// next one to hand out, or txOverflow. (No key's next value is 0: a
+// sequence never goes below 0.)
 type txSeq map[string]int64
 
-// take hands out n values of key and returns the last.
-func (t txSeq) take(key []byte, n int64) int64 {
-	v := t[string(key)] + n
-	t[string(key)] = v
-	return v - 1
+const txOverflow = 0
+
+// take hands out n values of key and returns the last, or errOverflow.
+func (t txSeq) take(key []byte, n int64) (int64, error) {
+	v := t[string(key)]
+	if v == txOverflow {
+		return 0, errOverflow
+	}
+	t[string(key)] = v + n
+	return v + n - 1, nil
 }
 
 // last is key's value as the transaction's INCRs so far left it.
 func (t txSeq) last(key []byte) (int64, bool) {
 	v, ok := t[string(key)]
-	return v - 1, ok
+	return v - 1, ok && v != txOverflow
 }
 
 // runTransaction runs c's transaction with what EXEC took for it, or, if
-// taking it failed, discards it and returns the error.
+// taking it failed, discards it and returns the error. Commands that
+// finish off the loop (KEYS; DBSIZE and SCAN of shared sequences) do so
+// after the others, and their replies take their places: it returns
+// errWait, and c.wait finishes them.
 func (s *Server) runTransaction(c *client, r *txReserve, err error) error {
 	tx := c.tx
 	c.endTransaction()
@@ -279,33 +310,102 @@ func (s *Server) runTransaction(c *client, r *txReserve, err error) error {
 		return err
 	}
 	c.txSeq = nil
-	if len(r.incrs) > 0 {
+	if len(r.incrs)+len(r.over) > 0 {
 		c.txSeq = txSeq{}
 		for _, w := range r.incrs {
 			c.txSeq[w.Key] = w.Last - w.N + 1
 		}
+		for _, k := range r.over {
+			c.txSeq[k] = txOverflow
+		}
 	}
 	c.inExec, c.txIDs = true, r.ids
 	c.writeArray(len(tx.cmds))
+	var later execLater
 	for _, q := range tx.cmds {
 		s.commands.Add(1) // each counts as processed when it runs, as in Redis
 		args := tx.args(q, c.execArgs[:0])
 		c.execArgs = args
-		if err := q.cmd.run(s, c, args); err != nil {
+		switch err := q.cmd.run(s, c, args); {
+		case err == errWait:
+			later.add(c)
+		case err != nil:
 			s.errors.Add(1)
-			c.writeError(replyText(err))
+			c.writeError(err)
 		}
 		s.feed(c, q.cmd, args)
 	}
 	c.inExec, c.txIDs, c.txSeq = false, nil, nil
-	return nil
+	return later.wait(s, c)
+}
+
+// execLater is the commands of a transaction that finish off the loop,
+// each with where its reply goes among the replies of the others after
+// the first of them, which wait with it.
+type execLater struct {
+	cmds  []laterCmd
+	first int // where in c.Out the replies after the first of them began
+}
+
+type laterCmd struct {
+	waiting
+	at  int   // where its reply goes: the replies after the first before it
+	err error // its off's
+}
+
+// add takes the command that just ran, which set c.wait, to finish later.
+func (l *execLater) add(c *client) {
+	if len(l.cmds) == 0 {
+		l.first = len(c.Out)
+	}
+	l.cmds = append(l.cmds, laterCmd{waiting: c.wait, at: len(c.Out) - l.first})
+	c.wait = waiting{}
+}
+
+// wait has c finish the commands of l: their offs in turn off the loop,
+// then their replies in their places. The replies before the first of
+// them go out meanwhile; those after it wait. nil if there are none.
+func (l *execLater) wait(s *Server, c *client) error {
+	if len(l.cmds) == 0 {
+		return nil
+	}
+	after := slices.Clone(c.Out[l.first:])
+	c.Out = c.Out[:l.first]
+	c.wait = waiting{
+		off: func() error {
+			for i := range l.cmds {
+				l.cmds[i].err = l.cmds[i].off()
+			}
+			return nil
+		},
+		then: func(c *client, _ error) error {
+			for i, w := range l.cmds {
+				if err := w.then(c, w.err); err != nil {
+					s.errors.Add(1)
+					c.writeError(err)
+				}
+				end := len(after)
+				if i+1 < len(l.cmds) {
+					end = l.cmds[i+1].at
+				}
+				c.Out = append(c.Out, after[w.at:end]...)
+			}
+			return nil
+		},
+	}
+	return errWait
 }
 
 // abortTransaction answers an EXEC that was refused before it ran, as
 // Redis does: the transaction, if any, is discarded.
 func (c *client) abortTransaction(err error) error {
 	c.endTransaction()
-	return errReplyf("EXECABORT", "Transaction discarded because of: %s", strings.TrimPrefix(replyText(err), "ERR "))
+	because := reply(err)
+	msg := because.Msg
+	if because.Code != replyerr.ERR { // as Redis, which drops only ERR's
+		msg = because.Error()
+	}
+	return replyerr.New(replyerr.EXECABORT, "Transaction discarded because of: "+msg)
 }
 
 // endTransaction leaves MULTI, and forgets the keys WATCHed.
@@ -316,7 +416,7 @@ func (c *client) endTransaction() {
 
 func cmdDiscard(s *Server, c *client, args [][]byte) error {
 	if c.tx == nil {
-		return errReply("ERR", "DISCARD without MULTI")
+		return replyerr.New(replyerr.ERR, "DISCARD without MULTI")
 	}
 	c.endTransaction()
 	c.writeString("OK")
@@ -336,7 +436,7 @@ const watchedBytes = int(unsafe.Sizeof(watchedKey{}))
 
 func cmdWatch(s *Server, c *client, args [][]byte) error {
 	if c.tx != nil {
-		return errReply("ERR", "WATCH inside MULTI is not allowed")
+		return replyerr.New(replyerr.ERR, "WATCH inside MULTI is not allowed")
 	}
 	if seq, err := s.sequences(); err == nil {
 		for _, key := range args[1:] {

@@ -22,18 +22,21 @@ import (
 
 // startRedisSocket runs redis-server 7 on a unix socket in a temporary
 // directory, so that no port is shared, until the test ends, and returns
-// the socket's path once the server answers.
-func startRedisSocket(t *testing.T) string {
+// the socket's path once the server answers. args are more options.
+func startRedisSocket(t *testing.T, args ...string) string {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "redis.sock")
-	cmd := exec.Command("redis-server", "--port", "0", "--unixsocket", sock, "--save", "", "--appendonly", "no")
+	cmd := exec.Command("redis-server", append([]string{"--port", "0", "--unixsocket", sock, "--save", "", "--appendonly", "no"}, args...)...)
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("redis-server (scripts/test.sh installs it): %v", err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	rdb := redis.NewClient(&redis.Options{Network: "unix", Addr: sock})
 	defer rdb.Close()
-	await.True(t, time.Minute, "redis-server answers", func() bool { return rdb.Ping(context.Background()).Err() == nil })
+	await.True(t, time.Minute, "redis-server answers", func() bool {
+		err := rdb.Ping(context.Background()).Err()
+		return err == nil || strings.HasPrefix(err.Error(), "NOAUTH")
+	})
 	return sock
 }
 
@@ -62,6 +65,16 @@ var likeRedis = []struct {
 	{"tracking optin", true, [][]string{{"CLIENT", "TRACKING", "ON", "OPTIN"}, {"CLIENT", "CACHING", "YES"}, {"CLIENT", "TRACKINGINFO"}, {"CLIENT", "CACHING", "NO"}, {"CLIENT", "CACHING", "MAYBE"}, {"CLIENT", "TRACKING", "ON", "OPTOUT"}, {"CLIENT", "TRACKING", "ON", "BCAST"}}},
 	{"tracking optout", false, [][]string{{"CLIENT", "TRACKING", "ON", "OPTOUT", "NOLOOP"}, {"CLIENT", "CACHING", "NO"}, {"CLIENT", "TRACKINGINFO"}, {"CLIENT", "CACHING", "YES"}, {"CLIENT", "TRACKING", "ON", "OPTIN"}}},
 	{"tracking bcast", false, [][]string{{"CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "a", "PREFIX", "b"}, {"CLIENT", "TRACKINGINFO"}, {"CLIENT", "TRACKING", "ON"}}},
+	{"tracking prefixes", false, [][]string{
+		{"CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "FOOBAR", "PREFIX", "FOO"}, {"CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "FOO", "PREFIX", "FOOBAR"},
+		{"CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "a", "PREFIX", "a"}, {"CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "y", "PREFIX", "x"},
+		{"CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "xy"}, {"CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "b"}, {"CLIENT", "TRACKINGINFO"},
+		{"CLIENT", "TRACKING", "ON", "BCAST"}, {"CLIENT", "TRACKINGINFO"}, {"CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "c"},
+		{"CLIENT", "TRACKING", "OFF"}, {"CLIENT", "TRACKING", "ON", "BCAST"}, {"CLIENT", "TRACKINGINFO"}, {"CLIENT", "TRACKING", "ON", "BCAST"}, {"CLIENT", "TRACKINGINFO"},
+	}},
+	{"tracking bcast resp3", true, [][]string{{"CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "k:"}, {"CLIENT", "TRACKINGINFO"}}},
+	{"auth without a password", false, [][]string{{"AUTH", "default", "x"}, {"AUTH", "x"}, {"AUTH", "nobody", "x"}, {"AUTH", "a", "b", "c"}, {"HELLO", "2", "AUTH", "default", "x", "SETNAME", "a b"}, {"HELLO", "2", "AUTH", "nobody", "x"}}},
+	{"integers as written", false, [][]string{{"SELECT", "00"}, {"SELECT", "-0"}, {"SELECT", "0"}, {"ECHO", "007"}}},
 	{"tracking errors", false, [][]string{
 		{"CLIENT", "TRACKING", "ON", "PREFIX", "a"}, {"CLIENT", "TRACKING", "ON", "OPTIN", "OPTOUT"}, {"CLIENT", "TRACKING", "ON", "BCAST", "OPTIN"},
 		{"CLIENT", "TRACKING", "ON", "REDIRECT", "999999"}, {"CLIENT", "TRACKING", "ON", "REDIRECT", "x"}, {"CLIENT", "TRACKING", "MAYBE"},
@@ -121,6 +134,45 @@ var rawLikeRedis = []string{
 func TestRawLikeRedis(t *testing.T) {
 	sock := startRedisSocket(t)
 	_, addr := startServer(t, idgen.Settings{}, Options{})
+	for _, in := range rawLikeRedis {
+		if got, want := rawReplies(t, addr, in), rawReplies(t, sock, in); got != want {
+			t.Errorf("%q: idserver replied %q, redis-server %q", in, got, want)
+		}
+	}
+}
+
+// unauthLikeRedis are byte streams from a client that has not
+// authenticated, to servers with a password: the sizes Redis refuses
+// before AUTH (more than 10 arguments, a bulk over 16 KiB, refused as
+// soon as their length is read), and the same after an AUTH in the same
+// write, which lifts the limits for what follows it.
+var unauthLikeRedis = []string{
+	"*11\r\n", "*10\r\n", "*1\r\n$16385\r\n", encode("ECHO", strings.Repeat("x", 16384)), "*2\r\n$4\r\nECHO\r\n$100000\r\nabc",
+	encode(append([]string{"PING"}, strings.Split("a b c d e f g h i", " ")...)...),
+	encode(append([]string{"PING"}, strings.Split("a b c d e f g h i j", " ")...)...),
+	encode("AUTH", "pw") + encode(append([]string{"PING"}, strings.Split("a b c d e f g h i j", " ")...)...),
+	encode("AUTH", "pw") + encode("ECHO", strings.Repeat("x", 20000)),
+	encode("AUTH", "wrong") + encode("ECHO", strings.Repeat("x", 20000)),
+	encode("AUTH", "default", "pw") + encode("ECHO", strings.Repeat("x", 20000)) + encode("ECHO", "a"),
+}
+
+// TestUnauthenticatedLikeRedis sends each of unauthLikeRedis, then AUTH
+// and a PING, to redis-server and idserver with requirepass, and compares all
+// they reply, up to the PONG or the close.
+func TestUnauthenticatedLikeRedis(t *testing.T) {
+	sock := startRedisSocket(t, "--requirepass", "pw")
+	_, addr := startServer(t, idgen.Settings{}, Options{RequirePass: "pw"})
+	for _, in := range unauthLikeRedis {
+		in += encode("AUTH", "pw") // for the PING's PONG, where the connection stays
+		if got, want := rawReplies(t, addr, in), rawReplies(t, sock, in); got != want {
+			t.Errorf("%.60q: idserver replied %.300q, redis-server %.300q", in, got, want)
+		}
+	}
+}
+
+// rawReplies sends in, then a PING, on a new connection to addr, and
+// returns all it replies up to the PONG or the close.
+func rawReplies(t *testing.T, addr, in string) string {
 	replies := func(addr, in string) string {
 		c := dialRaw(t, addr)
 		c.conn.SetDeadline(time.Now().Add(5 * time.Second))
@@ -135,11 +187,7 @@ func TestRawLikeRedis(t *testing.T) {
 		}
 		return string(out)
 	}
-	for _, in := range rawLikeRedis {
-		if got, want := replies(addr, in), replies(sock, in); got != want {
-			t.Errorf("%q: idserver replied %q, redis-server %q", in, got, want)
-		}
-	}
+	return replies(addr, in)
 }
 
 // TestInfoReplicationLikeRedis: INFO replication has redis-server's

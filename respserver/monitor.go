@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/idserver/idserver/internal/replyerr"
 )
 
 // MONITOR streams every command any client runs to the clients that asked
@@ -38,7 +40,7 @@ type monitor struct {
 	overflow bool   // pending reached the hard limit: close the monitor
 }
 
-var errMonitorInMulti = errReply("ERR", "MONITOR isn't allowed for DENY BLOCKING client")
+var errMonitorInMulti = replyerr.New(replyerr.ERR, "MONITOR isn't allowed for DENY BLOCKING client")
 
 // cmdMonitor makes c a monitor. Inside a transaction it is refused, and a
 // second MONITOR gets no reply, as in Redis.
@@ -73,8 +75,7 @@ func (s *Server) unmonitor(c *client) {
 	}
 }
 
-// feed shows a command c ran (or that was refused for its arity) to the
-// monitors, if there are any. It is small enough to be inlined.
+// feed shows a command c ran to the monitors, if there are any. It is small enough to be inlined.
 func (s *Server) feed(c *client, cmd *command, args [][]byte) {
 	if s.monitoring.Load() != 0 && !cmd.noMonitor {
 		s.feedMonitors(c, cmd, args)

@@ -21,7 +21,8 @@ var monitorPrefix = regexp.MustCompile(`^\+(\d+)\.(\d{6}) \[0 (\S+)\] `)
 // that need quoting, a transaction, an inline command.
 var monitorSession = []string{
 	encode("PING"),
-	encode("ping", "a", "b"), // wrong arity: shown
+	encode("ping", "a", "b"), // refused by PING itself (its arity is -1): shown
+	encode("ECHO"),           // wrong arity: hidden
 	encode("ECHO", "a\x00\"\\\n\r\t\a\b\xe9 ~"),
 	encode("auth", "secret"),
 	encode("hello", "2", "AUTH", "default", "secret"),

@@ -7,24 +7,28 @@ import (
 	"strings"
 
 	"github.com/idserver/idserver/idgen"
+	"github.com/idserver/idserver/internal/replyerr"
 	"github.com/idserver/idserver/sequence"
 )
 
 // Replies whose wording clients and users know from Redis.
 var (
-	errNotInteger = errReply("ERR", "value is not an integer or out of range")
-	errNoAuth     = errReply("NOAUTH", "Authentication required.")
-	errWrongPass  = errReply("WRONGPASS", "invalid username-password pair or user is disabled.")
-	errNoPassword = errReply("ERR", "AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
-	errSyntax     = errReply("ERR", "syntax error")
+	errNotInteger = replyerr.New(replyerr.ERR, "value is not an integer or out of range")
+	errNoAuth     = replyerr.New(replyerr.NOAUTH, "Authentication required.")
+	errWrongPass  = replyerr.New(replyerr.WRONGPASS, "invalid username-password pair or user is disabled.")
+	errNoPassword = replyerr.New(replyerr.ERR, "AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
+	errSyntax     = replyerr.New(replyerr.ERR, "syntax error")
+	errOverflow   = replyerr.New(replyerr.ERR, "increment or decrement would overflow")
+
+	errShuttingDown = replyerr.New(replyerr.ERR, "server is shutting down")
 )
 
 func errArity(name string) error {
-	return errReplyf("ERR", "wrong number of arguments for '%s' command", name)
+	return replyerr.Errorf("wrong number of arguments for '%s' command", name)
 }
 
 func errSubcommand(sub []byte, cmd string) error {
-	return errReplyf("ERR", "unknown subcommand '%.128s'. Try %s HELP.", sub, strings.ToUpper(cmd))
+	return replyerr.Errorf("unknown subcommand '%.128s'. Try %s HELP.", sub, strings.ToUpper(cmd))
 }
 
 // errUnknown words the reply as Redis 7 does, quoting what the client sent.
@@ -37,61 +41,38 @@ func errUnknown(args [][]byte) error {
 		}
 		fmt.Fprintf(&b, "'%.128s' ", a)
 	}
-	return errReply("ERR", b.String())
+	return replyerr.New(replyerr.ERR, b.String())
 }
 
-// replyError is an error reply of respserver's own: Redis's error code
-// (ERR, NOAUTH, EXECABORT, ...) and the error, whose text is the rest of
-// the reply, in Redis's words where Redis has the same reply.
-type replyError struct {
-	code string
-	err  error
-}
-
-func (e *replyError) Error() string { return e.code + " " + e.err.Error() }
-func (e *replyError) Unwrap() error { return e.err }
-
-// errReply is the error reply code text.
-func errReply(code, text string) error { return &replyError{code, errors.New(text)} }
-
-// errReplyf is the error reply code and the text format makes of args
-// (%w wraps, as in fmt.Errorf).
-func errReplyf(code, format string, args ...any) error {
-	return &replyError{code, fmt.Errorf(format, args...)}
-}
-
-// replyText turns an error into the text of an error reply: its Redis
-// error code first, and no CR or LF, which would break the framing. The
-// errors of respserver carry their code (replyError); the errors of other
-// packages a command returns get theirs here, and any other is an ERR.
-func replyText(err error) string {
-	var re *replyError
+// reply is the error reply for err, which a command returned: the one
+// place the errors of other packages (idgen, sequence, cluster) get their
+// Redis code and wording; respserver's own are replies already. An error
+// no case knows is an ERR with its text: every package's errors are
+// worded for the person reading the reply (they name a key, a bound, a
+// configuration key), but errWait, which is internal, never comes here:
+// dispatch and EXEC finish a command that waits.
+func reply(err error) *replyerr.Error {
+	var re *replyerr.Error
 	var le *idgen.LeadError
-	var msg string
 	switch {
 	case errors.As(err, &re):
-		msg = re.Error()
+		return re
 	case errors.As(err, &le):
-		msg = "BUSY " + le.Error()
+		return replyerr.New(replyerr.BUSY, le.Error())
 	case errors.Is(err, idgen.ErrNotReserved):
-		msg = "BUSY " + err.Error()
+		msg := err.Error()
 		if err == idgen.ErrNotReserved { // no write failed yet: it is slow
 			msg += " (the write to the state file, or to etcd in cluster mode, is slow or failing)"
 		}
-		msg += "; retry shortly"
+		return replyerr.New(replyerr.BUSY, msg+"; retry shortly")
+	case errors.Is(err, sequence.ErrOverflow): // before ErrNotReserved: a failed take may wrap it
+		return errOverflow
 	case errors.Is(err, sequence.ErrNotReserved):
-		msg = "BUSY " + err.Error() + "; retry shortly"
+		return replyerr.New(replyerr.BUSY, err.Error()+"; retry shortly")
 	case errors.Is(err, idgen.ErrStopped), errors.Is(err, sequence.ErrStopped):
-		msg = "ERR server is shutting down"
-	default:
-		msg = "ERR " + err.Error()
+		return errShuttingDown
 	}
-	return strings.Map(func(r rune) rune {
-		if r == '\r' || r == '\n' {
-			return ' '
-		}
-		return r
-	}, msg)
+	return replyerr.New(replyerr.ERR, err.Error())
 }
 
 // keywordMax is longer than every keyword of every command (options,
@@ -108,14 +89,17 @@ func keyword(arg []byte) string {
 	return strings.ToLower(string(arg))
 }
 
-// parseInt parses a decimal int64 as Redis does: optional minus, digits,
-// nothing else. It does not allocate, unlike strconv on a []byte.
+// parseInt parses a decimal int64 as Redis's string2ll does: optional
+// minus, digits, nothing else, and only as the integer is written (no
+// leading zero, no "-0"), so that SET never takes "007" for 7, as a
+// sequence's value could not be read back as it was set. It does not
+// allocate, unlike strconv on a []byte.
 func parseInt(b []byte) (int64, bool) {
 	neg := len(b) > 0 && b[0] == '-'
 	if neg {
 		b = b[1:]
 	}
-	if len(b) == 0 || len(b) > 19 {
+	if len(b) == 0 || len(b) > 19 || b[0] == '0' && (len(b) > 1 || neg) {
 		return 0, false
 	}
 	var n uint64

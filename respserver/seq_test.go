@@ -38,6 +38,7 @@ var seqLikeRedis = []struct {
 	{"incr", false, [][]string{{"GET", "a"}, {"INCR", "a"}, {"INCR", "a"}, {"INCRBY", "a", "10"}, {"GET", "a"}, {"EXISTS", "a", "b", "a"}, {"TYPE", "a"}, {"TYPE", "b"}, {"MGET", "a", "b", "a"}}},
 	{"incr resp3", true, [][]string{{"GET", "r3"}, {"INCR", "r3"}, {"GET", "r3"}, {"MGET", "r3", "none3"}}},
 	{"set", false, [][]string{{"SET", "s", "100"}, {"INCR", "s"}, {"SET", "s", "200", "NX"}, {"SET", "s", "200", "XX"}, {"GET", "s"}, {"SET", "s2", "5", "XX"}, {"GET", "s2"}, {"SETNX", "s3", "7"}, {"SETNX", "s3", "9"}, {"INCR", "s3"}}},
+	{"set options twice", false, [][]string{{"SET", "n2", "1", "NX", "NX"}, {"SET", "n2", "2", "NX", "nx"}, {"SET", "n2", "3", "XX", "XX"}, {"GET", "n2"}, {"INCRBY", "n2", "007"}, {"INCRBY", "n2", "-0"}}},
 	{"set errors", false, [][]string{{"SET", "e"}, {"SET", "e", "1", "NX", "XX"}, {"SET", "e", "1", "FOO"}, {"INCRBY", "e", "x"}, {"INCR"}, {"GET"}}},
 	{"transaction", false, [][]string{{"INCR", "t"}, {"MULTI"}, {"INCR", "t"}, {"GET", "t"}, {"INCRBY", "t", "5"}, {"INCR", "t2"}, {"GET", "t"}, {"EXEC"}, {"GET", "t"}}},
 	{"transaction resp3", true, [][]string{{"MULTI"}, {"INCR", "t3"}, {"GET", "t3"}, {"EXEC"}}},
@@ -45,6 +46,15 @@ var seqLikeRedis = []struct {
 	{"watch unchanged", false, [][]string{{"WATCH", "w2", "w3"}, {"MULTI"}, {"INCR", "w2"}, {"EXEC"}, {"WATCH", "w2"}, {"UNWATCH"}, {"INCR", "w2"}, {"MULTI"}, {"INCR", "w2"}, {"EXEC"}}},
 	{"watch resp3", true, [][]string{{"WATCH", "w4"}, {"INCR", "w4"}, {"MULTI"}, {"GET", "w4"}, {"EXEC"}}},
 	{"expiry and length", false, [][]string{{"INCRBY", "x", "12345"}, {"TTL", "x"}, {"PTTL", "x"}, {"TTL", "nox"}, {"PTTL", "nox"}, {"STRLEN", "x"}, {"STRLEN", "nox"}, {"TOUCH", "x", "nox", "x"}}},
+	{"overflow", false, [][]string{
+		{"SET", "o", "9223372036854775804"}, {"INCR", "o"}, {"INCR", "o"}, {"INCR", "o"}, {"INCR", "o"}, {"INCRBY", "o", "1"}, {"GET", "o"},
+		{"SET", "o2", "9223372036854775800"}, {"INCRBY", "o2", "7"}, {"INCRBY", "o2", "1"}, {"INCR", "o2"}, {"MULTI"}, {"INCR", "o2"}, {"EXEC"},
+	}},
+	{"keys in exec", false, [][]string{
+		{"INCR", "ex:1"}, {"MULTI"}, {"INCR", "ex:2"}, {"KEYS", "ex:2*"}, {"GET", "ex:2"}, {"KEYS", "ex:1"}, {"PING"}, {"KEYS", "none:*"}, {"SCAN", "0", "MATCH", "ex:1*", "COUNT", "1000"}, {"EXEC"},
+		{"MULTI"}, {"KEYS", "ex:2"}, {"EXEC"}, {"PING"},
+	}},
+	{"keys in exec resp3", true, [][]string{{"MULTI"}, {"INCR", "ex3:1"}, {"KEYS", "ex3:*"}, {"EXEC"}}},
 	{"keyspace", false, [][]string{{"INCR", "only:1"}, {"KEYS", "only:*"}, {"KEYS", "ONLY:*"}, {"SCAN", "0", "MATCH", "only:*", "COUNT", "1000"}, {"SCAN", "0", "TYPE", "hash", "COUNT", "1000"}}},
 }
 
@@ -96,6 +106,8 @@ func TestSequencesOnlyGoUp(t *testing.T) {
 		{[]any{"INCRBY", "k", 1001}, "ERR increment 1001 out of range"},
 		{[]any{"SET", "k", 49}, `ERR sequences only go up: "k" is at 50 (idserver never reuses a number)`},
 		{[]any{"SET", "k", "x"}, "ERR value is not an integer or out of range"},
+		{[]any{"SET", "k", "0070"}, "ERR value is not an integer or out of range"}, // Redis keeps "0070", which INCR refuses
+		{[]any{"SET", "k", "-0"}, "ERR value is not an integer or out of range"},
 		{[]any{"SET", "k", 60, "EX", 10}, "ERR SET ... EX is refused: sequences never expire"},
 		{[]any{"SET", "k", 60, "GET"}, "ERR SET ... GET is refused"},
 		{[]any{"SET", "n", -1}, `ERR sequences only go up: "n" is at 0`},

@@ -25,6 +25,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/idserver/idserver/idgen"
+	"github.com/idserver/idserver/internal/replyerr"
 	"github.com/idserver/idserver/resplimit"
 	"github.com/idserver/idserver/respserver/internal/conns"
 	"github.com/idserver/idserver/sequence"
@@ -173,7 +174,7 @@ func New(opts Options) *Server {
 		s.src.Store(&source{gen: g})
 	} else {
 		s.offset.Store(opts.ClockOffset.Milliseconds())
-		s.src.Store(&source{why: errReply("ERR", "no generator yet")})
+		s.src.Store(&source{why: replyerr.New(replyerr.ERR, "no generator yet")})
 	}
 	s.config = slices.Concat(opts.Config, redisConfig())
 	for _, kv := range s.config {
@@ -215,23 +216,23 @@ func (s *Server) startWatch() {
 
 // errDenied is Redis 7's protected-mode reply, with the remedies idserver
 // has (it has no CONFIG SET).
-const errDenied = "-DENIED idserver is running in protected mode because protected mode is enabled and no password is set for the default user. " +
-	"In this mode connections are only accepted from the loopback interface. " +
-	"If you want to connect from external computers to idserver you may adopt one of the following solutions: " +
-	"1) Just disable protected mode by editing the idserver configuration file, and setting the protected mode option to 'no', and then restarting the server, " +
-	"however MAKE SURE idserver is not publicly accessible from internet if you do so. " +
-	"2) If you started the server manually just for testing, restart it with the '--protected-mode no' option. " +
-	"3) Set up an authentication password for the default user (requirepass). " +
-	"NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside.\r\n"
+var errDenied = replyerr.New(replyerr.DENIED, "idserver is running in protected mode because protected mode is enabled and no password is set for the default user. "+
+	"In this mode connections are only accepted from the loopback interface. "+
+	"If you want to connect from external computers to idserver you may adopt one of the following solutions: "+
+	"1) Just disable protected mode by editing the idserver configuration file, and setting the protected mode option to 'no', and then restarting the server, "+
+	"however MAKE SURE idserver is not publicly accessible from internet if you do so. "+
+	"2) If you started the server manually just for testing, restart it with the '--protected-mode no' option. "+
+	"3) Set up an authentication password for the default user (requirepass). "+
+	"NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside.")
 
 // refuse is protected mode, as in Redis: while no password is set, a
 // client not on loopback gets -DENIED.
-func (s *Server) refuse(addr net.Addr) string {
+func (s *Server) refuse(addr net.Addr) *replyerr.Error {
 	if !s.opts.ProtectedMode || s.opts.RequirePass != "" {
-		return ""
+		return nil
 	}
 	if a, ok := addr.(*net.TCPAddr); !ok || a.IP.IsLoopback() {
-		return ""
+		return nil
 	}
 	if ok, skipped := s.deniedLog.Allow(); ok {
 		s.log.Warn().Str("client", addr.String()).Uint64("also_denied", skipped).
@@ -275,7 +276,7 @@ func (s *Server) Ready() error {
 		err = g.Ready()
 	}
 	if err != nil {
-		return fmt.Errorf("GETID would get -%s", replyText(err))
+		return fmt.Errorf("GETID would get -%v", reply(err))
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/idserver/idserver/idgen"
+	"github.com/idserver/idserver/internal/replyerr"
 )
 
 // In cluster mode the generator changes: none while the server stands by
@@ -28,7 +29,9 @@ func (s *Server) SetGenerator(g *idgen.Generator) {
 // Standby stops issuing IDs, in cluster mode: ID commands get
 // -CLUSTERDOWN with why, as Redis Cluster replies while it cannot serve,
 // until SetGenerator.
-func (s *Server) Standby(why error) { s.swap(&source{why: &replyError{"CLUSTERDOWN", why}}) }
+func (s *Server) Standby(why error) {
+	s.swap(&source{why: replyerr.New(replyerr.CLUSTERDOWN, why.Error())})
+}
 
 func (s *Server) swap(next *source) {
 	s.retiredMu.Lock()

@@ -167,10 +167,7 @@ func (s *Server) dispatch(c *client, args [][]byte) error {
 		return c.abortTransaction(err)
 	case c.tx != nil && !(err == nil && cmd.control):
 		return s.enqueue(c, cmd, args, err)
-	case err != nil:
-		if cmd != nil {
-			s.feed(c, cmd, args) // Redis shows a command of the wrong arity too
-		}
+	case err != nil: // MONITOR shows no command refused before it ran, as Redis
 		return err
 	}
 	if !c.greeted && !cmd.setup {

@@ -73,8 +73,9 @@ type Mark struct {
 type Backend interface {
 	// Take reserves a segment for every t in ts, durably before it
 	// returns: t.N values above t.After, and above every value it ever
-	// gave for t.Key (to any server sharing it). It sets t.First and
-	// t.Last, or t.Err.
+	// gave for t.Key (to any server sharing it), fewer if they would
+	// pass the largest int64 (the Table asks for none past it). It sets
+	// t.First and t.Last, or t.Err (ErrOverflow if none is left).
 	Take(ctx context.Context, ts []Take)
 	// Set stores v as key's reservation if v is at least every value
 	// ever given for key; with IfNew, only if key has none. It reports
@@ -468,6 +469,9 @@ func (t *Table) tryIncr(key []byte, n int64) (int64, <-chan struct{}, error) {
 		}
 		return e.issued, nil, nil
 	}
+	if e.end() == math.MaxInt64 { // no take could add them: see low
+		return 0, nil, ErrOverflow
+	}
 	e.demand(n)
 	if !e.taking {
 		t.ask(e)
@@ -540,8 +544,11 @@ func (e *entry) left() int64 {
 	return left
 }
 
-// low reports whether e's next segment should be asked for.
-func (e *entry) low() bool { return e.left() < e.below }
+// low reports whether e's next segment should be asked for. A key
+// reserved up to the largest value has none: a request that lacks values
+// then fails with ErrOverflow (in cluster mode, where a segment may begin
+// above the one before, even one within the largest value less issued).
+func (e *entry) low() bool { return e.left() < e.below && e.end() < math.MaxInt64 }
 
 // relow sets when e's next segment is asked for: when less than half of
 // the last one's size is left, or less than a waiting request needs.
@@ -693,6 +700,9 @@ func (t *Table) tryIncrAll(ws []Want) ([]<-chan struct{}, error) {
 		}
 		es[i] = e
 		if !e.available(w.N) {
+			if e.end() == math.MaxInt64 {
+				return nil, ErrOverflow
+			}
 			e.demand(w.N)
 			if !e.taking {
 				t.ask(e)

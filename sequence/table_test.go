@@ -52,6 +52,10 @@ func (m *memBackend) Take(ctx context.Context, ts []Take) {
 			t.Err = fail
 			continue
 		}
+		if t.After > math.MaxInt64-t.N { // as the File refuses it
+			t.Err = ErrOverflow
+			continue
+		}
 		t.First, t.Last = t.After+1, t.After+t.N
 		m.marks[t.Key] = t.Last
 		m.borns[t.Key] = m.borns[t.Key] || t.Born
@@ -771,5 +775,42 @@ func TestWriterReuses(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	if perKey := float64(after.TotalAlloc-before.TotalAlloc) / (writes * keys); perKey > 4 {
 		t.Errorf("a write allocated %.1f bytes a key", perKey)
+	}
+}
+
+// TestOverflowAtOnce: near the largest integer a key's segment is cut at
+// it, so INCR and INCRBY reach it exactly, as in Redis; past it they fail
+// with ErrOverflow at once (TryIncr does not ask to wait), with no write,
+// and so does a transaction's IncrAll.
+func TestOverflowAtOnce(t *testing.T) {
+	b := newMem()
+	tb := newTable(t, b, Options{}, nil)
+	if err := tb.Set("k", math.MaxInt64-3, Always); err != nil {
+		t.Fatal(err)
+	}
+	if v := incr(t, tb, "k", 2); v != math.MaxInt64-1 {
+		t.Fatalf("INCRBY 2: %d", v)
+	}
+	if v := incr(t, tb, "k", 1); v != math.MaxInt64 {
+		t.Fatalf("INCR to the largest integer: %d", v)
+	}
+	b.mu.Lock()
+	writes := b.writes
+	b.mu.Unlock()
+	for _, n := range []int64{1, 5} {
+		if _, err := tb.TryIncr([]byte("k"), n); !errors.Is(err, ErrOverflow) {
+			t.Fatalf("TryIncr %d past the largest integer: %v", n, err)
+		}
+		if _, err := tb.Incr("k", n); !errors.Is(err, ErrOverflow) {
+			t.Fatalf("Incr %d past the largest integer: %v", n, err)
+		}
+	}
+	if err := tb.IncrAll([]Want{{Key: "k", N: 1}}); !errors.Is(err, ErrOverflow) {
+		t.Fatalf("IncrAll past the largest integer: %v", err)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.writes != writes {
+		t.Fatalf("%d writes for the refused INCRs", b.writes-writes)
 	}
 }

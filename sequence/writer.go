@@ -197,19 +197,34 @@ func (w *writer) gather(t *Table) bool {
 func (t *Table) take(batch []*entry, w *writer) (failed bool) {
 	id := t.births.begin()
 	now := t.opts.now().UnixNano()
-	ts := slices.Grow(w.ts[:0], len(batch))[:len(batch)]
-	w.ts = ts
-	for i, e := range batch {
+	ts := slices.Grow(w.ts[:0], len(batch))
+	kept := batch[:0]
+	for _, e := range batch {
 		sh := t.shardOfEntry(e)
 		sh.mu.Lock()
 		// Up to one segment ahead of what was handed out, no more: a
-		// crash skips at most a segment (or one INCRBY's values).
+		// crash skips at most a segment (or one INCRBY's values). Nor
+		// past the largest value: a backend refuses a segment that
+		// would pass it, and a key reserved up to it has nothing to
+		// take (an INCR that would pass it fails at once, ErrOverflow).
 		size := t.size(e, now)
-		ts[i] = Take{Key: e.key, After: e.end(), N: max(size-e.left(), e.want, 1), Issued: e.issued,
-			Born: e.born || e.has(demanded)}
+		n := min(max(size-e.left(), e.want, 1), math.MaxInt64-e.end())
+		if n == 0 {
+			e.bits &^= demanded
+			e.took(nil)
+			sh.mu.Unlock()
+			continue
+		}
+		ts = append(ts, Take{Key: e.key, After: e.end(), N: n, Issued: e.issued, Born: e.born || e.has(demanded)})
+		kept = append(kept, e)
 		e.seg, e.asked, e.askedAt = size, e.issued, now
 		e.relow()
 		sh.mu.Unlock()
+	}
+	w.ts, batch = ts, kept
+	if len(batch) == 0 {
+		t.births.end(id, true)
+		return false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), t.opts.Wait)
 	t.backend.Take(ctx, ts)

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/idserver/idserver/internal/replyerr"
 	"github.com/idserver/idserver/resplimit"
 )
 
@@ -100,24 +101,24 @@ func transient(err error) bool {
 }
 
 // errMaxClients is Redis's reply to a connection past maxclients.
-const errMaxClients = "-ERR max number of clients reached\r\n"
+var errMaxClients = replyerr.New(replyerr.ERR, "max number of clients reached")
 
 // refuse answers a connection it will not serve with reply (through TLS
 // if t is set) and closes it at once: out of file descriptors, its socket
 // is needed back.
-func (s *Server[S]) refuse(nc net.Conn, t *tlsConn, reply string) {
+func (s *Server[S]) refuse(nc net.Conn, t *tlsConn, reply *replyerr.Error) {
 	s.answer(nc, t, reply)
 	nc.Close()
 }
 
 // answer writes reply to a connection that will not be served.
-func (s *Server[S]) answer(nc net.Conn, t *tlsConn, reply string) {
+func (s *Server[S]) answer(nc net.Conn, t *tlsConn, reply *replyerr.Error) {
 	s.rejected.Add(1)
 	nc.SetDeadline(time.Now().Add(time.Second))
 	if t != nil {
-		t.tc.Write([]byte(reply))
+		t.tc.Write(reply.Append(nil))
 	} else {
-		nc.Write([]byte(reply))
+		nc.Write(reply.Append(nil))
 	}
 }
 
@@ -127,7 +128,7 @@ func (s *Server[S]) answer(nc net.Conn, t *tlsConn, reply string) {
 // behind the handshake), the socket would be reset, and the reply lost
 // with it. Past their share of the descriptors (pending, see fitBudget),
 // it closes at once.
-func (s *Server[S]) turnAway(nc net.Conn, t *tlsConn, reply string) {
+func (s *Server[S]) turnAway(nc net.Conn, t *tlsConn, reply *replyerr.Error) {
 	s.answer(nc, t, reply)
 	if s.lingering.Add(1) > s.pending {
 		s.lingering.Add(-1)
@@ -153,7 +154,7 @@ func (s *Server[S]) admit(nc net.Conn, t *tlsConn) error {
 		return nil
 	}
 	if s.opts.Refuse != nil {
-		if reply := s.opts.Refuse(nc.RemoteAddr()); reply != "" {
+		if reply := s.opts.Refuse(nc.RemoteAddr()); reply != nil {
 			s.turnAway(nc, t, reply)
 			return nil
 		}

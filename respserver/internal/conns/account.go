@@ -26,7 +26,7 @@ import (
 // up to keepBuf is kept between requests, so a client may cost up to
 // twice what it holds plus a few times keepBuf. On c's loop.
 func (c *Conn[S]) Holds() int {
-	n := len(c.in) + len(c.Out) + len(c.split.inline) + c.s.h.Holds(c)
+	n := len(c.in) + len(c.unscanned) + len(c.Out) + len(c.split.inline) + c.s.h.Holds(c)
 	if c.link != nil {
 		n += c.link.OutboundBuffered()
 	}
@@ -43,7 +43,7 @@ func (c *Conn[S]) Holds() int {
 func (s *Server[S]) account(c *Conn[S]) gnet.Action {
 	lim, held := s.opts.Output, c.Holds()
 	switch {
-	case len(c.in) > s.opts.QueryBufferLimit:
+	case len(c.in)+len(c.unscanned) > s.opts.QueryBufferLimit:
 		return s.closeAtQueryLimit(c)
 	case lim.Hard > 0 && held > lim.Hard:
 		return s.closeAtLimit(c, held, "what it holds (unsent replies, waiting requests, queued commands) passed the hard limit")

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
-	"github.com/tidwall/redcon"
 
+	"github.com/idserver/idserver/internal/replyerr"
 	"github.com/idserver/idserver/resplimit"
 )
 
@@ -37,9 +37,12 @@ type Conn[S any] struct {
 	next  []byte   // the whole commands after the one running, for Ahead
 	peek  Splitter // Ahead's own: the running command's args stay valid
 	in    []byte   // read but not yet run: an unfinished command, or what came while busy
-	bad   error    // a framing violation, answered after the commands before it
-	quit  bool     // close once the replies are out
-	start time.Time
+	// unscanned is what was read behind a command of a client not yet
+	// authenticated, scanned once that command ran (see SetAuthenticated).
+	unscanned []byte
+	bad       *replyerr.Error // a framing violation, answered after the commands before it
+	quit      bool            // close once the replies are out
+	start     time.Time
 
 	busy bool         // a command cannot finish on the loop: it runs off it
 	off  func() error // that command's part off the loop
@@ -94,6 +97,12 @@ func (c *Conn[S]) Mem() int64 { return c.mem.Load() }
 // brought them.
 func (c *Conn[S]) Start() time.Time { return c.start }
 
+// SetAuthenticated tells whether c's client has authenticated: until it
+// has, it is held to Redis's framing limits for such a client, and what it
+// sends behind a command is not scanned until that command ran, as Redis
+// reads it (resplimit.Scanner.Unauthenticated). On c's loop.
+func (c *Conn[S]) SetAuthenticated(ok bool) { c.scan.Unauthenticated(!ok) }
+
 // Quit closes c once its replies so far are written. On c's loop.
 func (c *Conn[S]) Quit() { c.quit = true }
 
@@ -101,7 +110,8 @@ func (c *Conn[S]) Quit() { c.quit = true }
 // goroutine of its own (it may block; it owns what it touches of the
 // session until it returns), then then runs on the loop with off's error,
 // to write the reply. c's later commands wait for it, in order. On c's
-// loop, from Handler.Command.
+// loop, from Handler.Command, or from a then, for a command that finishes
+// in more than one step off the loop.
 func (c *Conn[S]) Wait(off func() error, then func(error)) {
 	c.busy, c.off, c.then = true, off, then
 }
@@ -198,8 +208,16 @@ func (s *Server[S]) traffic(c *Conn[S], data []byte) gnet.Action {
 	if c.bad != nil || c.quit {
 		return gnet.None // what follows a violation is not read
 	}
-	valid, err := c.scan.Scan(data)
-	data, c.bad = data[:valid], err
+	if len(c.unscanned) > 0 { // behind a command not run yet: see rescan
+		c.unscanned = append(c.unscanned, data...)
+		data = nil
+	} else {
+		valid, err := c.scan.Scan(data)
+		if err == nil && valid < len(data) {
+			c.unscanned = append(c.unscanned, data[valid:]...)
+		}
+		data, c.bad = data[:valid], err
+	}
 	if c.busy || c.held && !s.caughtUp(c) {
 		return s.queue(c, data)
 	}
@@ -211,6 +229,43 @@ func (s *Server[S]) traffic(c *Conn[S], data []byte) gnet.Action {
 // everything after a command that must wait, in c.in.
 func (s *Server[S]) runBatch(c *Conn[S], data []byte) gnet.Action {
 	c.start = time.Now()
+	for run := true; run; run = data != nil {
+		s.runIn(c, data)
+		data = s.rescan(c)
+	}
+	if c.hold != nil && !c.busy {
+		// The replies so far wait for hold; then this runs again, and
+		// sends them with what follows.
+		c.busy, c.off, c.then, c.hold = true, c.hold, func(error) {}, nil
+		s.blocked.Add(1)
+		go s.finish(c)
+		return gnet.None
+	}
+	if !c.busy && !c.quit && !c.held {
+		if c.bad != nil {
+			s.protoErrors.Add(1)
+			c.Out = c.bad.Append(c.Out)
+			c.quit = true
+		} else if c.draining.Load() {
+			c.quit = true
+		}
+	}
+	c.send()
+	s.h.Sent(c)
+	if c.quit {
+		return gnet.Close // gnet writes what is still buffered first
+	}
+	if c.busy { // accounted for when what it sends next is queued, or it runs again
+		go s.finish(c)
+		return gnet.None
+	}
+	return s.account(c)
+}
+
+// runIn runs the whole commands in c.in and data, in order, and keeps an
+// unfinished command, and everything after a command that must wait, in
+// c.in.
+func (s *Server[S]) runIn(c *Conn[S], data []byte) {
 	buf := data
 	if len(c.in) > 0 {
 		c.in = append(c.in, data...)
@@ -227,33 +282,32 @@ func (s *Server[S]) runBatch(c *Conn[S], data []byte) gnet.Action {
 	if cap(c.in) > keepBuf && len(c.in) == 0 {
 		c.in = nil
 	}
-	if c.hold != nil && !c.busy {
-		// The replies so far wait for hold; then this runs again, and
-		// sends them with what follows.
-		c.busy, c.off, c.then, c.hold = true, c.hold, func(error) {}, nil
-		s.blocked.Add(1)
-		go s.finish(c)
-		return gnet.None
+}
+
+// rescan scans what waited behind a command of a client not yet
+// authenticated, now that the commands before it ran (the client may have
+// authenticated): up to the next command while it still has not, else
+// all of it. It returns what is valid to run, nil if nothing is to run
+// now.
+func (s *Server[S]) rescan(c *Conn[S]) []byte {
+	if c.busy || c.quit || c.held || c.bad != nil || len(c.unscanned) == 0 {
+		return nil
 	}
-	if !c.busy && !c.quit && !c.held {
-		if c.bad != nil {
-			s.protoErrors.Add(1)
-			c.Out = redcon.AppendError(c.Out, c.bad.Error())
-			c.quit = true
-		} else if c.draining.Load() {
-			c.quit = true
-		}
+	p := c.unscanned
+	valid, err := c.scan.Scan(p)
+	c.bad = err
+	switch {
+	case err == nil && valid < len(p):
+		c.unscanned = p[valid:] // appends go on at its end: p[:valid] stays as is
+	case cap(p) > keepBuf:
+		c.unscanned = nil // p's bytes are run, or copied to c.in, before any read
+	default:
+		c.unscanned = p[:0]
 	}
-	c.send()
-	s.h.Sent(c)
-	if c.quit {
-		return gnet.Close // gnet writes what is still buffered first
+	if valid == 0 {
+		return nil
 	}
-	if c.busy { // accounted for when what it sends next is queued, or it runs again
-		go s.finish(c)
-		return gnet.None
-	}
-	return s.account(c)
+	return p[:valid]
 }
 
 // send writes c.Out, in one write.
@@ -280,7 +334,7 @@ func (c *Conn[S]) write(out []byte) {
 // their replies fill room. It returns what is left when a command must
 // wait, the replies fill room, or the client is to close.
 func (s *Server[S]) runCommands(c *Conn[S], buf []byte, room int) []byte {
-	for len(buf) > 0 && !c.quit {
+	for len(buf) > 0 && !c.quit && !c.busy {
 		if len(c.Out) >= room {
 			s.hold(c)
 			return buf
@@ -341,6 +395,9 @@ func (s *Server[S]) finish(c *Conn[S]) {
 			return nil
 		}
 		then(err)
+		if c.busy { // then waits again: runBatch goes on with it
+			s.blocked.Add(1)
+		}
 		if s.runBatch(c, nil) == gnet.Close {
 			c.link.Close()
 		}

@@ -31,6 +31,7 @@ import (
 	"github.com/panjf2000/gnet/v2"
 	"github.com/rs/zerolog"
 
+	"github.com/idserver/idserver/internal/replyerr"
 	"github.com/idserver/idserver/resplimit"
 )
 
@@ -78,9 +79,9 @@ type Options struct {
 	// are closed. Zero means no bound.
 	MaxMemoryClients int
 	// Refuse, if set, is asked about each new connection once it is
-	// under maxclients: a reply other than "" is sent to it (a whole RESP
-	// error, with its \r\n) and it is closed.
-	Refuse func(addr net.Addr) (reply string)
+	// under maxclients: a reply other than nil is sent to it and it is
+	// closed.
+	Refuse func(addr net.Addr) (reply *replyerr.Error)
 	// OtherFDs is how many descriptors the process's other listeners may
 	// hold at once (metrics-maxclients): the open files limit keeps them
 	// beside the clients' (see fitBudget).

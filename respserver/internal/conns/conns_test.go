@@ -16,6 +16,7 @@ import (
 	"github.com/tidwall/redcon"
 
 	"github.com/idserver/idserver/internal/await"
+	"github.com/idserver/idserver/internal/replyerr"
 	"github.com/idserver/idserver/internal/testpki"
 	"github.com/idserver/idserver/resplimit"
 )
@@ -302,7 +303,7 @@ func TestFitBudget(t *testing.T) {
 
 // TestRefuse: a connection Refuse answers gets the reply and is closed.
 func TestRefuse(t *testing.T) {
-	refuse := func(net.Addr) string { return "-DENIED go away\r\n" }
+	refuse := func(net.Addr) *replyerr.Error { return replyerr.New(replyerr.DENIED, "go away") }
 	_, addr := start(t, Options{Refuse: refuse}, &echo{})
 	c := dial(t, addr)
 	c.expect(t, "-DENIED go away")

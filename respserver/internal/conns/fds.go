@@ -6,6 +6,8 @@ import (
 	"os"
 	"runtime"
 	"syscall"
+
+	"github.com/idserver/idserver/internal/replyerr"
 )
 
 // The descriptor budget. Every descriptor the process may hold at once
@@ -86,7 +88,7 @@ func (s *Server[S]) fitMaxClients() {
 
 // errNoFDs is the reply to a connection refused for want of file
 // descriptors: Redis's words for a full server, and the reason.
-const errNoFDs = "-ERR max number of clients reached (the server is out of file descriptors)\r\n"
+var errNoFDs = replyerr.New(replyerr.ERR, "max number of clients reached (the server is out of file descriptors)")
 
 // outOfFDs reports whether err means the process or the system has no
 // file descriptor left.

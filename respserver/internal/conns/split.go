@@ -2,11 +2,11 @@ package conns
 
 import (
 	"bytes"
-	"errors"
 
 	"github.com/tidwall/redcon"
 
 	"github.com/idserver/idserver/internal/redisargs"
+	"github.com/idserver/idserver/internal/replyerr"
 	"github.com/idserver/idserver/resplimit"
 )
 
@@ -19,14 +19,19 @@ type Splitter struct {
 	inline []byte   // the unescaped bytes of an inline command's arguments
 }
 
-// errUnbalancedQuotes is Redis's reply to an inline line it cannot split;
-// the connection is closed after it.
-var errUnbalancedQuotes = errors.New("ERR Protocol error: unbalanced quotes in request")
+// The framing errors the parser finds, after resplimit: Redis's reply to
+// an inline line it cannot split, and to a command the parser refuses or
+// finds cut short (neither should come past resplimit). The connection is
+// closed after each.
+var (
+	errUnbalancedQuotes = replyerr.New(replyerr.ERR, "Protocol error: unbalanced quotes in request")
+	errIncomplete       = replyerr.New(replyerr.ERR, "Protocol error: incomplete command")
+)
 
 // Next splits the first command off buf, which holds whole commands: an
 // empty array (*0, *-1) or blank line gives no arguments, as Redis skips
 // them. An error is the reply to send before closing the connection.
-func (p *Splitter) Next(buf []byte) (args [][]byte, rest []byte, err error) {
+func (p *Splitter) Next(buf []byte) (args [][]byte, rest []byte, err *replyerr.Error) {
 	if n, ok := resplimit.EmptyCommand(buf); ok {
 		return nil, buf[n:], nil
 	}
@@ -34,26 +39,27 @@ func (p *Splitter) Next(buf []byte) (args [][]byte, rest []byte, err error) {
 		rest, err := p.splitInline(buf)
 		return p.args, rest, err
 	}
-	complete, args, _, rest, err := redcon.ReadNextCommand(buf, p.args[:0])
+	complete, args, _, rest, perr := redcon.ReadNextCommand(buf, p.args[:0])
 	p.args = args
 	switch {
-	case err != nil:
-		return nil, nil, errors.New("ERR " + err.Error())
+	case perr != nil: // redcon's errors are worded as Redis's, without the code
+		return nil, nil, replyerr.New(replyerr.ERR, perr.Error())
 	case !complete: // the scanner saw the end of a command here
-		return nil, nil, errors.New("ERR Protocol error: incomplete command")
+		return nil, nil, errIncomplete
 	}
 	return args, rest, nil
 }
 
 // splitInline splits the inline command line that ends at buf's first
 // '\n' into p.args, in p.inline, and returns what follows it.
-func (p *Splitter) splitInline(buf []byte) (rest []byte, err error) {
+func (p *Splitter) splitInline(buf []byte) (rest []byte, err *replyerr.Error) {
 	end := bytes.IndexByte(buf, '\n')
-	p.args, p.inline, err = redisargs.Split(bytes.TrimSuffix(buf[:end], []byte{'\r'}), p.inline, p.args[:0])
+	var serr error
+	p.args, p.inline, serr = redisargs.Split(bytes.TrimSuffix(buf[:end], []byte{'\r'}), p.inline, p.args[:0])
 	if cap(p.inline) > keepBuf {
 		p.inline = nil // args keep it while they are used
 	}
-	if err != nil {
+	if serr != nil {
 		return nil, errUnbalancedQuotes
 	}
 	return buf[end+1:], nil

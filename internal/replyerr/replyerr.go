@@ -1,0 +1,73 @@
+// Package replyerr is the one type of a Redis error reply: its code (the
+// word clients switch on: ERR, BUSY, NOAUTH, ...) and its message, and
+// the one place the reply's bytes are made from them. The framing
+// (resplimit), the connection layer and the command handlers all build
+// their error replies here, so that no package spells a code into a
+// string and none parses a reply's text back to find its code.
+package replyerr
+
+import "fmt"
+
+// Code is an error reply's code. The set is closed: the codes idserver
+// replies with, each one Redis or Redis Cluster replies with too.
+type Code uint8
+
+// The codes.
+const (
+	ERR         Code = iota // any error without a code of its own
+	BUSY                    // retry shortly: IDs or values are not reserved in time
+	NOAUTH                  // authentication required
+	WRONGPASS               // a wrong password, or user
+	NOPROTO                 // HELLO of a protocol version not spoken
+	EXECABORT               // EXEC of a transaction discarded
+	CLUSTERDOWN             // standing by in cluster mode: no server-id held
+	DENIED                  // protected mode
+)
+
+var codes = [...]string{
+	ERR: "ERR", BUSY: "BUSY", NOAUTH: "NOAUTH", WRONGPASS: "WRONGPASS", NOPROTO: "NOPROTO",
+	EXECABORT: "EXECABORT", CLUSTERDOWN: "CLUSTERDOWN", DENIED: "DENIED",
+}
+
+func (c Code) String() string { return codes[c] }
+
+// Error is an error reply: "-" Code " " Msg "\r\n" on the wire.
+type Error struct {
+	Code Code
+	Msg  string
+}
+
+// New is the error reply code msg.
+func New(code Code, msg string) *Error { return &Error{code, msg} }
+
+// Newf is the error reply code with the message format makes of args.
+func Newf(code Code, format string, args ...any) *Error {
+	return &Error{code, fmt.Sprintf(format, args...)}
+}
+
+// Errorf is the ERR reply with the message format makes of args.
+func Errorf(format string, args ...any) *Error { return Newf(ERR, format, args...) }
+
+// Error is the reply's text, its code first, as clients show it.
+func (e *Error) Error() string { return e.Code.String() + " " + e.Msg }
+
+// Append appends the reply to b. A CR or LF in Msg (a message may quote
+// what a client sent) would end the reply early and break the framing:
+// each becomes a space.
+func (e *Error) Append(b []byte) []byte {
+	b = append(b, '-')
+	b = append(b, codes[e.Code]...)
+	b = append(b, ' ')
+	for i := 0; i < len(e.Msg); i++ {
+		ch := e.Msg[i]
+		if ch == '\r' || ch == '\n' {
+			ch = ' '
+		}
+		b = append(b, ch)
+	}
+	return append(b, '\r', '\n')
+}
+
+// Reply is the reply as a string, for what is sent before a connection
+// is served (maxclients, protected mode).
+func (e *Error) Reply() string { return string(e.Append(nil)) }
