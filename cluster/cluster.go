@@ -303,6 +303,10 @@ func (m *Member) waitForClaim(ctx context.Context, lease clientv3.LeaseID, prefe
 			m.refreshSeen(ctx)
 			return c, nil
 		}
+		if errors.Is(err, errLayout) {
+			m.logOnce(zerolog.ErrorLevel, err, "cluster: refusing to claim a server-id")
+			return claimed{}, err
+		}
 		if !errors.Is(err, errAllHeld) {
 			return claimed{}, fmt.Errorf("etcd: %w", err)
 		}
@@ -472,7 +476,7 @@ func (m *Member) saveTimeout() time.Duration { return min(m.cfg.LeaseTTL/2, 2*ti
 // expired (no renewal for its TTL) or was revoked, the claim key was
 // deleted or taken, or a save was refused by the fence; or ctx ended.
 func (m *Member) watchClaim(ctx context.Context, id int64, lease clientv3.LeaseID, ka <-chan *clientv3.LeaseKeepAliveResponse, fenced <-chan struct{}) string {
-	w := m.cli.Watch(ctx, m.k.claim(id))
+	w, lw := m.cli.Watch(ctx, m.k.claim(id)), m.cli.Watch(ctx, m.k.live(id))
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -503,10 +507,19 @@ func (m *Member) watchClaim(ctx context.Context, id int64, lease clientv3.LeaseI
 				w = m.cli.Watch(ctx, m.k.claim(id))
 				continue
 			}
-			for _, ev := range resp.Events {
-				if ev.Type == clientv3.EventTypeDelete || clientv3.LeaseID(ev.Kv.Lease) != lease {
-					return "its claim key was deleted or taken"
+			if taken(resp, lease) {
+				return "its claim key was deleted or taken"
+			}
+		case resp, ok := <-lw:
+			if !ok || resp.Canceled {
+				if ctx.Err() != nil {
+					return "shutting down"
 				}
+				lw = m.cli.Watch(ctx, m.k.live(id))
+				continue
+			}
+			if taken(resp, lease) {
+				return "its live key was deleted or taken"
 			}
 		case <-tick.C:
 			// Half a TTL without a reply: the stream may hang on one
@@ -516,6 +529,17 @@ func (m *Member) watchClaim(ctx context.Context, id int64, lease clientv3.LeaseI
 			}
 		}
 	}
+}
+
+// taken reports whether resp, a watch's, deleted a key of lease's or put
+// it under another lease.
+func taken(resp clientv3.WatchResponse, lease clientv3.LeaseID) bool {
+	for _, ev := range resp.Events {
+		if ev.Type == clientv3.EventTypeDelete || clientv3.LeaseID(ev.Kv.Lease) != lease {
+			return true
+		}
+	}
+	return false
 }
 
 // historyPath is where a server keeps what it saw of etcd: beside its

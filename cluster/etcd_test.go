@@ -3,6 +3,8 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,6 +34,9 @@ func TestFence(t *testing.T) {
 		return l.ID
 	}
 	old := grant()
+	if _, err := checkLayout(ctx, cli, k); err != nil {
+		t.Fatal(err)
+	}
 	c, _, err := claim(ctx, cli, k, old, "old", []int64{0, 1})
 	if err != nil || c.id != 0 || c.reserved != 0 {
 		t.Fatalf("first claim: %+v, %v; want id 0, nothing reserved", c, err)
@@ -64,6 +69,55 @@ func TestFence(t *testing.T) {
 	resp, err := cli.Get(ctx, k.reserved(0))
 	if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "5000" || len(stored) != 1 {
 		t.Fatalf("T in etcd after the refused save: %v, %v (stored %v); want 5000", resp.Kvs, err, stored)
+	}
+}
+
+// TestLayoutGuards: a server of another layout or epoch never claims an
+// id while one of this layout holds one, whatever single key under the
+// prefix is deleted first (each in turn, on a prefix of its own): the
+// layout key and the live keys guard it twice.
+func TestLayoutGuards(t *testing.T) {
+	e := testetcd.Start(t)
+	cli := e.Client()
+	defer cli.Close()
+	ctx := context.Background()
+	layout := idgen.Layout{IDBits: 1, ShardBits: 10, RandomBits: 10}
+	// setup has a server of the default epoch hold an id under prefix,
+	// and returns the keys of a server of an epoch 3 s later.
+	setup := func(prefix string) keys {
+		a, b := newKeys(prefix, layout, idgen.DefaultEpoch), newKeys(prefix, layout, idgen.DefaultEpoch.Add(3*time.Second))
+		if _, err := checkLayout(ctx, cli, a); err != nil {
+			t.Fatal(err)
+		}
+		l, err := cli.Grant(ctx, 60)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := claim(ctx, cli, a, l.ID, "a", []int64{0, 1}); err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	setup("/guards/")
+	resp, err := cli.Get(ctx, "/guards/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil || len(resp.Kvs) < 3 {
+		t.Fatalf("keys under the prefix: %v, %v", resp.Kvs, err)
+	}
+	for i, kv := range resp.Kvs {
+		prefix := fmt.Sprintf("/guards%d/", i)
+		b := setup(prefix)
+		key := prefix + strings.TrimPrefix(string(kv.Key), "/guards/")
+		if _, err := cli.Delete(ctx, key); err != nil {
+			t.Fatal(err)
+		}
+		checkLayout(ctx, cli, b) // writes the layout key again if it is gone
+		l, err := cli.Grant(ctx, 60)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c, _, err := claim(ctx, cli, b, l.ID, "b", []int64{0, 1}); !errors.Is(err, errLayout) {
+			t.Fatalf("with %s deleted, a server of another epoch claimed: %+v, %v; want errLayout", key, c, err)
+		}
 	}
 }
 

@@ -907,3 +907,56 @@ func TestClusterHolderCutOff(t *testing.T) {
 	n := set.check(t)
 	t.Logf("%d IDs, %d after the cut, none and no unit repeated; errors %v", n, n-frozenAt, set.fails)
 }
+
+// TestClusterOtherEpochNeverHolds: a server of another epoch (3 s later)
+// on the same prefix stands by while one of the first holds an id, and
+// still does whatever single key under the prefix is deleted, each in
+// turn (the layout key, the holder's claim key, its live key, its
+// reservation): the two never hold ids at once, and no ID comes twice
+// from them (before, deleting the layout key let both hold id 0).
+func TestClusterOtherEpochNeverHolds(t *testing.T) {
+	e := testetcd.Start(t)
+	a := member(t, e)
+	waitHolding(t, a, 10*time.Second)
+	b := member(t, e, "--epoch", strconv.FormatInt(idgen.DefaultEpoch.UnixMilli()+3000, 10))
+	await.True(t, 10*time.Second, "the server of another epoch stands by", func() bool {
+		return b.Logged("another layout or epoch")
+	})
+	cli := e.Client()
+	defer cli.Close()
+	ctx := context.Background()
+	resp, err := cli.Get(ctx, "/idserver/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil || len(resp.Kvs) < 4 {
+		t.Fatalf("keys under the prefix: %v, %v", resp.Kvs, err)
+	}
+	ids := map[int64]string{}
+	collect := func(p *process, who string) {
+		c := redis.NewClient(&redis.Options{Addr: p.Addr, MaxRetries: -1})
+		defer c.Close()
+		batch, _ := c.Do(ctx, "MGETID", 100).Int64Slice() // a server standing by refuses
+		for _, id := range batch {
+			if other, ok := ids[id]; ok {
+				t.Fatalf("ID %d from %s and %s", id, other, who)
+			}
+			ids[id] = who
+		}
+	}
+	for _, kv := range resp.Kvs {
+		if _, err := cli.Delete(ctx, string(kv.Key)); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(2 * leaseTTL)
+		for time.Now().Before(deadline) {
+			if clusterInfo(a, "cluster_state") == "holding" && clusterInfo(b, "cluster_state") == "holding" {
+				t.Fatalf("with %s deleted, servers of two epochs hold ids at once", kv.Key)
+			}
+			collect(a, "a")
+			collect(b, "b")
+		}
+		waitHolding(t, a, 10*time.Second) // it claims again after losing a key of its own
+	}
+	if len(ids) == 0 {
+		t.Fatal("no IDs collected")
+	}
+	t.Logf("%d keys deleted in turn, %d IDs, none twice", len(resp.Kvs), len(ids))
+}
