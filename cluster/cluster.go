@@ -14,7 +14,9 @@
 // or cut off and still believes it holds the id. The next holder starts
 // at max(now, T_last): all its IDs are at or above T_last. Holders of
 // different ids differ in the server-id field, and servers of another
-// layout or epoch under the same prefix are refused (the layout key).
+// layout or epoch under the same prefix never hold ids at once: a claim
+// needs the layout key to hold its layout and no live key of another
+// layout to exist, two guards of different keys (etcd.go: claim).
 //
 // When etcd loses data (keys deleted by hand, a restore from an older
 // snapshot) T_last may be gone or lower than what was issued. So a claim
