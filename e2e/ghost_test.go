@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/idserver/idserver/internal/testetcd"
 )
 
 // ghostKey is the i-th key of a ghost test's pipeline.
@@ -139,5 +141,31 @@ func TestPipelinedKeysSurviveKill(t *testing.T) {
 		c.Close()
 		p.Cmd.Process.Signal(syscall.SIGKILL)
 		p.Cmd.Wait()
+	}
+}
+
+// TestClusterNoGhostKeys: in cluster mode, the keys prepared for a
+// pipeline cut short are made in etcd by no take: the other server sees
+// only the keys whose INCR ran, as does the first after a restart.
+func TestClusterNoGhostKeys(t *testing.T) {
+	const n = 1000
+	e := testetcd.Start(t)
+	dir := t.TempDir()
+	a, b := member(t, e, "--dir", dir), member(t, e)
+	pipelineAndClose(t, a.Addr, n)
+	settled(t, a)
+	before := existing(t, a.Addr, n)
+	if len(before) == 0 || len(before) == n {
+		t.Fatalf("%d of %d keys exist: the test needs a pipeline cut short", len(before), n)
+	}
+	if other := existing(t, b.Addr, n); len(other) != len(before) {
+		t.Fatalf("%d keys exist on the server that ran them, %d on the other", len(before), len(other))
+	}
+	if code := a.Stop(); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+	a = member(t, e, "--dir", dir)
+	if after := existing(t, a.Addr, n); len(after) != len(before) {
+		t.Fatalf("%d keys existed before a restart, %d after it", len(before), len(after))
 	}
 }
