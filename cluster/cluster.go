@@ -502,26 +502,12 @@ func (m *Member) watchClaim(ctx context.Context, id int64, lease clientv3.LeaseI
 			}
 			m.renewed(resp.ID, resp.TTL)
 		case resp, ok := <-w:
-			if !ok || resp.Canceled { // etcd compacted it, or the client closed: watch again
-				if ctx.Err() != nil {
-					return "shutting down"
-				}
-				w = m.cli.Watch(ctx, m.k.claim(id))
-				continue
-			}
-			if taken(resp, lease) {
-				return "its claim key was deleted or taken"
+			if why := m.keyLost(ctx, &w, m.k.claim(id), "claim", resp, ok, lease); why != "" {
+				return why
 			}
 		case resp, ok := <-lw:
-			if !ok || resp.Canceled {
-				if ctx.Err() != nil {
-					return "shutting down"
-				}
-				lw = m.cli.Watch(ctx, m.k.live(id))
-				continue
-			}
-			if taken(resp, lease) {
-				return "its live key was deleted or taken"
+			if why := m.keyLost(ctx, &lw, m.k.live(id), "live", resp, ok, lease); why != "" {
+				return why
 			}
 		case <-tick.C:
 			// Half a TTL without a reply: the stream may hang on one
@@ -533,15 +519,25 @@ func (m *Member) watchClaim(ctx context.Context, id int64, lease clientv3.LeaseI
 	}
 }
 
-// taken reports whether resp, a watch's, deleted a key of lease's or put
-// it under another lease.
-func taken(resp clientv3.WatchResponse, lease clientv3.LeaseID) bool {
+// keyLost reads a response (ok: the channel is open) of w, the watch of
+// key, one of a held id's keys bound to lease (what names it), and says
+// why the id is lost, "" if it is not: the key was deleted, or put under
+// another lease. A watch that ended (etcd compacted past it, or the
+// client closed) is started again in its place.
+func (m *Member) keyLost(ctx context.Context, w *clientv3.WatchChan, key, what string, resp clientv3.WatchResponse, ok bool, lease clientv3.LeaseID) string {
+	if !ok || resp.Canceled {
+		if ctx.Err() != nil {
+			return "shutting down"
+		}
+		*w = m.cli.Watch(ctx, key)
+		return ""
+	}
 	for _, ev := range resp.Events {
 		if ev.Type == clientv3.EventTypeDelete || clientv3.LeaseID(ev.Kv.Lease) != lease {
-			return true
+			return "its " + what + " key was deleted or taken"
 		}
 	}
-	return false
+	return ""
 }
 
 // historyPath is where a server keeps what it saw of etcd: beside its
