@@ -71,6 +71,7 @@ type Sequences struct {
 	scans     scans
 	restoring bool // writing back this server's marks after etcd went back
 	lossLog   ratelog.ByText
+	deletes   deletes // the marks the watch saw deleted lately
 }
 
 // takers bounds the transactions one Take runs at once.
@@ -136,6 +137,9 @@ func (s *Sequences) take(ctx context.Context, cli *clientv3.Client, t *sequence.
 		read = true
 	}
 	mark := t.After
+	if t.After == 0 {
+		mark = s.deletedMark(t.Key) // a delete seen, not yet put back: take above it
+	}
 	for {
 		var kvs []*mvccpb.KeyValue
 		if !read {
@@ -151,6 +155,16 @@ func (s *Sequences) take(ctx context.Context, cli *clientv3.Client, t *sequence.
 			resp, err := cli.Txn(ctx).If(cmp).Then(clientv3.OpPut(k, strconv.FormatInt(last, 10))).Else(clientv3.OpGet(k)).Commit()
 			if err = s.answered(sent, resp, err); err != nil {
 				return err
+			}
+			if resp.Succeeded && t.After == 0 && mark == 0 {
+				// Made anew: a delete of the key this server has yet to
+				// see may have come before (below).
+				if deleted, err := s.madeAnew(ctx, t.Key, resp.Header.Revision); err != nil {
+					return err
+				} else if deleted > 0 {
+					mark, cmp = max(deleted, last), clientv3.Compare(clientv3.Value(k), "=", strconv.FormatInt(last, 10))
+					continue
+				}
 			}
 			if resp.Succeeded {
 				t.First, t.Last, t.Born = first, last, true

@@ -2,7 +2,9 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -27,6 +29,13 @@ import (
 //     servers that run have seen it, the flag is at or above every
 //     segment in any server's hand, and an operator's SET at or above it
 //     cannot give a value a server still holds.
+
+//   - A key made anew by a server that has no copy of it (a take from
+//     nothing), after a delete this server's watch had not yet brought:
+//     the take waits until the watch has passed its own write, and if a
+//     delete of the key came before it, takes again above the deleted
+//     mark before handing out anything (madeAnew). So a running server
+//     never makes a key over a delete that came while it followed.
 
 // Follow has s write back t's marks where etcd lost data, and follow
 // the marks in etcd until Stop.
@@ -78,10 +87,105 @@ func (s *Sequences) watch(ctx context.Context, cli *clientv3.Client, rev int64) 
 			key := string(ev.Kv.Key[len(s.prefix):])
 			switch {
 			case ev.Type == clientv3.EventTypeDelete && ev.PrevKv != nil:
+				if was, err := s.parse(key, []*mvccpb.KeyValue{ev.PrevKv}); err == nil {
+					s.deletes.add(key, was.mark)
+				}
 				s.putBack(ctx, cli, key, ev.PrevKv)
 			case ev.Type == clientv3.EventTypePut:
 				s.raiseFlag(ctx, cli, key, ev.Kv)
 			}
+		}
+		if n := len(wr.Events); n > 0 {
+			s.deletes.reached(wr.Events[n-1].Kv.ModRevision) // events come in order
+		}
+	}
+}
+
+// deletes are the marks deleted that this server's watch brought lately,
+// and how far it has got: for a take that makes a key anew (madeAnew).
+// Only the race between a delete and its putting back needs them, so the
+// last deletesKept are kept.
+type deletes struct {
+	mu    sync.Mutex
+	mark  map[string]int64
+	order []string
+	rev   int64         // every event up to this revision was handled
+	moved chan struct{} // closed, and replaced, when rev moves
+}
+
+// deletesKept bounds the deletes kept: each costs its key's bytes.
+const deletesKept = 4096
+
+func (d *deletes) add(key string, mark int64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.mark == nil {
+		d.mark = map[string]int64{}
+	}
+	if _, ok := d.mark[key]; !ok {
+		if len(d.order) >= deletesKept {
+			delete(d.mark, d.order[0])
+			d.order = d.order[1:]
+		}
+		d.order = append(d.order, key)
+	}
+	d.mark[key] = max(d.mark[key], mark)
+}
+
+func (d *deletes) of(key string) int64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.mark[key]
+}
+
+func (d *deletes) reached(rev int64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if rev > d.rev {
+		d.rev = rev
+		if d.moved != nil {
+			close(d.moved)
+			d.moved = nil
+		}
+	}
+}
+
+// upTo reports whether every event up to rev was handled, and if not, a
+// channel closed when that may have changed.
+func (d *deletes) upTo(rev int64) (bool, <-chan struct{}) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.rev >= rev {
+		return true, nil
+	}
+	if d.moved == nil {
+		d.moved = make(chan struct{})
+	}
+	return false, d.moved
+}
+
+// deletedMark is the mark of key the watch saw deleted lately; 0: none.
+func (s *Sequences) deletedMark(key string) int64 { return s.deletes.of(key) }
+
+// madeAnew waits until the watch has handled every event up to rev, that
+// of a take that made key anew, and returns the mark of a delete of key
+// it brought meanwhile (0: none). It fails if the watch does not get
+// there in time: the take must not go on without it.
+func (s *Sequences) madeAnew(ctx context.Context, key string, rev int64) (int64, error) {
+	if s.table == nil {
+		return 0, nil // not following (tests of the backend alone)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	for {
+		ok, moved := s.deletes.upTo(rev)
+		if ok {
+			return s.deletes.of(key), nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("etcd: the watch of the marks did not bring this server's own write of %q in time (a new key is made only once it is sure no delete of it came first)", key)
+		case <-moved:
 		}
 	}
 }
