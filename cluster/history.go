@@ -148,7 +148,7 @@ func (h *history) wentBack(why string) error {
 	if h.path != "" {
 		confirm = "remove " + h.path
 	}
-	return fmt.Errorf("%w: %s; claiming no server-id until an operator confirms that etcd holds what it should: %s", errWentBack, why, confirm)
+	return fmt.Errorf("%w: %s; claiming no server-id and taking no sequence values until an operator confirms that etcd holds what it should: %s", errWentBack, why, confirm)
 }
 
 // reload reads the file on the first check, and forgets what was seen
