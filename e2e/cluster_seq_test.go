@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -117,14 +119,16 @@ func TestClusterSequences(t *testing.T) {
 
 // TestClusterSequencesEtcdLosesData: two servers hand out values of the
 // same 50 keys while etcd loses their marks in every way an operator or
-// a restore can take them: the prefix deleted under load, one key
-// deleted, the prefix deleted while every server is down (then they
-// restart on their dirs), and etcd restored from an older snapshot. No
-// value of a key is handed out twice. Losses seen as they happen are
-// undone by the servers themselves; the others refuse the keys, naming
-// the cause, until the operator's step the docs give: SET at or above
-// what GET shows and was handed out, or, after a restore, removing the
-// history files once every server wrote its marks back.
+// a restore can take them, in an order drawn from a logged seed: the
+// prefix deleted under load, one key deleted under load, a server killed
+// and restarted on its dir, the prefix or one key deleted while every
+// server is down (then they restart on their dirs), and etcd restored
+// from an older snapshot. No value of a key is handed out twice. Losses
+// seen as they happen are undone by the servers themselves; the others
+// refuse the keys, naming the cause, until the operator's step the docs
+// give: SET at or above what GET shows and was handed out, or, after a
+// restore, removing the history files once the servers wrote their
+// marks back.
 func TestClusterSequencesEtcdLosesData(t *testing.T) {
 	e := testetcd.Start(t)
 	dirs := []string{t.TempDir(), t.TempDir()}
@@ -132,7 +136,9 @@ func TestClusterSequencesEtcdLosesData(t *testing.T) {
 	servers := newFleet(server(0), server(1))
 	set := newSeqSet()
 	const keys, prefix = 50, "/idserver/seq/"
-	stop := set.loadAll(servers, 4, keys, testseed.Get(t))
+	seed := testseed.Get(t)
+	rnd := rand.New(rand.NewPCG(seed, 1))
+	stop := set.loadAll(servers, 4, keys, seed)
 	defer stop()
 	progress := func(what string) {
 		t.Helper()
@@ -148,54 +154,106 @@ func TestClusterSequencesEtcdLosesData(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	progress("at first")
-
-	del(prefix, clientv3.WithPrefix())
-	progress("after the prefix was deleted under load")
-	del(prefix + seqKey(7))
-	progress("after one key was deleted under load")
-
-	for _, p := range servers.all() {
-		p.Kill9()
-	}
-	del(prefix, clientv3.WithPrefix()) // while no server runs: no delete event is seen
-	refusedBefore := set.failed("ERR")
-	servers.replace(0, server(0))
-	servers.replace(1, server(1))
-	// Checked at the end, after the values: a repeat is the failure to
-	// see first.
-	// (A minute: the load's clients may first wait out their read timeout
-	// on the killed servers' addresses, whose sockets the test keeps.)
-	refused := await.Within(time.Minute, func() bool { return set.failed("ERR") > refusedBefore+10 })
-	logged := slices.ContainsFunc(servers.all(), func(p *process) bool { return p.Logged("the key is flagged lost") })
-	setAbove(t, set, servers, keys) // the operator's step
-	progress("after the operator set the lost keys")
-
-	backup := e.Backup()
-	progress("after a backup")
-	e.Restore(backup)
-	// A server that took values since the backup finds etcd behind what it
-	// saw, refuses, and writes its marks back; one that took none has
-	// nothing etcd lost.
-	wroteBack := func() bool {
-		return slices.ContainsFunc(servers.all(), func(p *process) bool { return p.Logged("wrote back this server's marks above etcd's") })
-	}
-	if !await.Within(time.Minute, wroteBack) {
-		t.Fatal("no server found etcd gone back after the restore, or none wrote its marks back")
-	}
-	for _, dir := range dirs { // the operator confirms, once every server wrote its marks back
-		if err := os.Remove(filepath.Join(dir, "idserver.state.etcd")); err != nil && !errors.Is(err, os.ErrNotExist) {
-			t.Fatal(err)
+	logged := func(s string) int {
+		n := 0
+		for _, p := range servers.all() {
+			for _, l := range p.Lines() {
+				if strings.Contains(l, s) {
+					n++
+				}
+			}
 		}
+		return n
 	}
-	setAbove(t, set, servers, keys) // and sets the keys a server found below its copy since
-	progress("after the restore was confirmed")
+	progress("at first")
+	var unrefused []string // faults after which no key was refused: checked after the values
+	faults := map[string]func(){
+		"the prefix deleted under load": func() { del(prefix, clientv3.WithPrefix()) },
+		"one key deleted under load":    func() { del(prefix + seqKey(rnd.IntN(keys))) },
+		"a server killed and restarted": func() {
+			i := rnd.IntN(2)
+			servers.at(i).Kill9()
+			servers.replace(i, server(i))
+		},
+		"the prefix deleted while every server is down": func() {
+			allDown(t, servers, server, func() { del(prefix, clientv3.WithPrefix()) })
+			if !awaitRefused(set) || logged("the key is flagged lost") == 0 {
+				unrefused = append(unrefused, "the prefix deleted while every server is down")
+			}
+			setAbove(t, set, servers, keys) // the operator's step
+		},
+		"one key deleted while every server is down": func() {
+			allDown(t, servers, server, func() { del(prefix + seqKey(rnd.IntN(keys))) })
+			setAbove(t, set, servers, keys) // the operator's step, if a server found it lost
+		},
+		"etcd restored from an older snapshot": func() {
+			backup := e.Backup()
+			progress("after a backup")
+			before := logged("wrote back this server's marks above etcd's")
+			e.Restore(backup)
+			// A server that took values since the backup finds etcd
+			// behind what it saw, refuses, and writes its marks back.
+			if !await.Within(time.Minute, func() bool { return logged("wrote back this server's marks above etcd's") > before }) {
+				t.Fatal("no server found etcd gone back after the restore, or none wrote its marks back")
+			}
+			// The operator confirms on every server that refuses (one that
+			// saw the restore only after a first confirmation refuses
+			// then), then sets the keys a server found below its copy.
+			await.True(t, time.Minute, "every server serves once the restore is confirmed", func() bool {
+				for _, dir := range dirs {
+					if err := os.Remove(filepath.Join(dir, "idserver.state.etcd")); err != nil && !errors.Is(err, os.ErrNotExist) {
+						t.Fatal(err)
+					}
+				}
+				return !slices.ContainsFunc(servers.all(), wentBack)
+			})
+			setAbove(t, set, servers, keys)
+		},
+	}
+	names := slices.Sorted(maps.Keys(faults))
+	order := append(rnd.Perm(len(names)), rnd.IntN(len(names)), rnd.IntN(len(names)))
+	for _, f := range order {
+		t.Logf("fault: %s", names[f])
+		faults[names[f]]()
+		progress("after " + names[f])
+	}
 	stop()
 	values := set.check(t)
-	if !refused || !logged {
-		t.Fatalf("keys whose marks etcd lost while no server ran: refused %v, logged %v (errors %v)", refused, logged, set.fails)
+	if len(unrefused) > 0 {
+		t.Fatalf("no key refused, or none logged lost, after: %v (errors %v)", unrefused, set.fails)
 	}
 	t.Logf("%d replies, %d values from 2 servers, none twice; errors (the faults) %v", set.count(), values, set.fails)
+}
+
+// wentBack reports whether p refuses sequence values because etcd went
+// back in time (a probe INCR says so).
+func wentBack(p *process) bool {
+	c := redis.NewClient(&redis.Options{Addr: p.Addr, MaxRetries: -1})
+	defer c.Close()
+	err := c.Incr(context.Background(), "probe:went-back").Err()
+	return err != nil && strings.Contains(err.Error(), "went back in time")
+}
+
+// allDown kills every server of f, runs lose while none runs (no delete
+// event is seen), and restarts them on their dirs (server).
+func allDown(t *testing.T, f *fleet, server func(int) *process, lose func()) {
+	t.Helper()
+	for _, p := range f.all() {
+		p.Kill9()
+	}
+	lose()
+	for i := range f.all() {
+		f.replace(i, server(i))
+	}
+}
+
+// awaitRefused waits for more than ten replies refusing a key, and
+// reports whether they came. (A minute: the load's clients may first
+// wait out their read timeout on the killed servers' addresses, whose
+// sockets the test keeps.)
+func awaitRefused(set *seqSet) bool {
+	before := set.failed("ERR")
+	return await.Within(time.Minute, func() bool { return set.failed("ERR") > before+10 })
 }
 
 // setAbove is the operator's step after etcd lost marks no server saw go:
