@@ -49,6 +49,9 @@ type Conn[S any] struct {
 	then func(error)  // and its end, on the loop again
 	hold func() error // the batch's replies are written once it returned (Hold)
 
+	paused bool // its loop does not read it: it waits (stopReading)
+	pollFD int  // its loop's epoll descriptor, once found; -1 if it cannot be
+
 	held     bool      // its unsent replies reached the soft limit: its commands wait
 	heldAt   time.Time // since when
 	watched  bool      // it is in Server.unsent: gnet holds replies of its unwritten
@@ -196,6 +199,7 @@ func (s *Server[S]) traffic(c *Conn[S], data []byte) gnet.Action {
 	}
 	if len(data) > 0 {
 		c.active.Store(s.tick.Load())
+		c.paused = false // gnet reads it again after writing replies out: see stopReading
 	}
 	if c.tls != nil {
 		var err error
@@ -238,6 +242,7 @@ func (s *Server[S]) runBatch(c *Conn[S], data []byte) gnet.Action {
 		// sends them with what follows.
 		c.busy, c.off, c.then, c.hold = true, c.hold, func(error) {}, nil
 		s.blocked.Add(1)
+		s.stopReading(c)
 		go s.finish(c)
 		return gnet.None
 	}
@@ -256,9 +261,11 @@ func (s *Server[S]) runBatch(c *Conn[S], data []byte) gnet.Action {
 		return gnet.Close // gnet writes what is still buffered first
 	}
 	if c.busy { // accounted for when what it sends next is queued, or it runs again
+		s.stopReading(c)
 		go s.finish(c)
 		return gnet.None
 	}
+	s.startReading(c)
 	return s.account(c)
 }
 
