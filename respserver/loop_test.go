@@ -5,7 +5,9 @@ import (
 	"errors"
 	"net"
 	"runtime"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -259,26 +261,59 @@ func TestCloseDuringShutdown(t *testing.T) {
 	}
 }
 
-// TestHardLimitWhileWaiting: a client that floods the server while its
-// command waits is closed at the hard limit; other clients are served
-// throughout.
-func TestHardLimitWhileWaiting(t *testing.T) {
-	_, a, b, _, _ := startWaiting(t, Options{Output: OutputLimits{Hard: 1 << 20}}, encode("MGETID", "1000"))
+// TestWaitStopsReading: a client whose command waits is not read until
+// it has run: one that floods the server meanwhile is held back by its
+// socket's buffers and TCP, not by its query buffer (it was closed at
+// client-query-buffer-limit, so redis-cli --pipe of new keys was), and
+// the server holds little for it; other clients are served throughout;
+// once the command has run, every command it sent gets its reply, in
+// order. A client that sends a lot, but not while waiting, is served.
+func TestWaitStopsReading(t *testing.T) {
+	_, a, b, last, clk := startWaiting(t, Options{}, encode("MGETID", "1000"))
 	addr := a.conn.RemoteAddr().String()
-	flood := []byte(strings.Repeat(encode("PING"), 1<<14)) // 224 KiB
-	sent := 0
-	for ; sent < 4<<20; sent += len(flood) {
-		if _, err := a.conn.Write(flood); err != nil {
-			break // closed: the kernel answered with a reset
+	const pings = 2 << 20 // 28 MiB: more than the socket buffers take
+	flood := []byte(strings.Repeat(encode("PING"), 1<<14))
+	var sent atomic.Int64
+	wrote := make(chan error, 1)
+	go func() {
+		for range pings / (1 << 14) {
+			n, err := a.conn.Write(flood)
+			sent.Add(int64(n))
+			if err != nil {
+				wrote <- err
+				return
+			}
 		}
-	}
-	if v, err := readReply(a.r); err == nil {
-		t.Fatalf("flooding client got a reply: %.100v", v)
+		wrote <- nil
+	}()
+	var stalled int64
+	await.True(t, 10*time.Second, "the flooding client's writes stall", func() bool {
+		n := sent.Load()
+		time.Sleep(200 * time.Millisecond)
+		stalled = n
+		return n == sent.Load()
+	})
+	if stalled >= int64(len(flood))*(pings>>14) {
+		t.Fatalf("the server read all %d bytes sent while a command waited", stalled)
 	}
 	if v := b.do("PING"); v != "PONG" {
 		t.Fatalf("other client: %v", v)
 	}
-	// A client that sends a lot, but not while waiting, is served.
+	mem := fieldOf(b.do("INFO", "clients").(string), "mem_clients_normal")
+	if n, err := strconv.Atoi(mem); err != nil || n > 256<<10 {
+		t.Fatalf("with %d bytes sent by a waiting client, mem_clients_normal is %s, want under 256 KiB", stalled, mem)
+	}
+	t.Logf("a waiting client was held back at %d bytes sent; the server held %s for the clients", stalled, mem)
+	clk.Advance(500 * time.Millisecond)
+	checkIDs(t, a.reply(), 1000, last)
+	for i := range pings {
+		if v := a.reply(); v != "PONG" {
+			t.Fatalf("reply %d: %v", i, v)
+		}
+	}
+	if err := <-wrote; err != nil {
+		t.Fatalf("flood: %v", err)
+	}
 	c := dialRaw(t, addr)
 	go c.conn.Write([]byte(strings.Repeat(encode("PING"), 1<<17))) // 1.8 MiB
 	for i := range 1 << 17 {
@@ -286,4 +321,14 @@ func TestHardLimitWhileWaiting(t *testing.T) {
 			t.Fatalf("reply %d: %v", i, v)
 		}
 	}
+}
+
+// fieldOf is field's value in INFO's text.
+func fieldOf(info, field string) string {
+	for l := range strings.SplitSeq(info, "\r\n") {
+		if v, ok := strings.CutPrefix(l, field+":"); ok {
+			return v
+		}
+	}
+	return ""
 }

@@ -7,7 +7,8 @@
 // accepting and admitting (maxclients, a Refuse hook for protected mode,
 // a spare file descriptor to refuse with), TLS in the loops, request
 // framing (resplimit) and splitting (redcon's parser, inline commands as
-// Redis splits them), backpressure (a client whose replies pile up waits),
+// Redis splits them), backpressure (a client whose replies pile up waits;
+// one whose command waits is not read),
 // the accountant (every byte held for a client, bounded per client and
 // across all of them), idle timeouts, a graceful Shutdown, and a way for a
 // command that cannot finish on the loop to finish off it (Conn.Wait),
@@ -71,8 +72,10 @@ type Options struct {
 	// hold in the server. Zero fields mean no limit.
 	Output OutputLimits
 	// QueryBufferLimit bounds the input a client may have the server
-	// hold: an unfinished command, and the commands waiting behind one
-	// that waits (client-query-buffer-limit). Zero means 1 MiB.
+	// hold: an unfinished command, and the commands read behind one that
+	// waits (client-query-buffer-limit): a client whose command waits is
+	// not read meanwhile (stopReading), so those are at most a read.
+	// Zero means 1 MiB.
 	QueryBufferLimit int
 	// MaxMemoryClients bounds what all clients together may have the
 	// server hold (maxmemory-clients); past it, those holding the most

@@ -151,6 +151,9 @@ func (s *Server[S]) wakeHeld() {
 // (account).
 func (s *Server[S]) queue(c *Conn[S], data []byte) gnet.Action {
 	c.in = append(c.in, data...)
+	if c.busy {
+		s.stopReading(c)
+	}
 	return s.account(c)
 }
 
