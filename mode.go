@@ -62,8 +62,10 @@ func newMode(cfg *conf.Config, log zerolog.Logger) (mode, error) {
 		return m, err
 	}
 	// Under the state file's lock: one process per dir.
+	begin := time.Now()
 	m.seqFile, m.seqKnown, m.seqRestart, err = sequence.OpenFile(filepath.Join(cfg.Dir, cfg.SeqFile))
 	if err == nil {
+		log.Info().Int("keys", m.seqRestart.Keys).Dur("took", time.Since(begin)).Msg("sequences read")
 		resumed()
 		logSeqRestart(log, m.seqFile.Path(), m.seqRestart)
 	}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
+	"slices"
 )
 
 // checkPages checks the page structure of a bbolt file before bbolt reads
@@ -14,24 +16,36 @@ import (
 // read out of bounds. Here every page of the tree in force (and of every
 // bucket in it) must lie inside the file, below the high water mark, be
 // reached once and be of the right type, and every element must lie
-// inside its page; then bbolt's walk is finite and in bounds.
+// inside its page; then a walk of it is finite and in bounds.
+//
+// The file is read a page at a time (r, of size bytes), neither read
+// whole nor mapped: at seq-max-keys keys of seq-max-key-bytes it is a
+// gigabyte, which would count in the server's memory.
 //
 // The layout read is bbolt's on-disk format, version 2 (unchanged since
 // boltdb 1.0; bbolt refuses any other), little-endian as on the machines
 // idserver runs on.
-func checkPages(data []byte) error {
-	m, err := metaInForce(data)
+func checkPages(r io.ReaderAt, size int64) (*walker, error) {
+	head := make([]byte, min(size, 2*65536))
+	if _, err := r.ReadAt(head, 0); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	m, err := metaInForce(head)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	w := &walker{data: data, pageSize: uint64(m.pageSize), hwm: m.pgid, seen: map[uint64]bool{}}
-	if uint64(len(data)) < m.pgid*w.pageSize {
-		return fmt.Errorf("cut short: %d bytes, where its pages take %d", len(data), m.pgid*w.pageSize)
+	w := &walker{r: r, pageSize: uint64(m.pageSize), hwm: m.pgid, root: m.root}
+	if uint64(size) < m.pgid*w.pageSize {
+		return nil, fmt.Errorf("cut short: %d bytes, where its pages take %d", size, m.pgid*w.pageSize)
 	}
+	w.seen = make([]uint64, (w.hwm+63)/64)
 	if err := w.freelist(m.freelist); err != nil {
-		return err
+		return nil, err
 	}
-	return w.tree(m.root, 0)
+	if err := w.tree(m.root, 0); err != nil {
+		return nil, err
+	}
+	return w, nil
 }
 
 // bbolt's format: a page header, and the elements of branch and leaf
@@ -104,33 +118,92 @@ func readMeta(data []byte, off int) (meta, error) {
 	return m, nil
 }
 
-// walker checks pages, each reached once.
+// walker checks pages, each reached once, and hands the pairs of the
+// buckets it is asked for to visit.
 type walker struct {
-	data     []byte
+	r        io.ReaderAt
 	pageSize uint64
-	hwm      uint64 // pages are below it
-	seen     map[uint64]bool
+	hwm      uint64   // pages are below it
+	root     uint64   // the root bucket's page
+	seen     []uint64 // a bit a page; nil: pages are not checked again
+	bufs     [][]byte // a page's buffer for each depth: the pages above stay in use
+	// visit, if not nil, is given each pair (not a bucket) of the
+	// buckets walked, in key order; buckets, if not nil, each bucket's
+	// name and value, and the walk does not go down into them.
+	visit   func(k, v []byte) error
+	buckets func(k, v []byte)
 }
 
-// page returns page id, with its overflow pages, after checking that it
-// lies in the file, below the high water mark, and was not reached
-// before.
-func (w *walker) page(id uint64) ([]byte, error) {
+// page reads page id, with its overflow pages, at depth, after checking
+// that it lies in the file, below the high water mark, and was not
+// reached before.
+func (w *walker) page(id uint64, depth int) ([]byte, error) {
 	if id < 2 || id >= w.hwm {
 		return nil, fmt.Errorf("page %d out of range 2..%d", id, w.hwm-1)
 	}
-	off := id * w.pageSize
-	overflow := uint64(binary.LittleEndian.Uint32(w.data[off+12:]))
+	for len(w.bufs) <= depth {
+		w.bufs = append(w.bufs, nil)
+	}
+	buf := w.bufs[depth]
+	if uint64(cap(buf)) < w.pageSize {
+		buf = make([]byte, w.pageSize)
+	}
+	off := int64(id * w.pageSize)
+	if _, err := w.r.ReadAt(buf[:16], off); err != nil {
+		return nil, fmt.Errorf("page %d: %w", id, err)
+	}
+	overflow := uint64(binary.LittleEndian.Uint32(buf[12:]))
 	if overflow >= w.hwm-id {
 		return nil, fmt.Errorf("page %d: %d overflow pages past the end", id, overflow)
 	}
-	for p := id; p <= id+overflow; p++ {
-		if w.seen[p] {
-			return nil, fmt.Errorf("page %d reached twice", p)
+	if w.seen != nil {
+		for p := id; p <= id+overflow; p++ {
+			if w.seen[p/64]&(1<<(p%64)) != 0 {
+				return nil, fmt.Errorf("page %d reached twice", p)
+			}
+			w.seen[p/64] |= 1 << (p % 64)
 		}
-		w.seen[p] = true
 	}
-	return w.data[off : off+(overflow+1)*w.pageSize], nil
+	n := (overflow + 1) * w.pageSize
+	if uint64(cap(buf)) < n {
+		buf = make([]byte, n)
+	}
+	if _, err := w.r.ReadAt(buf[:n], off); err != nil {
+		return nil, fmt.Errorf("page %d: %w", id, err)
+	}
+	if n <= 1<<20 { // a log entry's overflow of many megabytes is not kept
+		w.bufs[depth] = buf
+	}
+	return buf[:n], nil
+}
+
+// bucket walks the pairs of the bucket name of the root bucket, in key
+// order, calling visit for each; a missing bucket is an error if must.
+// The file was checked: its pages are not checked again.
+func (w *walker) bucket(name []byte, must bool, visit func(k, v []byte) error) error {
+	w.seen = nil
+	var found []byte
+	w.buckets = func(k, v []byte) {
+		if string(k) == string(name) {
+			found = slices.Clone(v)
+		}
+	}
+	err := w.tree(w.root, 0)
+	w.buckets = nil
+	switch {
+	case err != nil:
+		return err
+	case found == nil && must:
+		return fmt.Errorf("the bucket %s is missing", name)
+	case found == nil:
+		return nil
+	}
+	w.visit = visit
+	defer func() { w.visit = nil }()
+	if root := binary.LittleEndian.Uint64(found); root != 0 {
+		return w.tree(root, 1)
+	}
+	return w.elements(found[bucketValueSize:], 0, 1)
 }
 
 // freelist checks the freelist page, if the file keeps one.
@@ -138,7 +211,7 @@ func (w *walker) freelist(id uint64) error {
 	if id == noFreelist {
 		return nil
 	}
-	p, err := w.page(id)
+	p, err := w.page(id, 0)
 	if err != nil {
 		return fmt.Errorf("freelist: %w", err)
 	}
@@ -165,7 +238,7 @@ func (w *walker) tree(id uint64, depth int) error {
 	if depth > maxBucketDepth {
 		return errors.New("pages nested too deep")
 	}
-	p, err := w.page(id)
+	p, err := w.page(id, depth)
 	if err != nil {
 		return err
 	}
@@ -212,10 +285,16 @@ func (w *walker) leaf(p, e []byte, at, id uint64, depth int) error {
 	if end > uint64(len(p)) || end < at {
 		return fmt.Errorf("page %d: a key or value past its end", id)
 	}
-	if eflags&bucketLeafFlag == 0 {
+	k, v := p[at+pos:at+pos+ksize], p[at+pos+ksize:end]
+	switch {
+	case eflags&bucketLeafFlag == 0 && w.visit != nil:
+		return w.visit(k, v)
+	case eflags&bucketLeafFlag == 0:
+		return nil
+	case w.buckets != nil:
+		w.buckets(k, v)
 		return nil
 	}
-	v := p[at+pos+ksize : end]
 	if len(v) < bucketValueSize {
 		return fmt.Errorf("page %d: a bucket's value is %d bytes", id, len(v))
 	}

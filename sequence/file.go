@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -49,6 +51,13 @@ type File struct {
 	folds    uint64
 }
 
+// FileMultiple bounds the file's size against its live data (each key's
+// bytes and its 16-byte mark) when the same keys are written again and
+// again, for keys of 256 bytes or more (seq-max-key-bytes' default is
+// 512); with shorter keys the log folded at foldPerKey bytes a key
+// (8 MiB at least) weighs more.
+const FileMultiple = 2
+
 // Restart tells what the file said at the start.
 type Restart struct {
 	Keys int
@@ -84,25 +93,19 @@ const (
 
 // OpenFile reads the sequences stored at path: none if it does not
 // exist. A file that is not idserver's sequences, or is corrupt, is an
-// error, and is left as it is.
+// error, and is left as it is. It reads the file a page at a time, each
+// key's bytes copied once, into the marks it returns.
 func OpenFile(path string) (*File, []Mark, Restart, error) {
 	f := &File{path: path, foldMin: 8 << 20, foldPerKey: 8 * 40}
-	data, err := os.ReadFile(path)
+	file, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return f, nil, Restart{Clean: true}, nil
 	}
 	if err != nil {
 		return nil, nil, Restart{}, fmt.Errorf("sequence file %s: %w", path, err)
 	}
-	if err := checkPages(data); err != nil {
-		return nil, nil, Restart{}, fmt.Errorf("sequence file %s: %w (the file is left as it is)", path, err)
-	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
-	if err != nil {
-		return nil, nil, Restart{}, fmt.Errorf("sequence file %s: %w (the file is left as it is)", path, err)
-	}
-	defer db.Close()
-	marks, r, err := f.load(db)
+	defer file.Close()
+	marks, r, err := f.load(file)
 	if err != nil {
 		return nil, nil, Restart{}, fmt.Errorf("sequence file %s: %w (the file is left as it is)", path, err)
 	}
@@ -117,57 +120,120 @@ type record struct {
 }
 
 // load reads every key's mark: the marks bucket, then the log in order.
-// checkPages made bbolt's walk safe; a panic of bbolt on damage it finds
-// nonetheless is an error here.
-func (f *File) load(db *bolt.DB) (marks []Mark, r Restart, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("corrupt: %v", p)
+// The marks come in key order, each key once: a record of the log finds
+// its key among them by a binary search, and only keys the log adds have
+// a map's entry (at the bounds, a million keys: a map of them all was a
+// third as much again as their marks).
+func (f *File) load(file *os.File) (marks []Mark, r Restart, err error) {
+	info, err := file.Stat()
+	if err != nil {
+		return nil, Restart{}, err
+	}
+	w, err := checkPages(file, info.Size())
+	if err != nil {
+		return nil, Restart{}, err
+	}
+	v := ""
+	err = w.bucket(metaBucket, false, func(k, val []byte) error {
+		switch string(k) {
+		case string(formatKey):
+			v = string(val)
+		case string(cleanKey):
+			r.Clean = true
 		}
-	}()
-	byKey := map[string]record{}
-	err = db.View(func(tx *bolt.Tx) error {
-		meta := tx.Bucket(metaBucket)
-		v := ""
-		if meta != nil {
-			v = string(meta.Get(formatKey))
-		}
-		if v != format && v != format1 {
-			return errors.New("not a sequences file of idserver (no format key " + format + ")")
-		}
-		r.Clean = meta.Get(cleanKey) != nil
-		if err := each(tx.Bucket(marksBucket), func(k, v []byte) error { return decodeMark(byKey, k, v) }); err != nil {
-			return err
-		}
-		if b := tx.Bucket(oldLogBucket); b != nil {
-			if err := b.ForEach(func(k, v []byte) error { f.logBytes += len(v); return decodeEntry(byKey, v, false) }); err != nil {
-				return err
-			}
-		}
-		if v == format1 {
-			return nil
-		}
-		return each(tx.Bucket(logBucket), func(k, v []byte) error {
-			f.entry = binary.BigEndian.Uint64(k)
-			f.logBytes += len(v)
-			return decodeEntry(byKey, v, true)
-		})
+		return nil
 	})
 	if err != nil {
 		return nil, Restart{}, err
 	}
-	marks = make([]Mark, 0, len(byKey))
-	for k, s := range byKey {
-		if !s.born {
+	if v != format && v != format1 {
+		return nil, Restart{}, errors.New("not a sequences file of idserver (no format key " + format + ")")
+	}
+	var ks keyed
+	err = w.bucket(marksBucket, true, func(k, v []byte) error {
+		if len(v) != 16 {
+			return fmt.Errorf("the mark of %q is %d bytes, not 16", clip(string(k)), len(v))
+		}
+		if n := len(ks.marks); n > 0 && ks.marks[n-1].Key >= string(k) {
+			return errors.New("the marks are out of order")
+		}
+		ks.marks = append(ks.marks, Mark{Key: string(k), Value: int64(binary.BigEndian.Uint64(v)), Born: true})
+		ks.issued = append(ks.issued, int64(binary.BigEndian.Uint64(v[8:])))
+		return nil
+	})
+	if err != nil {
+		return nil, Restart{}, err
+	}
+	ks.sorted = len(ks.marks)
+	err = w.bucket(oldLogBucket, false, func(k, v []byte) error { f.logBytes += len(v); return ks.decodeEntry(v, false) })
+	if err == nil && v != format1 {
+		err = w.bucket(logBucket, true, func(k, v []byte) error {
+			if len(k) != 8 && len(k) != 12 { // an entry's number, and its piece's
+				return errors.New("a log entry's key is not 8 or 12 bytes")
+			}
+			f.entry = binary.BigEndian.Uint64(k)
+			f.logBytes += len(v)
+			return ks.decodeEntry(v, true)
+		})
+	}
+	if err != nil {
+		return nil, Restart{}, err
+	}
+	marks = ks.marks[:0]
+	for i, m := range ks.marks {
+		if !m.Born {
 			continue // only prepared: no value of it was handed out
 		}
-		marks = append(marks, Mark{Key: k, Value: s.mark, Born: true})
 		if !r.Clean {
-			r.Skipped += s.mark - s.issued
+			r.Skipped += m.Value - ks.issued[i]
 		}
+		marks = append(marks, m)
 	}
+	clear(ks.marks[len(marks):])
 	r.Keys = len(marks)
 	return marks, r, nil
+}
+
+// keyed is the marks of a load: the marks bucket's in key order (the
+// first sorted), then the keys the log adds, found by added; issued is
+// each one's last value handed out when its mark was written.
+type keyed struct {
+	marks  []Mark
+	issued []int64
+	sorted int
+	added  map[string]int
+}
+
+// at is the index of key's mark, -1 if it has none.
+func (ks *keyed) at(key []byte) int {
+	// key as a string for the search alone, not kept: string(key) made
+	// a copy of it for each comparison.
+	k := unsafe.String(unsafe.SliceData(key), len(key))
+	i, ok := slices.BinarySearchFunc(ks.marks[:ks.sorted], k, func(m Mark, k string) int { return strings.Compare(m.Key, k) })
+	if ok {
+		return i
+	}
+	if i, ok := ks.added[k]; ok {
+		return i
+	}
+	return -1
+}
+
+// set makes s key's record; a key once born stays born.
+func (ks *keyed) set(key []byte, s record) {
+	i := ks.at(key)
+	if i < 0 {
+		if ks.added == nil {
+			ks.added = map[string]int{}
+		}
+		i = len(ks.marks)
+		m := Mark{Key: string(key)}
+		ks.added[m.Key] = i
+		ks.marks = append(ks.marks, m)
+		ks.issued = append(ks.issued, 0)
+	}
+	m := &ks.marks[i]
+	m.Value, m.Born, ks.issued[i] = s.mark, s.born || m.Born, s.issued
 }
 
 // each calls fn for every pair of b; a missing bucket is an error.
@@ -176,15 +242,6 @@ func each(b *bolt.Bucket, fn func(k, v []byte) error) error {
 		return errors.New("a bucket is missing")
 	}
 	return b.ForEach(fn)
-}
-
-// decodeMark reads a pair of the marks bucket.
-func decodeMark(byKey map[string]record, k, v []byte) error {
-	if len(v) != 16 {
-		return fmt.Errorf("the mark of %q is %d bytes, not 16", clip(string(k)), len(v))
-	}
-	byKey[string(k)] = record{int64(binary.BigEndian.Uint64(v)), int64(binary.BigEndian.Uint64(v[8:])), true}
-	return nil
 }
 
 // A log entry is a list of records, each a key's length and bytes, its
@@ -201,16 +258,15 @@ func appendRecord(b []byte, key string, s record) []byte {
 	return append(b, 0)
 }
 
-// decodeEntry reads the records of a log entry into byKey; flagged says
-// whether each ends with its born byte (format 2). A key once born stays
-// born.
-func decodeEntry(byKey map[string]record, b []byte, flagged bool) error {
+// decodeEntry reads the records of a log entry into ks; flagged says
+// whether each ends with its born byte (format 2).
+func (ks *keyed) decodeEntry(b []byte, flagged bool) error {
 	for len(b) > 0 {
 		n, k := binary.Uvarint(b)
 		if k <= 0 || uint64(len(b)-k) < n {
 			return errors.New("a log entry is cut short")
 		}
-		key := string(b[k : k+int(n)])
+		key := b[k : k+int(n)]
 		b = b[k+int(n):]
 		var s record
 		for _, field := range []*int64{&s.mark, &s.issued} {
@@ -227,8 +283,7 @@ func decodeEntry(byKey map[string]record, b []byte, flagged bool) error {
 			}
 			s.born, b = b[0] == 1, b[1:]
 		}
-		s.born = s.born || byKey[key].born
-		byKey[key] = s
+		ks.set(key, s)
 	}
 	return nil
 }
@@ -280,14 +335,51 @@ func (f *File) Set(ctx context.Context, key string, v int64, mode SetMode) error
 	return f.write(dirty, func(rec []byte) []byte { return appendRecord(rec, key, record{v, v, true}) })
 }
 
-// Release stores the marks of a graceful stop, and that it was one.
+// Release stores the marks of a graceful stop, and that it was one: in
+// writes of maxWrite bytes of keys at most, the last one saying the stop
+// was graceful (a crash between leaves marks that are right, and a file
+// that says it was not). One write of a million keys of 512 bytes held
+// its record and bbolt's copy of it, over a gigabyte, and took most of a
+// 21-second stop.
 func (f *File) Release(ctx context.Context, marks []Mark) error {
-	return f.write(clean, func(rec []byte) []byte {
-		for _, m := range marks {
-			rec = appendRecord(rec, m.Key, record{m.Value, m.Value, m.Born})
+	for len(marks) > 0 {
+		if err := ctx.Err(); err != nil {
+			return err
 		}
-		return rec
-	})
+		n := writeLen(marks, func(m Mark) string { return m.Key })
+		end := dirty
+		if n == len(marks) {
+			end = clean
+		}
+		err := f.write(end, func(rec []byte) []byte {
+			for _, m := range marks[:n] {
+				rec = appendRecord(rec, m.Key, record{m.Value, m.Value, m.Born})
+			}
+			return rec
+		})
+		if err != nil {
+			return err
+		}
+		marks = marks[n:]
+	}
+	return nil
+}
+
+// maxWrite bounds the bytes of keys one write of the log carries (but
+// for one longer key): the writer's takes and Release are cut into
+// writes of maxWrite bytes, so that what a write holds in memory (its
+// record, and bbolt's copy) stays small whatever the keys.
+const maxWrite = 4 << 20
+
+// writeLen is how many of xs, from the first, one write carries: at
+// least one, and no more than maxWrite bytes of keys.
+func writeLen[X any](xs []X, key func(X) string) int {
+	n, size := 0, 0
+	for n < len(xs) && (n == 0 || size+len(key(xs[n])) <= maxWrite) {
+		size += len(key(xs[n]))
+		n++
+	}
+	return n
 }
 
 // How a write leaves the file: a graceful stop's is clean, every other
@@ -299,8 +391,9 @@ const (
 	clean ending = true
 )
 
-// keepRec is the largest record buffer a File keeps for its next write.
-const keepRec = 1 << 20
+// keepRec is the largest record buffer a File keeps for its next write:
+// a write of maxWrite bytes of keys, and their marks.
+const keepRec = maxWrite + maxWrite/2
 
 // write appends to the log, in one transaction fsynced before it
 // returns, the records that records appends to the buffer it is given:
@@ -322,6 +415,7 @@ func (f *File) write(end ending, records func([]byte) []byte) error {
 		}
 		return f.putEntry(tx, rec)
 	})
+	unmapResident(f.db)
 	if err != nil {
 		return fmt.Errorf("sequence file %s: %w", f.path, err)
 	}
@@ -331,11 +425,47 @@ func (f *File) write(end ending, records func([]byte) []byte) error {
 }
 
 // putEntry puts rec in tx as the log's next entry (f.entry+1, which the
-// caller counts once tx commits).
+// caller counts once tx commits), in pieces of whole records, of piece
+// bytes unless a record is longer, keyed by the entry's number and the
+// piece's. bbolt rewrites the last leaf of the log at each append, with
+// every value on it (two at least): an entry of megabytes was written
+// again by the next write, and read through the mapping.
 func (f *File) putEntry(tx *bolt.Tx, rec []byte) error {
-	var k [8]byte
-	binary.BigEndian.PutUint64(k[:], f.entry+1)
-	return tx.Bucket(logBucket).Put(k[:], rec)
+	b := tx.Bucket(logBucket)
+	b.FillPercent = 1                              // appended in order
+	keys := make([]byte, 0, 12*(len(rec)/piece+2)) // bbolt keeps them until the commit
+	for i := uint32(0); len(rec) > 0; i++ {
+		n := 0
+		for n < len(rec) && (n == 0 || n+recordLen(rec[n:]) <= piece) {
+			n += recordLen(rec[n:])
+		}
+		if len(keys)+12 > cap(keys) {
+			keys = make([]byte, 0, 12*(len(rec)/piece+2))
+		}
+		at := len(keys)
+		keys = binary.BigEndian.AppendUint64(keys, f.entry+1)
+		keys = binary.BigEndian.AppendUint32(keys, i)
+		if err := b.Put(keys[at:], rec[:n]); err != nil {
+			return err
+		}
+		rec = rec[n:]
+	}
+	return nil
+}
+
+// piece is the most bytes of records a value of the log holds, but for
+// one longer record.
+const piece = 1024
+
+// recordLen is the length of the record rec begins with (appendRecord's).
+func recordLen(rec []byte) int {
+	n, k := binary.Uvarint(rec)
+	at := k + int(n)
+	for range 2 {
+		_, k := binary.Uvarint(rec[at:])
+		at += k
+	}
+	return at + 1
 }
 
 // FoldDue reports whether the log has grown to eight times what keys
@@ -350,10 +480,18 @@ func (f *File) FoldDue(keys int) bool {
 }
 
 // Fold writes the marks that snapshot returns in place of everything
-// stored, in one transaction: the marks bucket, in key order (bbolt
-// writes each page once), and an empty log. snapshot runs under the
-// File's lock, so no write comes between it and the fold: each of its
-// marks must be at least everything written for its key before.
+// stored: into a new file beside the old one, the marks in key order
+// (bbolt writes each page once), then renamed over it, as bbolt's own
+// compact does. Rewritten in place, the file doubled: the pages of the
+// old marks are free only once the transaction that writes the new ones
+// ends, so the new ones went at the end, and the file kept both (1.1 to
+// 2.1 GB at a million keys of 512 bytes). A new file holds the marks and
+// nothing else. It is written in transactions of foldTx bytes, unsynced
+// (until its rename no one reads it) and synced once, so that neither
+// bbolt's pages of a whole fold nor one buffer of every key is held at
+// once. snapshot runs under the File's lock, so no write comes between
+// it and the fold: each of its marks must be at least everything written
+// for its key before.
 func (f *File) Fold(snapshot func() []Mark) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -362,57 +500,120 @@ func (f *File) Fold(snapshot func() []Mark) error {
 	}
 	marks := snapshot()
 	slices.SortFunc(marks, func(a, b Mark) int { return strings.Compare(a.Key, b.Key) })
-	var rest []byte // the keys bbolt cannot hold as keys (empty, or too long) stay in the log
-	err := f.db.Update(func(tx *bolt.Tx) error {
-		if tx.Bucket(oldLogBucket) != nil {
-			if err := tx.DeleteBucket(oldLogBucket); err != nil {
-				return err
-			}
-		}
-		for _, name := range [][]byte{marksBucket, logBucket} {
-			if err := tx.DeleteBucket(name); err != nil {
-				return err
-			}
-			if _, err := tx.CreateBucket(name); err != nil {
-				return err
-			}
-		}
-		b := tx.Bucket(marksBucket)
-		b.FillPercent = 1 // keys come in order: pages filled up are never split again
-		// bbolt keeps what Put is given until the commit: one buffer
-		// holds every key and value, never grown (which would move it).
-		size := 0
-		for _, m := range marks {
-			size += len(m.Key) + 16
-		}
-		buf := make([]byte, 0, size)
-		for _, m := range marks {
-			if len(m.Key) == 0 || len(m.Key) > bolt.MaxKeySize {
-				rest = appendRecord(rest, m.Key, record{m.Reserved, m.Value, true})
-				continue
-			}
-			at := len(buf)
-			buf = append(buf, m.Key...)
-			buf = binary.BigEndian.AppendUint64(buf, uint64(m.Reserved))
-			buf = binary.BigEndian.AppendUint64(buf, uint64(m.Value))
-			if err := b.Put(buf[at:at+len(m.Key)], buf[at+len(m.Key):]); err != nil {
-				return err
-			}
-		}
-		if len(rest) == 0 {
-			return nil
-		}
-		return f.putEntry(tx, rest)
-	})
+	db, entry, err := f.rewrite(marks)
 	if err != nil {
 		return fmt.Errorf("sequence file %s: folding the log: %w", f.path, err)
 	}
-	if len(rest) > 0 {
-		f.entry++
-	}
+	f.db.Close()
+	f.db, f.entry = db, entry
+	unmapResident(db)
 	f.logBytes = 0 // what rest holds is no growth: a fold would write it again
 	f.folds++
 	return nil
+}
+
+// foldTx is the most key and mark bytes a transaction of a fold puts.
+const foldTx = 8 << 20
+
+// rewrite writes marks, sorted, and the meta bucket (format and clean
+// flag as they are) into a new file, renamed over f's once synced, and
+// returns it open, and its log's last entry. f.mu is held.
+func (f *File) rewrite(marks []Mark) (db *bolt.DB, entry uint64, err error) {
+	tmp := f.path + ".fold"
+	os.Remove(tmp) // a fold a crash cut short
+	db, err = bolt.Open(tmp, 0o600, boltOptions)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer func() {
+		if err != nil {
+			db.Close()
+			os.Remove(tmp)
+		}
+	}()
+	db.NoSync = true
+	var rest []byte // the keys bbolt cannot hold as keys (empty, or too long) stay in the log
+	err = db.Update(func(tx *bolt.Tx) error {
+		meta, err := tx.CreateBucket(metaBucket)
+		if err == nil {
+			err = meta.Put(formatKey, []byte(format))
+		}
+		if err == nil && !f.dirty {
+			err = f.db.View(func(old *bolt.Tx) error {
+				if old.Bucket(metaBucket).Get(cleanKey) != nil {
+					return meta.Put(cleanKey, []byte{1})
+				}
+				return nil
+			})
+		}
+		for _, b := range [][]byte{marksBucket, logBucket} {
+			if err == nil {
+				_, err = tx.CreateBucket(b)
+			}
+		}
+		return err
+	})
+	// bbolt keeps what Put is given until the commit: a transaction's
+	// keys and values are in one buffer, never grown (which would move
+	// it), reused by the next.
+	var buf []byte
+	for len(marks) > 0 && err == nil {
+		n, size := 0, 0
+		for n < len(marks) && (n == 0 || size+len(marks[n].Key)+16 <= foldTx) {
+			size += len(marks[n].Key) + 16
+			n++
+		}
+		if cap(buf) < size {
+			buf = make([]byte, 0, size)
+		}
+		buf = buf[:0]
+		err = db.Update(func(tx *bolt.Tx) error {
+			b := tx.Bucket(marksBucket)
+			b.FillPercent = 1 // keys come in order: pages filled up are never split again
+			for _, m := range marks[:n] {
+				if len(m.Key) == 0 || len(m.Key) > bolt.MaxKeySize {
+					rest = appendRecord(rest, m.Key, record{m.Reserved, m.Value, true})
+					continue
+				}
+				at := len(buf)
+				buf = append(buf, m.Key...)
+				buf = binary.BigEndian.AppendUint64(buf, uint64(m.Reserved))
+				buf = binary.BigEndian.AppendUint64(buf, uint64(m.Value))
+				if err := b.Put(buf[at:at+len(m.Key)], buf[at+len(m.Key):]); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		marks = marks[n:]
+	}
+	if err == nil && len(rest) > 0 {
+		err = db.Update(func(tx *bolt.Tx) error {
+			return (&File{}).putEntry(tx, rest)
+		})
+		entry = 1
+	}
+	if err == nil {
+		err = db.Sync()
+	}
+	if err == nil {
+		err = os.Rename(tmp, f.path)
+	}
+	if err == nil {
+		err = syncDir(filepath.Dir(f.path))
+	}
+	db.NoSync = false
+	return db, entry, err
+}
+
+// syncDir makes a rename in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 // mark records in tx whether the run ended cleanly, when that changes.
@@ -429,16 +630,21 @@ func (f *File) mark(tx *bolt.Tx, end ending) error {
 	return nil
 }
 
+// boltOptions open the file for writing. The freelist is written at
+// every commit (a page or two: a fold leaves a new file without free
+// pages), so that an open reads it rather than every page of the file to
+// rebuild it (bbolt's NoFreelistSync, as etcd opens its own): at a
+// million keys of 512 bytes that read a gigabyte, all of it resident in
+// the server's mapping of the file.
+var boltOptions = &bolt.Options{Timeout: time.Second, FreelistType: bolt.FreelistMapType}
+
 // open opens the file for writing, creating it (and its buckets) at the
 // first write. f.mu is held.
 func (f *File) open() error {
 	if f.db != nil {
 		return nil
 	}
-	// As etcd opens its own: the freelist is rebuilt at open rather than
-	// written at every commit (which costs a write the size of the
-	// freelist, and it grows as logs are folded away), and kept in a map.
-	db, err := bolt.Open(f.path, 0o600, &bolt.Options{Timeout: time.Second, NoFreelistSync: true, FreelistType: bolt.FreelistMapType})
+	db, err := bolt.Open(f.path, 0o600, boltOptions)
 	if err != nil {
 		return fmt.Errorf("sequence file %s: %w", f.path, err)
 	}

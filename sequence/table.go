@@ -390,6 +390,11 @@ func (t *Table) shardOfEntry(e *entry) *shard { return &t.shards[e.shard] }
 // outgrew, as many again at most) and its place in SCAN's order.
 const EntryBytes = 224
 
+// KeyBytes is what a key of up to maxKeyBytes costs in memory, at most:
+// its bytes and EntryBytes. The server's memory limit allows it for each
+// of seq-max-keys keys (conf.Config.Memory).
+func KeyBytes(maxKeyBytes int) int64 { return int64(maxKeyBytes) + EntryBytes }
+
 // remember adds a new key to SCAN's order.
 func (t *Table) remember(e *entry) {
 	t.orderMu.Lock()

@@ -168,14 +168,22 @@ func (t *Table) run() {
 	}
 }
 
-// swap takes t's queue, and gives t the other buffer. (What it takes
-// is t's again at the next swap, when the writer is done with it.)
+// swap takes t's queue, up to maxWrite bytes of keys, and gives t the
+// other buffer with the rest, which the next write takes at once. (What
+// it takes is t's again at the next swap, when the writer is done with
+// it.) A million keys asking at once, as after a restart, are so many
+// writes of thousands rather than one whose record and bbolt's copy of
+// it hold each key twice more.
 func (w *writer) swap(t *Table) []*entry {
 	t.queueMu.Lock()
 	defer t.queueMu.Unlock()
 	batch := t.queue
-	t.queue, w.spare = w.spare[:0], batch[:0]
-	return batch
+	n := writeLen(batch, func(e *entry) string { return e.key })
+	t.queue, w.spare = append(w.spare[:0], batch[n:]...), batch[:0]
+	if len(t.queue) > 0 {
+		t.hurry()
+	}
+	return batch[:n]
 }
 
 // gather waits for t.gather(), or less if a request waits; false if t
@@ -282,8 +290,10 @@ func (t *Table) fold() {
 	if !ok || !f.FoldDue(t.entries()) {
 		return
 	}
+	begin := t.opts.now()
 	err := f.Fold(t.marks)
 	if err == nil {
+		t.opts.Log.Info().Int("keys", t.entries()).Dur("took", t.opts.now().Sub(begin)).Msg("sequences: the log of reservations folded into a new file")
 		return
 	}
 	if ok, held := t.failLog.Allow(err.Error(), t.opts.now()); ok { // it is tried again after every write

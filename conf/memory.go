@@ -1,0 +1,33 @@
+package conf
+
+import "github.com/idserver/idserver/sequence"
+
+// Memory is what the server may hold in memory, derived from the
+// configuration here and nowhere else: main sets the Go runtime's memory
+// limit to Limit (unless GOMEMLIMIT is set), and --help,
+// redis.conf.example, docs/configuration.md and docs/sequences.md quote
+// this formula.
+type Memory struct {
+	// Limit is the Go runtime's memory limit: twice maxmemory-clients
+	// (what the clients hold may take twice its size in buffers), what
+	// seq-max-keys keys of seq-max-key-bytes cost (sequence.KeyBytes),
+	// and 128 MiB for the server itself. 0 with maxmemory-clients 0: no
+	// limit.
+	Limit int64
+	// Ceiling bounds the process's RSS: Limit, and OutsideHeap for what
+	// the Go runtime does not count (the binary's pages, and the pages
+	// of the sequence file bbolt maps). 0 with no limit.
+	Ceiling int64
+}
+
+// OutsideHeap is what Memory.Ceiling allows beyond the Go runtime's limit.
+const OutsideHeap = 96 << 20
+
+// Memory derives the server's memory limit and ceiling from c.
+func (c *Config) Memory() Memory {
+	if c.MaxMemoryClients == 0 {
+		return Memory{}
+	}
+	limit := 2*int64(c.MaxMemoryClients) + int64(c.SeqMaxKeys)*sequence.KeyBytes(c.SeqMaxKeyBytes) + 128<<20
+	return Memory{Limit: limit, Ceiling: limit + OutsideHeap}
+}

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package sequence
+
+import bolt "go.etcd.io/bbolt"
+
+func unmapResident(db *bolt.DB) {}
