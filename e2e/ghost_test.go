@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"net"
@@ -167,5 +168,49 @@ func TestClusterNoGhostKeys(t *testing.T) {
 	a = member(t, e, "--dir", dir)
 	if after := existing(t, a.Addr, n); len(after) != len(before) {
 		t.Fatalf("%d keys existed before a restart, %d after it", len(before), len(after))
+	}
+}
+
+// TestFirstRepliesSurviveKill: a pipeline of 3,000 INCRs of new keys,
+// longer than what a waiting INCR prepares ahead, so that a batch holds
+// the replies of prepared keys and then runs into an INCR that waits: the
+// client reads the first 1,100 replies and the server is killed at once.
+// Every key whose reply came exists after the restart: the replies of a
+// batch wait for its keys' existence even when a command after them
+// waits too.
+func TestFirstRepliesSurviveKill(t *testing.T) {
+	const n, read, rounds = 3000, 1100, 5
+	dir := t.TempDir()
+	for round := range rounds {
+		p := start(t, nil, "--dir", dir)
+		conn, err := net.Dial("tcp", p.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := func(i int) string { return fmt.Sprintf("f%d:%d", round, i) }
+		var b []byte
+		for i := range n {
+			b = fmt.Appendf(b, "INCR %s\r\n", key(i))
+		}
+		go conn.Write(b)
+		r := bufio.NewReader(conn)
+		for i := range read {
+			if line, err := r.ReadString('\n'); err != nil || line != ":1\r\n" {
+				t.Fatalf("reply %d: %q, %v", i, line, err)
+			}
+		}
+		p.Cmd.Process.Signal(syscall.SIGKILL) // at once: no write after the replies is waited for
+		p.Cmd.Wait()
+		conn.Close()
+		p = start(t, nil, "--dir", dir)
+		c := redis.NewClient(&redis.Options{Addr: p.Addr})
+		for i := range read {
+			if v, err := c.Get(context.Background(), key(i)).Int64(); err != nil || v < 1 {
+				t.Fatalf("round %d: %s was given 1; after a kill -9 GET says %d, %v", round, key(i), v, err)
+			}
+		}
+		c.Close()
+		p.Cmd.Process.Signal(syscall.SIGKILL)
+		p.Cmd.Wait()
 	}
 }

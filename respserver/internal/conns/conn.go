@@ -239,11 +239,20 @@ func (s *Server[S]) runBatch(c *Conn[S], data []byte) gnet.Action {
 		s.runIn(c, data)
 		data = s.rescan(c)
 	}
-	if c.hold != nil && !c.busy {
+	if c.hold != nil {
 		// The replies so far wait for hold; then this runs again, and
-		// sends them with what follows.
-		c.busy, c.off, c.then, c.hold = true, c.hold, func(error) {}, nil
-		s.blocked.Add(1)
+		// sends them with what follows. A command that waits (one the
+		// batch ran into after the Hold) runs its part off the loop
+		// after hold, its reply after theirs.
+		hold := c.hold
+		c.hold = nil
+		if c.busy {
+			off := c.off
+			c.off = func() error { hold(); return off() }
+		} else {
+			c.busy, c.off, c.then = true, hold, func(error) {}
+			s.blocked.Add(1)
+		}
 		s.stopReading(c)
 		go s.finish(c)
 		return gnet.None
