@@ -59,7 +59,7 @@ const (
 )
 
 // cmdGetID and cmdMGetID never wait on the loop: where the generator
-// would, they return errWait, and finish issues their IDs off the loop.
+// would, they issue their IDs off it (later).
 func cmdGetID(s *Server, c *client, args [][]byte) error {
 	return s.issue(c, 1, writeGetID)
 }
@@ -99,7 +99,7 @@ func (s *Server) idsNeeded(cmd *command, args [][]byte) int64 {
 
 // issue takes n IDs and has reply write them. Inside EXEC they come from
 // the IDs EXEC took for the whole transaction. Otherwise, where the
-// generator would wait, it returns errWait and leaves the rest to finish.
+// generator would wait, it issues them off the loop (later).
 func (s *Server) issue(c *client, n int64, reply func(*client, []int64)) error {
 	if c.inExec {
 		reply(c, c.txIDs[:n])
@@ -109,7 +109,7 @@ func (s *Server) issue(c *client, n int64, reply func(*client, []int64)) error {
 	ids := c.scratchIDs(n)
 	err := s.tryNextN(ids)
 	if errors.Is(err, idgen.ErrWouldWait) {
-		c.wait = waiting{
+		c.later(waiting{
 			off: func() error { return s.nextN(ids) },
 			then: func(c *client, err error) error {
 				if err == nil {
@@ -118,8 +118,8 @@ func (s *Server) issue(c *client, n int64, reply func(*client, []int64)) error {
 				c.dropScratchIDs()
 				return err
 			},
-		}
-		return errWait
+		})
+		return nil
 	}
 	if err != nil {
 		return err

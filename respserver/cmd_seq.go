@@ -141,8 +141,8 @@ func (s *Server) increment(arg []byte) (int64, error) {
 
 // incr hands out n values of key and replies with the last. Inside EXEC
 // they come from the values EXEC took for the whole transaction.
-// Otherwise, where the key's segment lacks them, it returns errWait and
-// the rest is done off the loop.
+// Otherwise, where the key's segment lacks them, the rest is done off
+// the loop (later).
 func (s *Server) incr(c *client, key []byte, n int64) error {
 	if c.inExec {
 		v, err := c.txSeq.take(key, n)
@@ -159,7 +159,8 @@ func (s *Server) incr(c *client, key []byte, n int64) error {
 	switch {
 	case errors.Is(err, sequence.ErrWouldWait):
 		c.prepareAhead(seq)
-		return c.incrLater(seq, string(key), n)
+		c.incrLater(seq, string(key), n)
+		return nil
 	case errors.Is(err, sequence.ErrBirthPending):
 		c.holdForBirths(seq)
 	case err != nil:
@@ -181,9 +182,9 @@ func (c *client) holdForBirths(seq *sequence.Table) {
 
 // incrLater is incr's wait, off the loop. (Its own function: what its
 // closures share escapes to the heap, and incr's fast path must not.)
-func (c *client) incrLater(seq *sequence.Table, key string, n int64) error {
+func (c *client) incrLater(seq *sequence.Table, key string, n int64) {
 	var v int64
-	c.wait = waiting{
+	c.later(waiting{
 		off: func() error {
 			var err error
 			v, err = seq.Incr(key, n)
@@ -195,8 +196,7 @@ func (c *client) incrLater(seq *sequence.Table, key string, n int64) error {
 			}
 			return err
 		},
-	}
-	return errWait
+	})
 }
 
 // prepareAhead has seq prepare the values the INCRs pipelined behind a
@@ -280,7 +280,7 @@ func (s *Server) lookup(c *client, keys [][]byte, reply func(c *client, vals []i
 	}
 	var vals []int64
 	var exist []bool
-	c.wait = waiting{
+	c.later(waiting{
 		off: func() error { vals, exist, err = seq.Lookup(ks); return err },
 		then: func(c *client, err error) error {
 			if err == nil {
@@ -288,8 +288,8 @@ func (s *Server) lookup(c *client, keys [][]byte, reply func(c *client, vals []i
 			}
 			return err
 		},
-	}
-	return errWait
+	})
+	return nil
 }
 
 // value is key's value on this server: inside EXEC, as the transaction's
@@ -355,7 +355,7 @@ func (s *Server) set(c *client, key, value []byte, mode sequence.SetMode, reply 
 	}
 	k := string(key)
 	set := false
-	c.wait = waiting{
+	c.later(waiting{
 		off: func() error {
 			err := seq.Set(k, v, mode)
 			set = err == nil
@@ -370,6 +370,6 @@ func (s *Server) set(c *client, key, value []byte, mode sequence.SetMode, reply 
 			}
 			return err
 		},
-	}
-	return errWait
+	})
+	return nil
 }

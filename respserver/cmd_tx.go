@@ -168,14 +168,14 @@ func cmdExec(s *Server, c *client, args [][]byte) error {
 		err = nil
 	}
 	if errors.Is(err, idgen.ErrWouldWait) || errors.Is(err, sequence.ErrWouldWait) {
-		c.wait = waiting{
+		c.later(waiting{
 			off: func() error { return s.reserve(r, mayWait) },
 			then: func(c *client, err error) error {
 				defer c.dropScratchIDs()
 				return s.runTransaction(c, r, err)
 			},
-		}
-		return errWait
+		})
+		return nil
 	}
 	if err := s.runTransaction(c, r, err); err != nil {
 		return err
@@ -301,8 +301,8 @@ func (t txSeq) last(key []byte) (int64, bool) {
 // runTransaction runs c's transaction with what EXEC took for it, or, if
 // taking it failed, discards it and returns the error. Commands that
 // finish off the loop (KEYS; DBSIZE and SCAN of shared sequences) do so
-// after the others, and their replies take their places: it returns
-// errWait, and c.wait finishes them.
+// after the others, and their replies take their places: EXEC waits for
+// them (execLater).
 func (s *Server) runTransaction(c *client, r *txReserve, err error) error {
 	tx := c.tx
 	c.endTransaction()
@@ -319,24 +319,22 @@ func (s *Server) runTransaction(c *client, r *txReserve, err error) error {
 			c.txSeq[k] = txOverflow
 		}
 	}
-	c.inExec, c.txIDs = true, r.ids
+	c.inExec, c.txIDs, c.txLater = true, r.ids, execLater{}
 	c.writeArray(len(tx.cmds))
-	var later execLater
 	for _, q := range tx.cmds {
 		s.commands.Add(1) // each counts as processed when it runs, as in Redis
 		args := tx.args(q, c.execArgs[:0])
 		c.execArgs = args
-		switch err := q.cmd.run(s, c, args); {
-		case err == errWait:
-			later.add(c)
-		case err != nil:
+		if err := q.cmd.run(s, c, args); err != nil {
 			s.errors.Add(1)
 			c.writeError(err)
 		}
 		s.feed(c, q.cmd, args)
 	}
-	c.inExec, c.txIDs, c.txSeq = false, nil, nil
-	return later.wait(s, c)
+	later := c.txLater
+	c.inExec, c.txIDs, c.txSeq, c.txLater = false, nil, nil, execLater{}
+	later.wait(s, c)
+	return nil
 }
 
 // execLater is the commands of a transaction that finish off the loop,
@@ -353,25 +351,24 @@ type laterCmd struct {
 	err error // its off's
 }
 
-// add takes the command that just ran, which set c.wait, to finish later.
-func (l *execLater) add(c *client) {
+// add takes w, of the command that is running, to finish later.
+func (l *execLater) add(c *client, w waiting) {
 	if len(l.cmds) == 0 {
 		l.first = len(c.Out)
 	}
-	l.cmds = append(l.cmds, laterCmd{waiting: c.wait, at: len(c.Out) - l.first})
-	c.wait = waiting{}
+	l.cmds = append(l.cmds, laterCmd{waiting: w, at: len(c.Out) - l.first})
 }
 
 // wait has c finish the commands of l: their offs in turn off the loop,
 // then their replies in their places. The replies before the first of
-// them go out meanwhile; those after it wait. nil if there are none.
-func (l *execLater) wait(s *Server, c *client) error {
+// them go out meanwhile; those after it wait. Nothing if there are none.
+func (l *execLater) wait(s *Server, c *client) {
 	if len(l.cmds) == 0 {
-		return nil
+		return
 	}
 	after := slices.Clone(c.Out[l.first:])
 	c.Out = c.Out[:l.first]
-	c.wait = waiting{
+	c.later(waiting{
 		off: func() error {
 			for i := range l.cmds {
 				l.cmds[i].err = l.cmds[i].off()
@@ -392,8 +389,7 @@ func (l *execLater) wait(s *Server, c *client) error {
 			}
 			return nil
 		},
-	}
-	return errWait
+	})
 }
 
 // abortTransaction answers an EXEC that was refused before it ran, as

@@ -175,9 +175,9 @@ func (s *Server) dispatch(c *client, args [][]byte) error {
 	}
 	err = cmd.run(s, c, args)
 	s.feed(c, cmd, args)
-	if err == errWait { // finish observes it, once it has its IDs
+	if c.wait.off != nil { // it called later: finished observes it, once it has its reply
 		c.wait.cmd, c.wait.start = cmd, c.Start()
-		return err
+		return nil
 	}
 	c.batch.add(cmd)
 	return err
