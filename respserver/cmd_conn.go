@@ -23,7 +23,7 @@ var connectionCommands = []*command{
 	{name: "reset", arity: 1, flags: []string{"noscript", "loading", "stale", "fast", "no_auth", "allow_busy"}, run: cmdReset, control: true, doc: doc{
 		summary: "Resets the connection.", since: "6.2.0", group: "connection", complexity: "O(1)",
 	}},
-	{name: "hello", arity: -1, flags: []string{"noscript", "loading", "stale", "fast", "no_auth", "allow_busy"}, run: cmdHello, setup: true, doc: doc{
+	{name: "hello", arity: -1, flags: []string{"noscript", "loading", "stale", "fast", "no_auth", "allow_busy"}, run: cmdHello, setup: true, redact: redactHello, doc: doc{
 		summary: "Handshakes with the Redis server.", since: "6.0.0", group: "connection", complexity: "O(1)",
 		args: []arg{{name: "arguments", typ: "block", flags: optional, args: []arg{
 			{name: "protover", typ: "integer"},
@@ -31,7 +31,7 @@ var connectionCommands = []*command{
 			{name: "clientname", typ: "string", token: "SETNAME", flags: optional},
 		}}},
 	}},
-	{name: "auth", arity: -2, flags: []string{"noscript", "loading", "stale", "fast", "no_auth", "allow_busy"}, run: cmdAuth, setup: true, doc: doc{
+	{name: "auth", arity: -2, flags: []string{"noscript", "loading", "stale", "fast", "no_auth", "allow_busy"}, run: cmdAuth, setup: true, redact: redactAuth, doc: doc{
 		summary: "Authenticates the connection.", since: "1.0.0", group: "connection", complexity: "O(N) where N is the number of passwords defined for the user",
 		args: []arg{{name: "username", typ: "string", flags: optional}, {name: "password", typ: "string"}},
 	}},

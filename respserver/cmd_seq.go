@@ -18,12 +18,12 @@ import (
 // never goes back, so the writes that would move one back or remove it
 // are refused (refusedCommands).
 var seqCommands = []*command{
-	{name: "incr", arity: 2, flags: []string{"write", "denyoom", "fast"}, run: cmdIncr, doc: doc{
+	{name: "incr", arity: 2, flags: []string{"write", "denyoom", "fast"}, run: cmdIncr, takes: takesIncr, doc: doc{
 		summary: "Returns the key's next value: 1 for a new key. Values never repeat, through crashes and restarts.",
 		since:   "1.0.0", group: "string", complexity: "O(1)",
 		args: []arg{{name: "key", typ: "key"}},
 	}},
-	{name: "incrby", arity: 3, flags: []string{"write", "denyoom", "fast"}, run: cmdIncrBy, doc: doc{
+	{name: "incrby", arity: 3, flags: []string{"write", "denyoom", "fast"}, run: cmdIncrBy, takes: (*Server).takesIncrBy, doc: doc{
 		summary: "Reserves the key's next increment values and returns the last of them (1 <= increment <= seq-max-incrby).",
 		since:   "1.0.0", group: "string", complexity: "O(1)",
 		args: []arg{{name: "key", typ: "key"}, {name: "increment", typ: "integer"}},
@@ -127,6 +127,14 @@ func cmdIncrBy(s *Server, c *client, args [][]byte) error {
 	return s.incr(c, args[1], n)
 }
 
+func takesIncr(_ *Server, args [][]byte) take { return take{key: args[1], n: 1} }
+
+// takesIncrBy is INCRBY's: no values when the increment is refused.
+func (s *Server) takesIncrBy(args [][]byte) take {
+	n, _ := s.increment(args[2])
+	return take{key: args[1], n: n}
+}
+
 // increment is INCRBY's increment, checked: sequences only go up.
 func (s *Server) increment(arg []byte) (int64, error) {
 	n, ok := parseInt(arg)
@@ -158,7 +166,7 @@ func (s *Server) incr(c *client, key []byte, n int64) error {
 	v, err := seq.TryIncr(key, n)
 	switch {
 	case errors.Is(err, sequence.ErrWouldWait):
-		c.prepareAhead(seq)
+		s.prepareAhead(c, seq)
 		c.incrLater(seq, string(key), n)
 		return nil
 	case errors.Is(err, sequence.ErrBirthPending):
@@ -201,14 +209,11 @@ func (c *client) incrLater(seq *sequence.Table, key string, n int64) {
 
 // prepareAhead has seq prepare the values the INCRs pipelined behind a
 // waiting one will need, so that they all wait for one write.
-func (c *client) prepareAhead(seq *sequence.Table) {
+func (s *Server) prepareAhead(c *client, seq *sequence.Table) {
 	c.Ahead(func(args [][]byte) bool {
-		switch {
-		case len(args) == 2 && keyword(args[0]) == "incr":
-			seq.Prepare(args[1], 1)
-		case len(args) == 3 && keyword(args[0]) == "incrby":
-			if n, ok := parseInt(args[2]); ok && n > 0 {
-				seq.Prepare(args[1], n)
+		if cmd, err := c.lookup(args); err == nil && cmd.takes != nil {
+			if t := cmd.takes(s, args); t.n > 0 {
+				seq.Prepare(t.key, t.n)
 			}
 		}
 		return true

@@ -22,10 +22,7 @@ var transactionCommands = []*command{
 	{name: "multi", arity: 1, flags: []string{"noscript", "loading", "stale", "fast", "allow_busy"}, run: cmdMulti, control: true, doc: doc{
 		summary: "Starts a transaction.", since: "1.2.0", group: "transactions", complexity: "O(1)",
 	}},
-	{name: "exec", arity: 1, flags: []string{"noscript", "loading", "stale", "skip_slowlog"}, run: cmdExec, control: true, doc: doc{
-		summary: "Executes all commands in a transaction.", since: "1.2.0", group: "transactions",
-		complexity: "Depends on commands in the transaction",
-	}},
+	execCommand,
 	{name: "discard", arity: 1, flags: []string{"noscript", "loading", "stale", "fast", "allow_busy"}, run: cmdDiscard, control: true, doc: doc{
 		summary: "Discards a transaction.", since: "2.0.0", group: "transactions", complexity: "O(N), when N is the number of queued commands",
 	}},
@@ -38,6 +35,13 @@ var transactionCommands = []*command{
 		summary: "Forgets about watched keys of a transaction.", since: "2.2.0", group: "transactions", complexity: "O(1)",
 	}},
 }
+
+// execCommand is EXEC, which dispatch knows: refused (an argument
+// given), it discards the transaction.
+var execCommand = &command{name: "exec", arity: 1, flags: []string{"noscript", "loading", "stale", "skip_slowlog"}, run: cmdExec, control: true, doc: doc{
+	summary: "Executes all commands in a transaction.", since: "1.2.0", group: "transactions",
+	complexity: "Depends on commands in the transaction",
+}}
 
 // transaction is what a client queued since MULTI: each command's
 // arguments in one buffer, each after its length, so that what a queued
@@ -103,21 +107,23 @@ func cmdMulti(s *Server, c *client, args [][]byte) error {
 // discards it, as Redis does.
 func (s *Server) enqueue(c *client, cmd *command, args [][]byte, err error) error {
 	tx := c.tx
-	var ids int64
+	var t take
 	if err == nil && cmd.noMulti {
 		err = replyerr.New(replyerr.ERR, "Command not allowed inside a transaction")
 	}
 	if err == nil { // else cmd may be nil: an unknown command
-		ids = s.idsNeeded(cmd, args)
-		err = s.fits(c, ids, args)
+		if cmd.takes != nil {
+			t = cmd.takes(s, args)
+		}
+		err = s.fits(c, t.ids, args)
 	}
 	if err != nil {
 		tx.dirty = true
 		return err
 	}
 	tx.add(cmd, args)
-	tx.ids += ids
-	tx.incrs = tx.incrs || cmd.name == "incr" || cmd.name == "incrby"
+	tx.ids += t.ids
+	tx.incrs = tx.incrs || t.key != nil
 	c.queued.Store(int64(len(tx.cmds)))
 	c.writeString("QUEUED")
 	return nil
@@ -233,25 +239,22 @@ func (s *Server) txIncrs(c *client, tx *transaction) []sequence.Want {
 	at := map[string]int{}
 	var wants []sequence.Want
 	for _, q := range tx.cmds {
-		if q.cmd.name != "incr" && q.cmd.name != "incrby" {
+		if q.cmd.takes == nil {
 			continue
 		}
 		args := tx.args(q, c.execArgs[:0])
 		c.execArgs = args
-		n := int64(1)
-		if q.cmd.name == "incrby" {
-			var err error
-			if n, err = s.increment(args[2]); err != nil {
-				continue
-			}
+		t := q.cmd.takes(s, args)
+		if t.n == 0 {
+			continue
 		}
-		i, ok := at[string(args[1])]
+		i, ok := at[string(t.key)]
 		if !ok {
 			i = len(wants)
-			at[string(args[1])] = i
-			wants = append(wants, sequence.Want{Key: string(args[1])})
+			at[string(t.key)] = i
+			wants = append(wants, sequence.Want{Key: string(t.key)})
 		}
-		wants[i].N += n
+		wants[i].N += t.n
 	}
 	return wants
 }

@@ -19,6 +19,14 @@ type command struct {
 	subs  []*command // for a container command such as CLIENT
 	doc   doc
 
+	// takes is what a call takes from the generator and the sequences,
+	// for EXEC, which takes a whole transaction's in one step before it
+	// runs it, and for the INCRs pipelined behind one that waits, which
+	// are prepared to wait together; nil for none.
+	takes func(s *Server, args [][]byte) take
+	// redact is which arguments MONITOR hides (passwords); nil for none.
+	redact func(args [][]byte) span
+
 	keys    keyPositions
 	noAuth  bool // runs before AUTH: the flag no_auth
 	noMulti bool // refused inside MULTI: the flag no_multi
@@ -32,6 +40,14 @@ type command struct {
 	noMonitor bool
 	bySub     map[string]*command
 	latency   stats.Latency // of the calls that ran, until their reply
+}
+
+// take is what one call of a command takes: IDs, and values of a
+// sequence.
+type take struct {
+	ids int64  // IDs it issues
+	key []byte // the sequence whose values it takes; nil for none
+	n   int64  // how many values; 0 when the call will fail (a bad increment)
 }
 
 // keyPositions are where a command's keys are, as COMMAND INFO tells
@@ -163,7 +179,7 @@ func (s *Server) dispatch(c *client, args [][]byte) error {
 		err = errNoAuth
 	}
 	switch {
-	case err != nil && cmd != nil && cmd.name == "exec":
+	case err != nil && cmd == execCommand:
 		return c.abortTransaction(err)
 	case c.tx != nil && !(err == nil && cmd.control):
 		return s.enqueue(c, cmd, args, err)
