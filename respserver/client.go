@@ -108,15 +108,15 @@ func (b *batch) add(cmd *command) {
 	b.ran = append(b.ran, ran{cmd, 1})
 }
 
-// observe counts the batch's latency, since start, for each command in
-// it, and empties it.
-func (b *batch) observe(start time.Time) {
+// observe counts the batch's latency on s, since start, for each command
+// in it, and empties it.
+func (b *batch) observe(s *Server, start time.Time) {
 	if len(b.ran) == 0 {
 		return
 	}
 	d := time.Since(start)
 	for _, r := range b.ran {
-		r.cmd.latency.ObserveN(d, r.n)
+		s.calls(r.cmd).latency.ObserveN(d, r.n)
 	}
 	b.ran = b.ran[:0]
 }
@@ -137,12 +137,8 @@ func (h handler) Open(cn *conns.Conn[*client]) *client {
 // Command runs one command; one that waits has handed itself to the
 // connection layer to finish (client.later).
 func (h handler) Command(cn *conns.Conn[*client], args [][]byte) {
-	c := cn.Session
 	h.commands.Add(1)
-	if err := h.dispatch(c, args); err != nil {
-		h.errors.Add(1)
-		c.writeError(err)
-	}
+	h.dispatch(cn.Session, args)
 }
 
 // finished ends a command that waited, on its loop again, unless its
@@ -152,18 +148,17 @@ func (s *Server) finished(c *client, err error) {
 	w := c.wait
 	c.wait = waiting{}
 	if err = w.then(c, err); err != nil {
-		s.errors.Add(1)
-		c.writeError(err)
+		s.fail(c, w.cmd, err)
 	}
 	if c.wait.off != nil { // then called later: the next step
 		c.wait.cmd, c.wait.start = w.cmd, w.start
 		return
 	}
-	w.cmd.latency.Observe(time.Since(w.start))
+	s.calls(w.cmd).latency.Observe(time.Since(w.start))
 }
 
 // Sent counts the latency of the batch whose replies were just written.
-func (handler) Sent(cn *conns.Conn[*client]) { cn.Session.batch.observe(cn.Start()) }
+func (h handler) Sent(cn *conns.Conn[*client]) { cn.Session.batch.observe(h.Server, cn.Start()) }
 
 // Closed ends what the client's session started: MONITOR.
 func (h handler) Closed(cn *conns.Conn[*client]) { h.unmonitor(cn.Session) }
@@ -200,7 +195,6 @@ func (c *client) setAuthed(ok bool) {
 // Replies, appended to c.Out.
 
 func (c *client) writeString(s string)     { c.Out = redcon.AppendString(c.Out, s) }
-func (c *client) writeError(err error)     { c.Out = reply(err).Append(c.Out) }
 func (c *client) writeBulk(b []byte)       { c.Out = redcon.AppendBulk(c.Out, b) }
 func (c *client) writeBulkString(s string) { c.Out = redcon.AppendBulkString(c.Out, s) }
 func (c *client) writeInt(n int)           { c.Out = redcon.AppendInt(c.Out, int64(n)) }

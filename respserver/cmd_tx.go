@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"time"
 	"unsafe"
 
 	"github.com/idserver/idserver/idgen"
@@ -328,9 +329,15 @@ func (s *Server) runTransaction(c *client, r *txReserve, err error) error {
 		s.commands.Add(1) // each counts as processed when it runs, as in Redis
 		args := tx.args(q, c.execArgs[:0])
 		c.execArgs = args
-		if err := q.cmd.run(s, c, args); err != nil {
-			s.errors.Add(1)
-			c.writeError(err)
+		start, waits := time.Now(), len(c.txLater.cmds)
+		err := q.cmd.run(s, c, args)
+		if len(c.txLater.cmds) > waits { // observed once it has its reply
+			c.txLater.cmds[waits].cmd, c.txLater.cmds[waits].start = q.cmd, start
+		} else {
+			s.calls(q.cmd).latency.Observe(time.Since(start)) // a call, as Redis counts those inside EXEC
+		}
+		if err != nil {
+			s.fail(c, q.cmd, err)
 		}
 		s.feed(c, q.cmd, args)
 	}
@@ -381,9 +388,9 @@ func (l *execLater) wait(s *Server, c *client) {
 		then: func(c *client, _ error) error {
 			for i, w := range l.cmds {
 				if err := w.then(c, w.err); err != nil {
-					s.errors.Add(1)
-					c.writeError(err)
+					s.fail(c, w.cmd, err)
 				}
+				s.calls(w.cmd).latency.Observe(time.Since(w.start))
 				end := len(after)
 				if i+1 < len(l.cmds) {
 					end = l.cmds[i+1].at
