@@ -9,15 +9,15 @@ import (
 // connectionCommands are the commands about the connection itself, which
 // client libraries send on connect and tools such as redis-cli use.
 var connectionCommands = []*command{
-	{name: "ping", arity: -1, flags: []string{"fast", "stale", "loading"}, run: cmdPing, doc: doc{
+	{name: "ping", arity: -1, flags: []string{"fast"}, run: cmdPing, doc: doc{
 		summary: "Returns the server's liveliness response.", since: "1.0.0", group: "connection", complexity: "O(1)",
 		args: []arg{{name: "message", typ: "string", flags: optional}},
 	}},
-	{name: "echo", arity: 2, flags: []string{"fast", "stale", "loading"}, run: cmdEcho, doc: doc{
+	{name: "echo", arity: 2, flags: []string{"loading", "stale", "fast"}, run: cmdEcho, doc: doc{
 		summary: "Returns the given string.", since: "1.0.0", group: "connection", complexity: "O(1)",
 		args: []arg{{name: "message", typ: "string"}},
 	}},
-	{name: "quit", arity: -1, flags: []string{"allow_busy", "noscript", "loading", "stale", "fast", "no_auth"}, run: cmdQuit, control: true, doc: doc{
+	{name: "quit", arity: -1, flags: []string{"noscript", "loading", "stale", "fast", "no_auth", "allow_busy"}, run: cmdQuit, control: true, doc: doc{
 		summary: "Closes the connection.", since: "1.0.0", group: "connection", complexity: "O(1)",
 	}},
 	{name: "reset", arity: 1, flags: []string{"noscript", "loading", "stale", "fast", "no_auth", "allow_busy"}, run: cmdReset, control: true, doc: doc{

@@ -78,7 +78,7 @@ var seqCommands = []*command{
 		since:   "3.2.1", group: "generic", complexity: "O(N) where N is the number of keys that will be touched.",
 		args: []arg{{name: "key", typ: "key", flags: multiple}},
 	}},
-	{name: "keys", arity: 2, flags: []string{"readonly"}, run: cmdKeys, doc: doc{
+	{name: "keys", arity: 2, flags: []string{"readonly"}, acl: []string{"dangerous"}, run: cmdKeys, doc: doc{
 		summary: "Returns the keys that match the pattern (it examines every key: prefer SCAN).",
 		since:   "1.0.0", group: "generic", complexity: "O(N) with N being the number of keys in the database",
 		args: []arg{{name: "pattern", typ: "pattern"}},
@@ -93,7 +93,11 @@ var refusedCommands = func() []*command {
 	for _, name := range []string{"del", "unlink", "decr", "decrby", "incrbyfloat", "getset", "getdel", "getex",
 		"setex", "psetex", "mset", "msetnx", "append", "setrange", "expire", "pexpire", "expireat", "pexpireat",
 		"persist", "rename", "renamenx", "move", "copy", "restore", "flushdb", "flushall", "swapdb"} {
-		cmds = append(cmds, &command{name: name, arity: -1, flags: []string{"write"}, run: cmdRefused, doc: doc{
+		var acl []string
+		if slices.Contains([]string{"restore", "flushdb", "flushall", "swapdb"}, name) {
+			acl = []string{"dangerous"}
+		}
+		cmds = append(cmds, &command{name: name, arity: -1, flags: []string{"write"}, acl: acl, run: cmdRefused, doc: doc{
 			summary: "Refused: sequences never go back, expire or go away (idserver never reuses a number).",
 			since:   idserverSince, group: "generic", complexity: "O(1)",
 		}})

@@ -43,6 +43,7 @@ type command struct {
 	// noMonitor keeps it out of MONITOR's stream: the flag admin, as
 	// in Redis.
 	noMonitor bool
+	aclCats   []string // every ACL category, "@read", in Redis's order
 	bySub     map[string]*command
 	id        int // its figures' index in Server.calls
 }
@@ -149,6 +150,7 @@ func index(cmd *command) {
 			break
 		}
 	}
+	cmd.aclCats = aclCategories(cmd)
 	cmd.noAuth = slices.Contains(cmd.flags, "no_auth")
 	cmd.noMulti = slices.Contains(cmd.flags, "no_multi")
 	cmd.noMonitor = slices.Contains(cmd.flags, "admin")
@@ -160,6 +162,45 @@ func index(cmd *command) {
 		index(sub)
 		cmd.bySub[sub.name[strings.IndexByte(sub.name, '|')+1:]] = sub
 	}
+}
+
+// aclOrder is Redis's ACL categories, in the order COMMAND lists them.
+var aclOrder = []string{"keyspace", "read", "write", "set", "sortedset", "list", "hash", "string", "bitmap",
+	"hyperloglog", "geo", "stream", "pubsub", "admin", "fast", "slow", "blocking", "dangerous", "connection",
+	"transaction", "scripting"}
+
+// groupACL is the ACL category of the commands of a group (in Redis,
+// each command's own file names it).
+var groupACL = map[string]string{"string": "string", "generic": "keyspace", "connection": "connection", "transactions": "transaction"}
+
+// aclCategories derives cmd's ACL categories as Redis does
+// (setImplicitACLCategories): write gives @write, readonly @read, admin
+// @admin and @dangerous, fast @fast and anything else @slow; its group's
+// category, unless it is a container without a call of its own (CLIENT,
+// CONFIG: only @slow, as in Redis); and those of cmd.acl.
+func aclCategories(cmd *command) []string {
+	has := map[string]bool{}
+	for _, cat := range cmd.acl {
+		has[cat] = true
+	}
+	if cat, ok := groupACL[cmd.doc.group]; ok && cmd.run != nil {
+		has[cat] = true
+	}
+	for flag, cats := range map[string][]string{"write": {"write"}, "readonly": {"read"}, "admin": {"admin", "dangerous"}, "fast": {"fast"}} {
+		if slices.Contains(cmd.flags, flag) {
+			for _, cat := range cats {
+				has[cat] = true
+			}
+		}
+	}
+	has["slow"] = !has["fast"]
+	var cats []string
+	for _, cat := range aclOrder {
+		if has[cat] {
+			cats = append(cats, "@"+cat)
+		}
+	}
+	return cats
 }
 
 // lookup finds the command args names, and its subcommand for a container
