@@ -142,31 +142,32 @@ func cmdHello(s *Server, c *client, args [][]byte) error {
 		}
 		resp3 = v == 3
 	}
-	authed, name := c.authed, c.name
+	// Each option takes effect as it is read, as in Redis: AUTH then a
+	// bad SETNAME leaves the client authenticated, SETNAME then a wrong
+	// password named; only the protocol waits for the end.
+	defer c.refreshShown()
 	for i := 2; i < len(args); i++ {
 		switch opt := keyword(args[i]); {
 		case opt == "auth" && i+2 < len(args):
 			if err := s.checkPass(args[i+1], args[i+2]); err != nil {
 				return err
 			}
-			authed = true
+			c.setAuthed(true)
 			i += 2
 		case opt == "setname" && i+1 < len(args):
 			if err := checkClientAttr(args[i+1], "Client names cannot contain spaces, newlines or special characters."); err != nil {
 				return err
 			}
-			name = string(args[i+1])
+			c.name = string(args[i+1])
 			i++
 		default:
 			return replyerr.Errorf("Syntax error in HELLO option '%.128s'", args[i])
 		}
 	}
-	if !authed {
+	if !c.authed {
 		return replyerr.New(replyerr.NOAUTH, "HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time")
 	}
-	c.resp3, c.name = resp3, name
-	c.setAuthed(authed)
-	c.refreshShown()
+	c.resp3 = resp3
 	c.writeMap(7)
 	c.writeBulkString("server")
 	c.writeBulkString("idserver")
