@@ -31,7 +31,6 @@ import (
 	"github.com/idserver/idserver/reservation"
 	"github.com/idserver/idserver/resplimit"
 	"github.com/idserver/idserver/respserver"
-	"github.com/idserver/idserver/sequence"
 )
 
 func main() {
@@ -63,13 +62,8 @@ func run(args []string) int {
 	if cfg.GoMaxProcs > 0 {
 		runtime.GOMAXPROCS(cfg.GoMaxProcs)
 	}
-	if _, set := os.LookupEnv("GOMEMLIMIT"); !set && cfg.MaxMemoryClients > 0 {
-		// The collector works harder as the heap nears this, before the
-		// clients reach their bound rather than after: what they hold may
-		// take twice its size in buffers, the sequences what their bounds
-		// allow, and the server itself some more.
-		seqs := int64(cfg.SeqMaxKeys) * int64(cfg.SeqMaxKeyBytes+sequence.EntryBytes)
-		debug.SetMemoryLimit(2*int64(cfg.MaxMemoryClients) + seqs + 128<<20)
+	if _, set := os.LookupEnv("GOMEMLIMIT"); !set && cfg.MemoryLimit() > 0 {
+		debug.SetMemoryLimit(cfg.MemoryLimit())
 	}
 	return runMode(cfg, tc, log)
 }
