@@ -64,13 +64,10 @@ func TestReadyzReasons(t *testing.T) {
 // waitServing waits until Serve has started the event loops.
 func waitServing(t *testing.T, srv *respserver.Server) {
 	t.Helper()
-	for range 10_000 {
-		if err := srv.Ready(); err == nil || !strings.Contains(err.Error(), "not serving yet") {
-			return
-		}
-		time.Sleep(time.Millisecond)
-	}
-	t.Fatal("Serve did not start")
+	await.True(t, time.Minute, "Serve started", func() bool {
+		err := srv.Ready()
+		return err == nil || !strings.Contains(err.Error(), "not serving yet")
+	})
 }
 
 // TestProfiles: the CPU profile and the execution trace of the live
