@@ -62,7 +62,7 @@ func run(args []string) int {
 	if cfg.GoMaxProcs > 0 {
 		runtime.GOMAXPROCS(cfg.GoMaxProcs)
 	}
-	if _, set := os.LookupEnv("GOMEMLIMIT"); !set && cfg.MaxMemoryClients > 0 {
+	if _, set := os.LookupEnv("GOMEMLIMIT"); !set && cfg.Memory().Limit > 0 {
 		// The collector works harder as the heap nears this, before the
 		// clients reach their bound rather than after.
 		debug.SetMemoryLimit(cfg.Memory().Limit)

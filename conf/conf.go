@@ -55,7 +55,7 @@ type Config struct {
 	ProtoMaxBulkLen         Size        `key:"proto-max-bulk-len" default:"64kb" usage:"largest bulk string or inline command a client may send"`
 	ProtoMaxMultibulkLen    int         `key:"proto-max-multibulk-len" default:"1024" usage:"most arguments in one command"`
 	ClientQueryBufferLimit  Size        `key:"client-query-buffer-limit" default:"1mb" usage:"most bytes a client's input may hold in the server: an unfinished command, and commands waiting behind one that waits; past it, the client is closed"`
-	MaxMemoryClients        Size        `key:"maxmemory-clients" default:"64mb" usage:"most bytes all clients together may have the server hold (input, replies, transactions); past it, the clients holding the most are closed; the Go runtime's memory limit is twice this, plus seq-max-keys times (seq-max-key-bytes + 224), plus 128mb, unless GOMEMLIMIT is set, and RSS stays under that plus 96mb (docs/sequences.md); 0 = no bound"`
+	MaxMemoryClients        Size        `key:"maxmemory-clients" default:"64mb" usage:"most bytes all clients together may have the server hold (input, replies, transactions); past it, the clients holding the most are closed; the Go runtime's memory limit, unless GOMEMLIMIT is set, is {memory-limit}, and RSS stays under that plus 96mb (docs/sequences.md); 0 = no bound"`
 	ClientOutputBufferLimit OutputLimit `key:"client-output-buffer-limit" default:"normal 16mb 8mb 60" usage:"normal <hard> <soft> <soft-seconds>: past soft, a client's commands wait until its replies drain; past hard (replies plus waiting requests), or soft for soft-seconds, it is closed; 0 = no limit"`
 	RequirePass             string      `key:"requirepass" default:"" usage:"password clients must AUTH with; empty = none"`
 
@@ -194,7 +194,8 @@ var fields = func() []field {
 	for i := range t.NumField() {
 		f := t.Field(i)
 		if key, ok := f.Tag.Lookup("key"); ok {
-			fs = append(fs, field{key, f.Tag.Get("default"), f.Tag.Get("usage"), i, f.Type, f.Tag.Get("secret") == "yes"})
+			usage := strings.ReplaceAll(f.Tag.Get("usage"), "{memory-limit}", MemoryLimitRule)
+			fs = append(fs, field{key, f.Tag.Get("default"), usage, i, f.Type, f.Tag.Get("secret") == "yes"})
 		}
 	}
 	return fs

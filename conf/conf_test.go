@@ -6,12 +6,15 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/idserver/idserver/sequence"
 )
 
 func writeFile(t *testing.T, text string) string {
@@ -497,6 +500,38 @@ func TestMetricsAddr(t *testing.T) {
 	} {
 		if _, err := Load(nil, []string{"IDSERVER_METRICS_ADDR=" + tt.in}); err == nil || !strings.HasPrefix(err.Error(), tt.want) {
 			t.Errorf("metrics-addr %q: %v, want %q", tt.in, err, tt.want)
+		}
+	}
+}
+
+// TestMemoryLimitRule: Memory is the one place of the Go memory
+// limit's formula, and what --help, redis.conf.example and the docs say
+// of it is MemoryLimitRule, word for word (markup and line breaks
+// aside).
+func TestMemoryLimitRule(t *testing.T) {
+	c := Config{MaxMemoryClients: 1000, SeqMaxKeys: 10, SeqMaxKeyBytes: 100}
+	if got, want := c.Memory().Limit, int64(2*1000+10*(100+sequence.EntryBytes)+128<<20); got != want {
+		t.Errorf("MemoryLimit of maxmemory-clients 1000, seq-max-keys 10, seq-max-key-bytes 100: %d, want %d", got, want)
+	}
+	if c.MaxMemoryClients = 0; c.Memory() != (Memory{}) {
+		t.Errorf("Memory without maxmemory-clients: %+v, want none", c.Memory())
+	}
+	flat := func(text string) string {
+		text = regexp.MustCompile(`(?m)^\s*#`).ReplaceAllString(text, "")
+		return strings.Join(strings.Fields(strings.ReplaceAll(text, "`", "")), " ")
+	}
+	usage := fields[slices.IndexFunc(fields, func(f field) bool { return f.key == "maxmemory-clients" })].usage
+	texts := map[string]string{"maxmemory-clients' usage": usage}
+	for _, name := range []string{"../redis.conf.example", "../docs/configuration.md", "../docs/sequences.md", "../docs/operations.md", "../docs/commands.md"} {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		texts[name] = string(b)
+	}
+	for name, text := range texts {
+		if !strings.Contains(flat(text), MemoryLimitRule) {
+			t.Errorf("%s does not say the Go memory limit is %q", name, MemoryLimitRule)
 		}
 	}
 }

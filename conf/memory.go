@@ -5,8 +5,7 @@ import "github.com/idserver/idserver/sequence"
 // Memory is what the server may hold in memory, derived from the
 // configuration here and nowhere else: main sets the Go runtime's memory
 // limit to Limit (unless GOMEMLIMIT is set), and --help,
-// redis.conf.example, docs/configuration.md and docs/sequences.md quote
-// this formula.
+// redis.conf.example and the docs quote its formula, MemoryLimitRule.
 type Memory struct {
 	// Limit is the Go runtime's memory limit: twice maxmemory-clients
 	// (what the clients hold may take twice its size in buffers), what
@@ -20,6 +19,15 @@ type Memory struct {
 	Ceiling int64
 }
 
+// MemoryLimitRule is Memory.Limit's formula in words: --help shows it in
+// maxmemory-clients' usage, and redis.conf.example and the docs quote it
+// (TestMemoryLimitRule keeps them in step).
+const MemoryLimitRule = "twice maxmemory-clients, plus what seq-max-keys keys of seq-max-key-bytes take, plus 128mb"
+
+// memoryLimitSpare is what the server itself is allowed beside its
+// clients and its sequences.
+const memoryLimitSpare = 128 << 20
+
 // OutsideHeap is what Memory.Ceiling allows beyond the Go runtime's limit.
 const OutsideHeap = 96 << 20
 
@@ -28,6 +36,6 @@ func (c *Config) Memory() Memory {
 	if c.MaxMemoryClients == 0 {
 		return Memory{}
 	}
-	limit := 2*int64(c.MaxMemoryClients) + int64(c.SeqMaxKeys)*sequence.KeyBytes(c.SeqMaxKeyBytes) + 128<<20
+	limit := 2*int64(c.MaxMemoryClients) + int64(c.SeqMaxKeys)*sequence.KeyBytes(c.SeqMaxKeyBytes) + memoryLimitSpare
 	return Memory{Limit: limit, Ceiling: limit + OutsideHeap}
 }

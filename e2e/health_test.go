@@ -98,9 +98,10 @@ func TestCheckReadyNoServer(t *testing.T) {
 	}
 }
 
-// TestEveryInfoFieldIsAMetric walks INFO clients, stats, persistence and
-// idgen: every numeric field is at /metrics as idserver_<field>, without
-// Redis's "total_" prefix, in seconds where INFO has _ms or _usec, and
+// TestEveryInfoFieldIsAMetric walks INFO clients, stats, cpu, persistence
+// and idgen: every numeric field is at /metrics as idserver_<field>, without
+// Redis's "total_" prefix, in seconds where INFO has _ms or _usec (and
+// for CPU time, which INFO shows in seconds), and
 // with _total and type counter where it only grows, and it has INFO's
 // value: between those of two INFOs taken around the scrape, give or take
 // the milliseconds between them for the time fields. A command that ran
@@ -117,8 +118,8 @@ func TestEveryClusterInfoFieldIsAMetric(t *testing.T) {
 	checkInfoMetrics(t, p)
 }
 
-// checkInfoMetrics walks INFO clients, stats, persistence, cluster and
-// idgen of p against its /metrics.
+// checkInfoMetrics walks INFO clients, stats, cpu, persistence, cluster
+// and idgen of p against its /metrics.
 func checkInfoMetrics(t *testing.T, p *process) {
 	t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: p.Addr})
@@ -127,7 +128,7 @@ func checkInfoMetrics(t *testing.T, p *process) {
 	if err := c.Do(ctx, "MGETID", 100).Err(); err != nil {
 		t.Fatal(err)
 	}
-	sections := []string{"clients", "stats", "persistence", "cluster", "idgen"}
+	sections := []string{"clients", "stats", "cpu", "persistence", "cluster", "idgen"}
 	before, began := infoFields(t, c, sections...), time.Now()
 	code, body := get(t, "http://"+p.MetricsAddr(t)+"/metrics")
 	slack := float64(time.Since(began).Milliseconds() + 1)
@@ -148,6 +149,9 @@ func checkInfoMetrics(t *testing.T, p *process) {
 			if strings.HasSuffix(base, suffix) {
 				base, scale, fieldSlack = strings.TrimSuffix(base, suffix)+"_seconds", s, slack/(s*1000)
 			}
+		}
+		if strings.HasPrefix(f.name, "used_cpu_") {
+			base += "_seconds"
 		}
 		gauge, counter := fams[base], fams[base+"_total"]
 		var m float64
@@ -176,7 +180,7 @@ func checkInfoMetrics(t *testing.T, p *process) {
 	}
 	// INFO commandstats reads the same histograms.
 	cmdstats, err := c.Info(ctx, "commandstats").Result()
-	if err != nil || !regexp.MustCompile(`(?m)^cmdstat_mgetid:calls=1,usec=\d+,usec_per_call=\d+\.\d\d\r$`).MatchString(cmdstats) {
+	if err != nil || !regexp.MustCompile(`(?m)^cmdstat_mgetid:calls=1,usec=\d+,usec_per_call=\d+\.\d\d,rejected_calls=0,failed_calls=0\r$`).MatchString(cmdstats) {
 		t.Errorf("INFO commandstats: %q, %v; want cmdstat_mgetid:calls=1,...", cmdstats, err)
 	}
 }

@@ -61,13 +61,19 @@ func New(o Options) http.Handler {
 // exported are the INFO sections /metrics exports, every numeric field of
 // them; the server's memory and process figures come from the Go and
 // process collectors (go_memstats_*, process_*).
-var exported = []string{"clients", "stats", "persistence", "cluster", "idgen"}
+var exported = []string{"clients", "stats", "cpu", "persistence", "cluster", "idgen"}
 
 var (
 	infoDesc = prometheus.NewDesc("idserver_info", "Version and layout of this server (always 1).",
 		[]string{"version", "id_range", "shard_range", "random_range"}, nil)
 	latencyDesc = prometheus.NewDesc("idserver_command_duration_seconds",
 		"Time from a command's start to its reply, by command (waits at the lead bound included).", []string{"command"}, nil)
+	rejectedDesc = prometheus.NewDesc("idserver_command_rejected_calls_total",
+		"Calls refused before they ran (arity, authentication, refused inside MULTI), by command: INFO commandstats' rejected_calls.", []string{"command"}, nil)
+	failedDesc = prometheus.NewDesc("idserver_command_failed_calls_total",
+		"Calls that ran and replied with an error, by command: INFO commandstats' failed_calls.", []string{"command"}, nil)
+	errorDesc = prometheus.NewDesc("idserver_error_replies_by_code_total",
+		"Error replies sent, by code (their first word): INFO errorstats.", []string{"code"}, nil)
 )
 
 // collector reads the server's stats snapshot when scraped. It is
@@ -98,16 +104,27 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(prometheus.NewDesc(name, f.Help, nil, nil), kind, float64(f.Num)*scale)
 		}
 	}
-	for _, h := range c.srv.Latencies() {
-		ch <- prometheus.MustNewConstHistogram(latencyDesc, h.Count, h.Sum, h.Buckets, h.Name)
+	for _, cs := range c.srv.Calls() {
+		if cs.Count > 0 {
+			ch <- prometheus.MustNewConstHistogram(latencyDesc, cs.Count, cs.Sum, cs.Buckets, cs.Name)
+		}
+		ch <- prometheus.MustNewConstMetric(rejectedDesc, prometheus.CounterValue, float64(cs.Rejected), cs.Name)
+		ch <- prometheus.MustNewConstMetric(failedDesc, prometheus.CounterValue, float64(cs.Failed), cs.Name)
+	}
+	for _, e := range c.srv.ErrorReplies() {
+		ch <- prometheus.MustNewConstMetric(errorDesc, prometheus.CounterValue, float64(e.N), e.Name)
 	}
 }
 
 // metricName is the Prometheus name of an INFO field, and the factor to
 // its base unit: idserver_<field>, without Redis's "total_" prefix, in
-// seconds rather than _ms or _usec, and with _total for a counter.
+// seconds rather than _ms, _usec or CPU time's microseconds, and with
+// _total for a counter.
 func metricName(f stats.Field) (string, float64) {
 	name, scale := strings.TrimPrefix(f.Name, "total_"), 1.0
+	if f.Micros {
+		name, scale = name+"_seconds", 1e-6
+	}
 	for _, u := range []struct {
 		suffix string
 		scale  float64

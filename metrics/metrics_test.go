@@ -1,17 +1,22 @@
 package metrics
 
 import (
+	"bufio"
 	"context"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/idserver/idserver/idgen"
+	"github.com/idserver/idserver/internal/await"
 	"github.com/idserver/idserver/respserver"
+	"github.com/idserver/idserver/stats"
 )
 
 // TestReadyzReasons: /readyz is 503 with the reason until the server
@@ -59,13 +64,10 @@ func TestReadyzReasons(t *testing.T) {
 // waitServing waits until Serve has started the event loops.
 func waitServing(t *testing.T, srv *respserver.Server) {
 	t.Helper()
-	for range 10_000 {
-		if err := srv.Ready(); err == nil || !strings.Contains(err.Error(), "not serving yet") {
-			return
-		}
-		time.Sleep(time.Millisecond)
-	}
-	t.Fatal("Serve did not start")
+	await.True(t, time.Minute, "Serve started", func() bool {
+		err := srv.Ready()
+		return err == nil || !strings.Contains(err.Error(), "not serving yet")
+	})
 }
 
 // TestProfiles: the CPU profile and the execution trace of the live
@@ -190,5 +192,71 @@ func TestLimitsSlowReader(t *testing.T) {
 		t.Logf("the reply's write ended: %v", err)
 	case <-time.After(10 * time.Second):
 		t.Fatalf("a reply not read still writes after 10 s; the timeout is %v", lim.Timeout)
+	}
+}
+
+// TestPromtool: a scrape of a server that has answered commands, refused
+// some and failed others passes promtool check metrics (Prometheus's
+// naming rules), and exports what INFO shows: the CPU time
+// (idserver_used_cpu_*_seconds_total), the error replies by code and the
+// calls rejected and failed by command.
+func TestPromtool(t *testing.T) {
+	if _, err := exec.LookPath("promtool"); err != nil {
+		t.Skip("promtool is not installed (Debian: prometheus)")
+	}
+	gen, err := idgen.New(idgen.Settings{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := respserver.New(respserver.Options{Generator: gen})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	waitServing(t, srv)
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	// GETID, then GET of the wrong arity, a bad MGETID count, an unknown
+	// command, each answered before the PING's PONG.
+	c.Write([]byte("GETID\r\nGET\r\nMGETID 0\r\nNOSUCH\r\nPING\r\n"))
+	r := bufio.NewReader(c)
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if line == "+PONG\r\n" {
+			break
+		}
+	}
+	// A batch's latencies are counted once its replies are written,
+	// which may be after the client has read them.
+	await.True(t, 10*time.Second, "the batch's calls counted", func() bool {
+		return slices.ContainsFunc(srv.Calls(), func(cs stats.Calls) bool { return cs.Name == "ping" && cs.Count == 1 })
+	})
+
+	rec := httptest.NewRecorder()
+	New(Options{Server: srv, Version: "test"}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	scrape := rec.Body.String()
+	check := exec.Command("promtool", "check", "metrics")
+	check.Stdin = strings.NewReader(scrape)
+	if out, err := check.CombinedOutput(); err != nil || len(out) > 0 {
+		t.Errorf("promtool check metrics: %v\n%s", err, out)
+	}
+	for _, want := range []string{
+		"\nidserver_used_cpu_user_seconds_total ", "\nidserver_used_cpu_sys_main_thread_seconds_total ",
+		"\nidserver_error_replies_by_code_total{code=\"ERR\"} 3\n", "\nidserver_error_replies_total 3\n",
+		"\nidserver_command_rejected_calls_total{command=\"get\"} 1\n", "\nidserver_command_failed_calls_total{command=\"mgetid\"} 1\n",
+		"\nidserver_command_duration_seconds_count{command=\"getid\"} 1\n",
+	} {
+		if !strings.Contains(scrape, want) {
+			t.Errorf("no %q in the scrape", strings.TrimSpace(want))
+		}
 	}
 }

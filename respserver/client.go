@@ -1,7 +1,6 @@
 package respserver
 
 import (
-	"errors"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -21,8 +20,9 @@ type client struct {
 	session
 	txState
 
-	wait  waiting // the command that waits off the loop
-	batch batch   // the commands run since the last read, for their latency
+	wait   waiting     // the command that waits off the loop
+	finish func(error) // finished for c, made once: conns.Conn.Wait's then
+	batch  batch       // the commands run since the last read, for their latency
 }
 
 // session is what a client's commands set and read.
@@ -51,6 +51,7 @@ type txState struct {
 	execArgs [][]byte     // scratch for the arguments of tx's commands
 	txIDs    []int64      // the IDs EXEC took for the transaction, not yet used
 	txSeq    txSeq        // the values EXEC took for the transaction's INCRs
+	txLater  execLater    // its commands that finish off the loop, after the others
 	watched  []watchedKey // WATCHed since the last EXEC, DISCARD or UNWATCH
 }
 
@@ -58,21 +59,31 @@ type txState struct {
 // a larger one, grown for a rare big request, is let go.
 const keepBuf = 64 << 10
 
-// errWait is returned by a command that cannot finish on the loop (it
-// would wait for its IDs); it has set client.wait, which the connection
-// layer finishes (conns.Conn.Wait).
-var errWait = errors.New("respserver: command must wait")
-
 // waiting is a command that cannot finish on the loop: off runs off it
 // (it may block; it owns what it touches of the client until it returns),
 // then then on the loop with off's error, which writes the reply or
-// returns the error reply to send.
+// returns the error reply to send. then may call later again, for a
+// command that finishes in more than one step.
 type waiting struct {
 	off  func() error
 	then func(c *client, err error) error
 
 	cmd   *command  // the command, for its latency
 	start time.Time // when it began
+}
+
+// later finishes the command running now with w, off the loop: the
+// connection runs w.off and then w.then (conns.Conn.Wait), and c's later
+// commands wait for it; inside EXEC, the transaction does, after its
+// other commands (execLater). The command returns nil: its reply, or its
+// error, is then's.
+func (c *client) later(w waiting) {
+	if c.inExec {
+		c.txLater.add(c, w)
+		return
+	}
+	c.wait.off, c.wait.then = w.off, w.then
+	c.Wait(w.off, c.finish)
 }
 
 // batch is the commands that ran on one read (or wake) of a client,
@@ -97,15 +108,15 @@ func (b *batch) add(cmd *command) {
 	b.ran = append(b.ran, ran{cmd, 1})
 }
 
-// observe counts the batch's latency, since start, for each command in
-// it, and empties it.
-func (b *batch) observe(start time.Time) {
+// observe counts the batch's latency on s, since start, for each command
+// in it, and empties it.
+func (b *batch) observe(s *Server, start time.Time) {
 	if len(b.ran) == 0 {
 		return
 	}
 	d := time.Since(start)
 	for _, r := range b.ran {
-		r.cmd.latency.ObserveN(d, r.n)
+		s.calls(r.cmd).latency.ObserveN(d, r.n)
 	}
 	b.ran = b.ran[:0]
 }
@@ -116,48 +127,38 @@ type handler struct{ *Server }
 // Open is a new connection's client.
 func (h handler) Open(cn *conns.Conn[*client]) *client {
 	c := &client{Conn: cn}
+	c.finish = func(err error) { h.finished(c, err) }
 	c.setAuthed(h.opts.RequirePass == "")
 	c.stringIDs = h.opts.GetIDReply == GetIDString
 	c.refreshShown()
 	return c
 }
 
-// Command runs one command; one that waits is handed to the connection
-// layer to finish.
+// Command runs one command; one that waits has handed itself to the
+// connection layer to finish (client.later).
 func (h handler) Command(cn *conns.Conn[*client], args [][]byte) {
-	c := cn.Session
 	h.commands.Add(1)
-	err := h.dispatch(c, args)
-	switch {
-	case err == errWait:
-		cn.Wait(c.wait.off, func(err error) { h.finished(c, err) })
-	case err != nil:
-		h.errors.Add(1)
-		c.writeError(err)
-	}
+	h.dispatch(cn.Session, args)
 }
 
-// finished ends a command that waited, on its loop again; or, if its
+// finished ends a command that waited, on its loop again, unless its
 // then has it wait again (EXEC, for the commands of the transaction that
-// finish off the loop), hands its next step to the connection layer.
+// finish off the loop).
 func (s *Server) finished(c *client, err error) {
-	cmd, start := c.wait.cmd, c.wait.start
-	err = c.wait.then(c, err)
-	if err == errWait {
-		c.wait.cmd, c.wait.start = cmd, start
-		c.Wait(c.wait.off, func(err error) { s.finished(c, err) })
+	w := c.wait
+	c.wait = waiting{}
+	if err = w.then(c, err); err != nil {
+		s.fail(c, w.cmd, err)
+	}
+	if c.wait.off != nil { // then called later: the next step
+		c.wait.cmd, c.wait.start = w.cmd, w.start
 		return
 	}
-	if err != nil {
-		s.errors.Add(1)
-		c.writeError(err)
-	}
-	cmd.latency.Observe(time.Since(start))
-	c.wait = waiting{}
+	s.calls(w.cmd).latency.Observe(time.Since(w.start))
 }
 
 // Sent counts the latency of the batch whose replies were just written.
-func (handler) Sent(cn *conns.Conn[*client]) { cn.Session.batch.observe(cn.Start()) }
+func (h handler) Sent(cn *conns.Conn[*client]) { cn.Session.batch.observe(h.Server, cn.Start()) }
 
 // Closed ends what the client's session started: MONITOR.
 func (h handler) Closed(cn *conns.Conn[*client]) { h.unmonitor(cn.Session) }
@@ -194,7 +195,6 @@ func (c *client) setAuthed(ok bool) {
 // Replies, appended to c.Out.
 
 func (c *client) writeString(s string)     { c.Out = redcon.AppendString(c.Out, s) }
-func (c *client) writeError(err error)     { c.Out = reply(err).Append(c.Out) }
 func (c *client) writeBulk(b []byte)       { c.Out = redcon.AppendBulk(c.Out, b) }
 func (c *client) writeBulkString(s string) { c.Out = redcon.AppendBulkString(c.Out, s) }
 func (c *client) writeInt(n int)           { c.Out = redcon.AppendInt(c.Out, int64(n)) }

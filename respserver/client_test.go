@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idserver/idserver/idgen"
+	"github.com/idserver/idserver/internal/await"
 )
 
 // TestGetIDReply: under getid-reply auto, GETID is a bulk string for
@@ -163,10 +164,14 @@ func TestIDRange(t *testing.T) {
 	s, addr := startServer(t, idgen.Settings{}, Options{})
 	c := dialRaw(t, addr)
 	first := c.do("GETID").(int64)
-	time.Sleep(3 * time.Millisecond)
-	last := c.do("GETID").(int64)
 	p1, _ := s.opts.Generator.Decode(first)
-	p2, _ := s.opts.Generator.Decode(last)
+	var last int64
+	var p2 idgen.Parts
+	await.True(t, 10*time.Second, "an ID of a later millisecond", func() bool {
+		last = c.do("GETID").(int64)
+		p2, _ = s.opts.Generator.Decode(last)
+		return p2.Time.After(p1.Time)
+	})
 	from, to := strconv.FormatInt(p1.Time.UnixMilli(), 10), strconv.FormatInt(p2.Time.UnixMilli(), 10)
 	r := c.do("IDRANGE", from, to).([]any)
 	lo, hi := r[0].(int64), r[1].(int64)

@@ -12,7 +12,7 @@ import (
 // connect (SETINFO, SETNAME, TRACKING, NO-EVICT, ...) or operators use
 // (LIST, KILL, INFO).
 var clientCommand = &command{
-	name: "client", arity: -2, flags: []string{"sentinel"},
+	name: "client", arity: -2, flags: []string{},
 	doc: doc{summary: "A container for client connection commands.", since: "2.4.0", group: "connection", complexity: "Depends on subcommand."},
 	subs: []*command{
 		{name: "client|caching", arity: 3, flags: []string{"noscript", "loading", "stale"}, run: cmdClientCaching, doc: doc{

@@ -22,13 +22,46 @@ func cmdCommandCount(s *Server, c *client, args [][]byte) error {
 	return nil
 }
 
+// cmdCommandList is COMMAND LIST [FILTERBY MODULE name | ACLCAT category
+// | PATTERN pattern]: the name of every command and subcommand, each
+// command before its subcommands, as Redis lists them; a filter keeps
+// those of the ACL category, or whose name matches the pattern (in any
+// case); idserver has no modules. Of several filters, the last counts,
+// as in Redis.
 func cmdCommandList(s *Server, c *client, args [][]byte) error {
-	if len(args) > 2 {
-		return errSyntax // FILTERBY: every command here would pass the usual filters anyway
+	keep := func(*command) bool { return true }
+	for i := 2; i < len(args); i += 3 {
+		if i+2 >= len(args) || keyword(args[i]) != "filterby" {
+			return errSyntax
+		}
+		arg := args[i+2]
+		switch keyword(args[i+1]) {
+		case "module":
+			keep = func(*command) bool { return false }
+		case "aclcat":
+			cat := "@" + keyword(arg)
+			keep = func(cmd *command) bool { return slices.Contains(cmd.aclCats, cat) }
+		case "pattern":
+			g := compileGlob(arg, longestName)
+			keep = func(cmd *command) bool { return g.match(cmd.name) }
+		default:
+			return errSyntax
+		}
 	}
-	c.writeArray(len(table))
-	for _, cmd := range table {
-		c.writeBulkString(cmd.name)
+	var names []string
+	var walk func(cmds []*command)
+	walk = func(cmds []*command) {
+		for _, cmd := range cmds {
+			if keep(cmd) {
+				names = append(names, cmd.name)
+			}
+			walk(cmd.subs)
+		}
+	}
+	walk(table)
+	c.writeArray(len(names))
+	for _, name := range names {
+		c.writeBulkString(name)
 	}
 	return nil
 }
@@ -87,8 +120,10 @@ func findCommand(name string) *command {
 }
 
 // writeCommandInfo writes Redis 7's COMMAND entry for cmd: the positions
-// of its keys (the sequences' commands and WATCH take keys), and no key
-// specs.
+// of its keys (the sequences' commands and WATCH take keys), its ACL
+// categories, and no tips or key specs. As Redis 7.0 does in RESP3, the
+// flags, categories, tips and key specs are sets, and so is the list of
+// subcommands when empty (an array otherwise).
 func (c *client) writeCommandInfo(cmd *command) {
 	c.writeArray(10)
 	c.writeBulkString(cmd.name)
@@ -97,8 +132,12 @@ func (c *client) writeCommandInfo(cmd *command) {
 	c.writeInt(cmd.keys.first)
 	c.writeInt(cmd.keys.last)
 	c.writeInt(cmd.keys.step)
-	for range 3 { // ACL categories, tips, key specs
-		c.writeArray(0)
+	c.writeFlags(cmd.aclCats)
+	c.writeSet(0) // tips
+	c.writeSet(0) // key specs
+	if len(cmd.subs) == 0 {
+		c.writeSet(0)
+		return
 	}
 	c.writeArray(len(cmd.subs))
 	for _, sub := range cmd.subs {
@@ -224,10 +263,11 @@ func (a arg) usage() string {
 	return u
 }
 
-// writeFlags writes flags as an array of simple strings, as Redis writes
-// command and argument flags (redis-cli stops on bulk strings there).
+// writeFlags writes flags as a set of simple strings, as Redis writes
+// command and argument flags and ACL categories (redis-cli stops on bulk
+// strings there).
 func (c *client) writeFlags(flags []string) {
-	c.writeArray(len(flags))
+	c.writeSet(len(flags))
 	for _, f := range flags {
 		c.writeString(f)
 	}

@@ -9,21 +9,21 @@ import (
 // connectionCommands are the commands about the connection itself, which
 // client libraries send on connect and tools such as redis-cli use.
 var connectionCommands = []*command{
-	{name: "ping", arity: -1, flags: []string{"fast", "stale", "loading"}, run: cmdPing, doc: doc{
+	{name: "ping", arity: -1, flags: []string{"fast"}, run: cmdPing, doc: doc{
 		summary: "Returns the server's liveliness response.", since: "1.0.0", group: "connection", complexity: "O(1)",
 		args: []arg{{name: "message", typ: "string", flags: optional}},
 	}},
-	{name: "echo", arity: 2, flags: []string{"fast", "stale", "loading"}, run: cmdEcho, doc: doc{
+	{name: "echo", arity: 2, flags: []string{"loading", "stale", "fast"}, run: cmdEcho, doc: doc{
 		summary: "Returns the given string.", since: "1.0.0", group: "connection", complexity: "O(1)",
 		args: []arg{{name: "message", typ: "string"}},
 	}},
-	{name: "quit", arity: -1, flags: []string{"allow_busy", "noscript", "loading", "stale", "fast", "no_auth"}, run: cmdQuit, control: true, doc: doc{
+	{name: "quit", arity: -1, flags: []string{"noscript", "loading", "stale", "fast", "no_auth", "allow_busy"}, run: cmdQuit, control: true, doc: doc{
 		summary: "Closes the connection.", since: "1.0.0", group: "connection", complexity: "O(1)",
 	}},
 	{name: "reset", arity: 1, flags: []string{"noscript", "loading", "stale", "fast", "no_auth", "allow_busy"}, run: cmdReset, control: true, doc: doc{
 		summary: "Resets the connection.", since: "6.2.0", group: "connection", complexity: "O(1)",
 	}},
-	{name: "hello", arity: -1, flags: []string{"noscript", "loading", "stale", "fast", "no_auth", "allow_busy"}, run: cmdHello, setup: true, doc: doc{
+	{name: "hello", arity: -1, flags: []string{"noscript", "loading", "stale", "fast", "no_auth", "allow_busy"}, run: cmdHello, setup: true, redact: redactHello, doc: doc{
 		summary: "Handshakes with the Redis server.", since: "6.0.0", group: "connection", complexity: "O(1)",
 		args: []arg{{name: "arguments", typ: "block", flags: optional, args: []arg{
 			{name: "protover", typ: "integer"},
@@ -31,7 +31,7 @@ var connectionCommands = []*command{
 			{name: "clientname", typ: "string", token: "SETNAME", flags: optional},
 		}}},
 	}},
-	{name: "auth", arity: -2, flags: []string{"noscript", "loading", "stale", "fast", "no_auth", "allow_busy"}, run: cmdAuth, setup: true, doc: doc{
+	{name: "auth", arity: -2, flags: []string{"noscript", "loading", "stale", "fast", "no_auth", "allow_busy"}, run: cmdAuth, setup: true, redact: redactAuth, doc: doc{
 		summary: "Authenticates the connection.", since: "1.0.0", group: "connection", complexity: "O(N) where N is the number of passwords defined for the user",
 		args: []arg{{name: "username", typ: "string", flags: optional}, {name: "password", typ: "string"}},
 	}},
@@ -142,31 +142,32 @@ func cmdHello(s *Server, c *client, args [][]byte) error {
 		}
 		resp3 = v == 3
 	}
-	authed, name := c.authed, c.name
+	// Each option takes effect as it is read, as in Redis: AUTH then a
+	// bad SETNAME leaves the client authenticated, SETNAME then a wrong
+	// password named; only the protocol waits for the end.
+	defer c.refreshShown()
 	for i := 2; i < len(args); i++ {
 		switch opt := keyword(args[i]); {
 		case opt == "auth" && i+2 < len(args):
 			if err := s.checkPass(args[i+1], args[i+2]); err != nil {
 				return err
 			}
-			authed = true
+			c.setAuthed(true)
 			i += 2
 		case opt == "setname" && i+1 < len(args):
 			if err := checkClientAttr(args[i+1], "Client names cannot contain spaces, newlines or special characters."); err != nil {
 				return err
 			}
-			name = string(args[i+1])
+			c.name = string(args[i+1])
 			i++
 		default:
 			return replyerr.Errorf("Syntax error in HELLO option '%.128s'", args[i])
 		}
 	}
-	if !authed {
+	if !c.authed {
 		return replyerr.New(replyerr.NOAUTH, "HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time")
 	}
-	c.resp3, c.name = resp3, name
-	c.setAuthed(authed)
-	c.refreshShown()
+	c.resp3 = resp3
 	c.writeMap(7)
 	c.writeBulkString("server")
 	c.writeBulkString("idserver")

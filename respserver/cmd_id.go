@@ -11,13 +11,13 @@ import (
 
 // idCommands are the commands that issue and explain IDs.
 var idCommands = []*command{
-	{name: "getid", arity: 1, flags: []string{"write", "fast"}, run: cmdGetID, doc: doc{
+	{name: "getid", arity: 1, flags: []string{"write", "fast"}, run: cmdGetID, takes: takesID, doc: doc{
 		summary:    "Returns a new unique ID: an integer, or a bulk string for JavaScript clients (getid-reply).",
 		since:      idserverSince,
 		group:      "idserver",
 		complexity: "O(1)",
 	}},
-	{name: "mgetid", arity: 2, flags: []string{"write"}, run: cmdMGetID, doc: doc{
+	{name: "mgetid", arity: 2, flags: []string{"write"}, run: cmdMGetID, takes: (*Server).takesIDs, doc: doc{
 		summary:    "Returns count new unique IDs, consecutive and increasing, as bulk strings.",
 		since:      idserverSince,
 		group:      "idserver",
@@ -59,7 +59,7 @@ const (
 )
 
 // cmdGetID and cmdMGetID never wait on the loop: where the generator
-// would, they return errWait, and finish issues their IDs off the loop.
+// would, they issue their IDs off it (later).
 func cmdGetID(s *Server, c *client, args [][]byte) error {
 	return s.issue(c, 1, writeGetID)
 }
@@ -84,22 +84,17 @@ func (s *Server) mgetidCount(args [][]byte) (int64, error) {
 	return n, nil
 }
 
-// idsNeeded is how many IDs a command will issue: for EXEC, which issues
-// a transaction's IDs in one step so that they are consecutive.
-func (s *Server) idsNeeded(cmd *command, args [][]byte) int64 {
-	switch cmd.name {
-	case "getid":
-		return 1
-	case "mgetid":
-		n, _ := s.mgetidCount(args) // 0 when the command will fail
-		return n
-	}
-	return 0
+func takesID(*Server, [][]byte) take { return take{ids: 1} }
+
+// takesIDs is MGETID's: none when the command will fail.
+func (s *Server) takesIDs(args [][]byte) take {
+	n, _ := s.mgetidCount(args)
+	return take{ids: n}
 }
 
 // issue takes n IDs and has reply write them. Inside EXEC they come from
 // the IDs EXEC took for the whole transaction. Otherwise, where the
-// generator would wait, it returns errWait and leaves the rest to finish.
+// generator would wait, it issues them off the loop (later).
 func (s *Server) issue(c *client, n int64, reply func(*client, []int64)) error {
 	if c.inExec {
 		reply(c, c.txIDs[:n])
@@ -109,7 +104,7 @@ func (s *Server) issue(c *client, n int64, reply func(*client, []int64)) error {
 	ids := c.scratchIDs(n)
 	err := s.tryNextN(ids)
 	if errors.Is(err, idgen.ErrWouldWait) {
-		c.wait = waiting{
+		c.later(waiting{
 			off: func() error { return s.nextN(ids) },
 			then: func(c *client, err error) error {
 				if err == nil {
@@ -118,8 +113,8 @@ func (s *Server) issue(c *client, n int64, reply func(*client, []int64)) error {
 				c.dropScratchIDs()
 				return err
 			},
-		}
-		return errWait
+		})
+		return nil
 	}
 	if err != nil {
 		return err

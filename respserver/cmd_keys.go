@@ -20,7 +20,7 @@ func cmdDBSize(s *Server, c *client, args [][]byte) error {
 		return nil
 	}
 	n := 0
-	c.wait = waiting{
+	c.later(waiting{
 		off: func() error { n, err = seq.Count(); return err },
 		then: func(c *client, err error) error {
 			if err == nil {
@@ -28,8 +28,8 @@ func cmdDBSize(s *Server, c *client, args [][]byte) error {
 			}
 			return err
 		},
-	}
-	return errWait
+	})
+	return nil
 }
 
 // scanMaxCount bounds the keys one SCAN examines, whatever its COUNT (a
@@ -102,8 +102,8 @@ func cmdScan(s *Server, c *client, args [][]byte) error {
 	if !seq.Shared() {
 		return reply(c, scan())
 	}
-	c.wait = waiting{off: scan, then: reply}
-	return errWait
+	c.later(waiting{off: scan, then: reply})
+	return nil
 }
 
 // writeScan writes SCAN's reply: the cursor to go on from, and keys.
@@ -131,7 +131,7 @@ func cmdKeys(s *Server, c *client, args [][]byte) error {
 		limit = 64 << 20
 	}
 	var keys []string
-	c.wait = waiting{
+	c.later(waiting{
 		off: func() error {
 			var g glob
 			g.compileExact(pattern, seq.LongestKey())
@@ -165,6 +165,6 @@ func cmdKeys(s *Server, c *client, args [][]byte) error {
 			}
 			return nil
 		},
-	}
-	return errWait
+	})
+	return nil
 }

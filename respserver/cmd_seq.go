@@ -18,12 +18,12 @@ import (
 // never goes back, so the writes that would move one back or remove it
 // are refused (refusedCommands).
 var seqCommands = []*command{
-	{name: "incr", arity: 2, flags: []string{"write", "denyoom", "fast"}, run: cmdIncr, doc: doc{
+	{name: "incr", arity: 2, flags: []string{"write", "denyoom", "fast"}, run: cmdIncr, takes: takesIncr, doc: doc{
 		summary: "Returns the key's next value: 1 for a new key. Values never repeat, through crashes and restarts.",
 		since:   "1.0.0", group: "string", complexity: "O(1)",
 		args: []arg{{name: "key", typ: "key"}},
 	}},
-	{name: "incrby", arity: 3, flags: []string{"write", "denyoom", "fast"}, run: cmdIncrBy, doc: doc{
+	{name: "incrby", arity: 3, flags: []string{"write", "denyoom", "fast"}, run: cmdIncrBy, takes: (*Server).takesIncrBy, doc: doc{
 		summary: "Reserves the key's next increment values and returns the last of them (1 <= increment <= seq-max-incrby).",
 		since:   "1.0.0", group: "string", complexity: "O(1)",
 		args: []arg{{name: "key", typ: "key"}, {name: "increment", typ: "integer"}},
@@ -78,7 +78,7 @@ var seqCommands = []*command{
 		since:   "3.2.1", group: "generic", complexity: "O(N) where N is the number of keys that will be touched.",
 		args: []arg{{name: "key", typ: "key", flags: multiple}},
 	}},
-	{name: "keys", arity: 2, flags: []string{"readonly"}, run: cmdKeys, doc: doc{
+	{name: "keys", arity: 2, flags: []string{"readonly"}, acl: []string{"dangerous"}, run: cmdKeys, doc: doc{
 		summary: "Returns the keys that match the pattern (it examines every key: prefer SCAN).",
 		since:   "1.0.0", group: "generic", complexity: "O(N) with N being the number of keys in the database",
 		args: []arg{{name: "pattern", typ: "pattern"}},
@@ -93,7 +93,11 @@ var refusedCommands = func() []*command {
 	for _, name := range []string{"del", "unlink", "decr", "decrby", "incrbyfloat", "getset", "getdel", "getex",
 		"setex", "psetex", "mset", "msetnx", "append", "setrange", "expire", "pexpire", "expireat", "pexpireat",
 		"persist", "rename", "renamenx", "move", "copy", "restore", "flushdb", "flushall", "swapdb"} {
-		cmds = append(cmds, &command{name: name, arity: -1, flags: []string{"write"}, run: cmdRefused, doc: doc{
+		var acl []string
+		if slices.Contains([]string{"restore", "flushdb", "flushall", "swapdb"}, name) {
+			acl = []string{"dangerous"}
+		}
+		cmds = append(cmds, &command{name: name, arity: -1, flags: []string{"write"}, acl: acl, run: cmdRefused, doc: doc{
 			summary: "Refused: sequences never go back, expire or go away (idserver never reuses a number).",
 			since:   idserverSince, group: "generic", complexity: "O(1)",
 		}})
@@ -127,6 +131,14 @@ func cmdIncrBy(s *Server, c *client, args [][]byte) error {
 	return s.incr(c, args[1], n)
 }
 
+func takesIncr(_ *Server, args [][]byte) take { return take{key: args[1], n: 1} }
+
+// takesIncrBy is INCRBY's: no values when the increment is refused.
+func (s *Server) takesIncrBy(args [][]byte) take {
+	n, _ := s.increment(args[2])
+	return take{key: args[1], n: n}
+}
+
 // increment is INCRBY's increment, checked: sequences only go up.
 func (s *Server) increment(arg []byte) (int64, error) {
 	n, ok := parseInt(arg)
@@ -141,8 +153,8 @@ func (s *Server) increment(arg []byte) (int64, error) {
 
 // incr hands out n values of key and replies with the last. Inside EXEC
 // they come from the values EXEC took for the whole transaction.
-// Otherwise, where the key's segment lacks them, it returns errWait and
-// the rest is done off the loop.
+// Otherwise, where the key's segment lacks them, the rest is done off
+// the loop (later).
 func (s *Server) incr(c *client, key []byte, n int64) error {
 	if c.inExec {
 		v, err := c.txSeq.take(key, n)
@@ -158,8 +170,9 @@ func (s *Server) incr(c *client, key []byte, n int64) error {
 	v, err := seq.TryIncr(key, n)
 	switch {
 	case errors.Is(err, sequence.ErrWouldWait):
-		c.prepareAhead(seq)
-		return c.incrLater(seq, string(key), n)
+		s.prepareAhead(c, seq)
+		c.incrLater(seq, string(key), n)
+		return nil
 	case errors.Is(err, sequence.ErrBirthPending):
 		c.holdForBirths(seq)
 	case err != nil:
@@ -181,9 +194,9 @@ func (c *client) holdForBirths(seq *sequence.Table) {
 
 // incrLater is incr's wait, off the loop. (Its own function: what its
 // closures share escapes to the heap, and incr's fast path must not.)
-func (c *client) incrLater(seq *sequence.Table, key string, n int64) error {
+func (c *client) incrLater(seq *sequence.Table, key string, n int64) {
 	var v int64
-	c.wait = waiting{
+	c.later(waiting{
 		off: func() error {
 			var err error
 			v, err = seq.Incr(key, n)
@@ -195,20 +208,16 @@ func (c *client) incrLater(seq *sequence.Table, key string, n int64) error {
 			}
 			return err
 		},
-	}
-	return errWait
+	})
 }
 
 // prepareAhead has seq prepare the values the INCRs pipelined behind a
 // waiting one will need, so that they all wait for one write.
-func (c *client) prepareAhead(seq *sequence.Table) {
+func (s *Server) prepareAhead(c *client, seq *sequence.Table) {
 	c.Ahead(func(args [][]byte) bool {
-		switch {
-		case len(args) == 2 && keyword(args[0]) == "incr":
-			seq.Prepare(args[1], 1)
-		case len(args) == 3 && keyword(args[0]) == "incrby":
-			if n, ok := parseInt(args[2]); ok && n > 0 {
-				seq.Prepare(args[1], n)
+		if cmd, err := c.lookup(args); err == nil && cmd.takes != nil {
+			if t := cmd.takes(s, args); t.n > 0 {
+				seq.Prepare(t.key, t.n)
 			}
 		}
 		return true
@@ -280,7 +289,7 @@ func (s *Server) lookup(c *client, keys [][]byte, reply func(c *client, vals []i
 	}
 	var vals []int64
 	var exist []bool
-	c.wait = waiting{
+	c.later(waiting{
 		off: func() error { vals, exist, err = seq.Lookup(ks); return err },
 		then: func(c *client, err error) error {
 			if err == nil {
@@ -288,8 +297,8 @@ func (s *Server) lookup(c *client, keys [][]byte, reply func(c *client, vals []i
 			}
 			return err
 		},
-	}
-	return errWait
+	})
+	return nil
 }
 
 // value is key's value on this server: inside EXEC, as the transaction's
@@ -355,7 +364,7 @@ func (s *Server) set(c *client, key, value []byte, mode sequence.SetMode, reply 
 	}
 	k := string(key)
 	set := false
-	c.wait = waiting{
+	c.later(waiting{
 		off: func() error {
 			err := seq.Set(k, v, mode)
 			set = err == nil
@@ -370,6 +379,6 @@ func (s *Server) set(c *client, key, value []byte, mode sequence.SetMode, reply 
 			}
 			return err
 		},
-	}
-	return errWait
+	})
+	return nil
 }

@@ -10,29 +10,33 @@ import (
 	"github.com/idserver/idserver/internal/replyerr"
 )
 
+// connection is the ACL category of COMMAND and its subcommands, as in
+// Redis: a client library reads them on connect.
+var connection = []string{"connection"}
+
 // serverCommands are the commands about the server: introspection
 // (COMMAND, CONFIG GET, INFO, DBSIZE, SCAN) for clients and redis-cli's
 // tools, and the operator's DEBUG and SHUTDOWN. (DBSIZE and SCAN are in
 // cmd_keys.go, with KEYS.)
 var serverCommands = []*command{
-	{name: "command", arity: -1, flags: []string{"loading", "stale", "sentinel"}, run: cmdCommand, doc: doc{
+	{name: "command", arity: -1, flags: []string{"loading", "stale"}, acl: connection, run: cmdCommand, doc: doc{
 		summary: "Returns detailed information about all commands.", since: "2.8.13", group: "server", complexity: "O(N) where N is the total number of commands",
 	}, subs: []*command{
-		{name: "command|count", arity: 2, flags: []string{"loading", "stale"}, run: cmdCommandCount, doc: doc{
+		{name: "command|count", arity: 2, flags: []string{"loading", "stale"}, acl: connection, run: cmdCommandCount, doc: doc{
 			summary: "Returns a count of commands.", since: "2.8.13", group: "server", complexity: "O(1)",
 		}},
-		{name: "command|docs", arity: -2, flags: []string{"loading", "stale"}, run: cmdCommandDocs, doc: doc{
+		{name: "command|docs", arity: -2, flags: []string{"loading", "stale"}, acl: connection, run: cmdCommandDocs, doc: doc{
 			summary: "Returns documentary information about one, multiple or all commands.", since: "7.0.0", group: "server", complexity: "O(N) where N is the number of commands to look up",
 			args: []arg{{name: "command-name", typ: "string", flags: optMulti}},
 		}},
-		{name: "command|help", arity: 2, flags: []string{"loading", "stale"}, run: cmdHelp, doc: doc{
+		{name: "command|help", arity: 2, flags: []string{"loading", "stale"}, acl: connection, run: cmdHelp, doc: doc{
 			summary: "Returns helpful text about the different subcommands.", since: "5.0.0", group: "server", complexity: "O(1)",
 		}},
-		{name: "command|info", arity: -2, flags: []string{"loading", "stale"}, run: cmdCommandInfo, doc: doc{
+		{name: "command|info", arity: -2, flags: []string{"loading", "stale"}, acl: connection, run: cmdCommandInfo, doc: doc{
 			summary: "Returns information about one, multiple or all commands.", since: "2.8.13", group: "server", complexity: "O(N) where N is the number of commands to look up",
 			args: []arg{{name: "command-name", typ: "string", flags: optMulti}},
 		}},
-		{name: "command|list", arity: -2, flags: []string{"loading", "stale"}, run: cmdCommandList, doc: doc{
+		{name: "command|list", arity: -2, flags: []string{"loading", "stale"}, acl: connection, run: cmdCommandList, doc: doc{
 			summary: "Returns a list of command names.", since: "7.0.0", group: "server", complexity: "O(N) where N is the total number of commands",
 		}},
 	}},
@@ -51,11 +55,11 @@ var serverCommands = []*command{
 			args: []arg{{name: "data", typ: "block", flags: multiple, args: []arg{{name: "parameter", typ: "string"}, {name: "value", typ: "string"}}}},
 		}},
 	}},
-	{name: "info", arity: -1, flags: []string{"loading", "stale", "sentinel"}, run: cmdInfo, doc: doc{
+	{name: "info", arity: -1, flags: []string{"loading", "stale"}, acl: []string{"dangerous"}, run: cmdInfo, doc: doc{
 		summary: "Returns information and statistics about the server.", since: "1.0.0", group: "server", complexity: "O(1)",
 		args: []arg{{name: "section", typ: "string", flags: optMulti}},
 	}},
-	{name: "dbsize", arity: 1, flags: []string{"readonly", "fast"}, run: cmdDBSize, doc: doc{
+	{name: "dbsize", arity: 1, flags: []string{"readonly", "fast"}, acl: []string{"keyspace"}, run: cmdDBSize, doc: doc{
 		summary: "Returns the number of keys in the database: the sequences.", since: "1.0.0", group: "server", complexity: "O(1)",
 	}},
 	{name: "scan", arity: -2, flags: []string{"readonly"}, run: cmdScan, doc: doc{
@@ -67,7 +71,7 @@ var serverCommands = []*command{
 			{name: "type", typ: "string", token: "TYPE", flags: optional},
 		},
 	}},
-	{name: "role", arity: 1, flags: []string{"noscript", "loading", "stale", "fast"}, run: cmdRole, doc: doc{
+	{name: "role", arity: 1, flags: []string{"noscript", "loading", "stale", "fast"}, acl: []string{"admin", "dangerous"}, run: cmdRole, doc: doc{
 		summary: "Returns the replication role: a primary with no replicas.", since: "2.8.12", group: "server", complexity: "O(1)",
 	}},
 	{name: "time", arity: 1, flags: []string{"loading", "stale", "fast"}, run: cmdTime, doc: doc{

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"time"
 	"unsafe"
 
 	"github.com/idserver/idserver/idgen"
@@ -22,10 +23,7 @@ var transactionCommands = []*command{
 	{name: "multi", arity: 1, flags: []string{"noscript", "loading", "stale", "fast", "allow_busy"}, run: cmdMulti, control: true, doc: doc{
 		summary: "Starts a transaction.", since: "1.2.0", group: "transactions", complexity: "O(1)",
 	}},
-	{name: "exec", arity: 1, flags: []string{"noscript", "loading", "stale", "skip_slowlog"}, run: cmdExec, control: true, doc: doc{
-		summary: "Executes all commands in a transaction.", since: "1.2.0", group: "transactions",
-		complexity: "Depends on commands in the transaction",
-	}},
+	execCommand,
 	{name: "discard", arity: 1, flags: []string{"noscript", "loading", "stale", "fast", "allow_busy"}, run: cmdDiscard, control: true, doc: doc{
 		summary: "Discards a transaction.", since: "2.0.0", group: "transactions", complexity: "O(N), when N is the number of queued commands",
 	}},
@@ -38,6 +36,13 @@ var transactionCommands = []*command{
 		summary: "Forgets about watched keys of a transaction.", since: "2.2.0", group: "transactions", complexity: "O(1)",
 	}},
 }
+
+// execCommand is EXEC, which dispatch knows: refused (an argument
+// given), it discards the transaction.
+var execCommand = &command{name: "exec", arity: 1, flags: []string{"noscript", "loading", "stale", "skip_slowlog"}, run: cmdExec, control: true, doc: doc{
+	summary: "Executes all commands in a transaction.", since: "1.2.0", group: "transactions",
+	complexity: "Depends on commands in the transaction",
+}}
 
 // transaction is what a client queued since MULTI: each command's
 // arguments in one buffer, each after its length, so that what a queued
@@ -103,21 +108,23 @@ func cmdMulti(s *Server, c *client, args [][]byte) error {
 // discards it, as Redis does.
 func (s *Server) enqueue(c *client, cmd *command, args [][]byte, err error) error {
 	tx := c.tx
-	var ids int64
+	var t take
 	if err == nil && cmd.noMulti {
 		err = replyerr.New(replyerr.ERR, "Command not allowed inside a transaction")
 	}
 	if err == nil { // else cmd may be nil: an unknown command
-		ids = s.idsNeeded(cmd, args)
-		err = s.fits(c, ids, args)
+		if cmd.takes != nil {
+			t = cmd.takes(s, args)
+		}
+		err = s.fits(c, t.ids, args)
 	}
 	if err != nil {
 		tx.dirty = true
 		return err
 	}
 	tx.add(cmd, args)
-	tx.ids += ids
-	tx.incrs = tx.incrs || cmd.name == "incr" || cmd.name == "incrby"
+	tx.ids += t.ids
+	tx.incrs = tx.incrs || t.key != nil
 	c.queued.Store(int64(len(tx.cmds)))
 	c.writeString("QUEUED")
 	return nil
@@ -168,14 +175,14 @@ func cmdExec(s *Server, c *client, args [][]byte) error {
 		err = nil
 	}
 	if errors.Is(err, idgen.ErrWouldWait) || errors.Is(err, sequence.ErrWouldWait) {
-		c.wait = waiting{
+		c.later(waiting{
 			off: func() error { return s.reserve(r, mayWait) },
 			then: func(c *client, err error) error {
 				defer c.dropScratchIDs()
 				return s.runTransaction(c, r, err)
 			},
-		}
-		return errWait
+		})
+		return nil
 	}
 	if err := s.runTransaction(c, r, err); err != nil {
 		return err
@@ -233,25 +240,22 @@ func (s *Server) txIncrs(c *client, tx *transaction) []sequence.Want {
 	at := map[string]int{}
 	var wants []sequence.Want
 	for _, q := range tx.cmds {
-		if q.cmd.name != "incr" && q.cmd.name != "incrby" {
+		if q.cmd.takes == nil {
 			continue
 		}
 		args := tx.args(q, c.execArgs[:0])
 		c.execArgs = args
-		n := int64(1)
-		if q.cmd.name == "incrby" {
-			var err error
-			if n, err = s.increment(args[2]); err != nil {
-				continue
-			}
+		t := q.cmd.takes(s, args)
+		if t.n == 0 {
+			continue
 		}
-		i, ok := at[string(args[1])]
+		i, ok := at[string(t.key)]
 		if !ok {
 			i = len(wants)
-			at[string(args[1])] = i
-			wants = append(wants, sequence.Want{Key: string(args[1])})
+			at[string(t.key)] = i
+			wants = append(wants, sequence.Want{Key: string(t.key)})
 		}
-		wants[i].N += n
+		wants[i].N += t.n
 	}
 	return wants
 }
@@ -301,8 +305,8 @@ func (t txSeq) last(key []byte) (int64, bool) {
 // runTransaction runs c's transaction with what EXEC took for it, or, if
 // taking it failed, discards it and returns the error. Commands that
 // finish off the loop (KEYS; DBSIZE and SCAN of shared sequences) do so
-// after the others, and their replies take their places: it returns
-// errWait, and c.wait finishes them.
+// after the others, and their replies take their places: EXEC waits for
+// them (execLater).
 func (s *Server) runTransaction(c *client, r *txReserve, err error) error {
 	tx := c.tx
 	c.endTransaction()
@@ -319,24 +323,28 @@ func (s *Server) runTransaction(c *client, r *txReserve, err error) error {
 			c.txSeq[k] = txOverflow
 		}
 	}
-	c.inExec, c.txIDs = true, r.ids
+	c.inExec, c.txIDs, c.txLater = true, r.ids, execLater{}
 	c.writeArray(len(tx.cmds))
-	var later execLater
 	for _, q := range tx.cmds {
 		s.commands.Add(1) // each counts as processed when it runs, as in Redis
 		args := tx.args(q, c.execArgs[:0])
 		c.execArgs = args
-		switch err := q.cmd.run(s, c, args); {
-		case err == errWait:
-			later.add(c)
-		case err != nil:
-			s.errors.Add(1)
-			c.writeError(err)
+		start, waits := time.Now(), len(c.txLater.cmds)
+		err := q.cmd.run(s, c, args)
+		if len(c.txLater.cmds) > waits { // observed once it has its reply
+			c.txLater.cmds[waits].cmd, c.txLater.cmds[waits].start = q.cmd, start
+		} else {
+			s.calls(q.cmd).latency.Observe(time.Since(start)) // a call, as Redis counts those inside EXEC
+		}
+		if err != nil {
+			s.fail(c, q.cmd, err)
 		}
 		s.feed(c, q.cmd, args)
 	}
-	c.inExec, c.txIDs, c.txSeq = false, nil, nil
-	return later.wait(s, c)
+	later := c.txLater
+	c.inExec, c.txIDs, c.txSeq, c.txLater = false, nil, nil, execLater{}
+	later.wait(s, c)
+	return nil
 }
 
 // execLater is the commands of a transaction that finish off the loop,
@@ -353,25 +361,24 @@ type laterCmd struct {
 	err error // its off's
 }
 
-// add takes the command that just ran, which set c.wait, to finish later.
-func (l *execLater) add(c *client) {
+// add takes w, of the command that is running, to finish later.
+func (l *execLater) add(c *client, w waiting) {
 	if len(l.cmds) == 0 {
 		l.first = len(c.Out)
 	}
-	l.cmds = append(l.cmds, laterCmd{waiting: c.wait, at: len(c.Out) - l.first})
-	c.wait = waiting{}
+	l.cmds = append(l.cmds, laterCmd{waiting: w, at: len(c.Out) - l.first})
 }
 
 // wait has c finish the commands of l: their offs in turn off the loop,
 // then their replies in their places. The replies before the first of
-// them go out meanwhile; those after it wait. nil if there are none.
-func (l *execLater) wait(s *Server, c *client) error {
+// them go out meanwhile; those after it wait. Nothing if there are none.
+func (l *execLater) wait(s *Server, c *client) {
 	if len(l.cmds) == 0 {
-		return nil
+		return
 	}
 	after := slices.Clone(c.Out[l.first:])
 	c.Out = c.Out[:l.first]
-	c.wait = waiting{
+	c.later(waiting{
 		off: func() error {
 			for i := range l.cmds {
 				l.cmds[i].err = l.cmds[i].off()
@@ -381,9 +388,9 @@ func (l *execLater) wait(s *Server, c *client) error {
 		then: func(c *client, _ error) error {
 			for i, w := range l.cmds {
 				if err := w.then(c, w.err); err != nil {
-					s.errors.Add(1)
-					c.writeError(err)
+					s.fail(c, w.cmd, err)
 				}
+				s.calls(w.cmd).latency.Observe(time.Since(w.start))
 				end := len(after)
 				if i+1 < len(l.cmds) {
 					end = l.cmds[i+1].at
@@ -392,8 +399,7 @@ func (l *execLater) wait(s *Server, c *client) error {
 			}
 			return nil
 		},
-	}
-	return errWait
+	})
 }
 
 // abortTransaction answers an EXEC that was refused before it ran, as

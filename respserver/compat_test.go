@@ -145,7 +145,9 @@ func TestRawLikeRedis(t *testing.T) {
 // authenticated, to servers with a password: the sizes Redis refuses
 // before AUTH (more than 10 arguments, a bulk over 16 KiB, refused as
 // soon as their length is read), and the same after an AUTH in the same
-// write, which lifts the limits for what follows it.
+// write, which lifts the limits for what follows it. HELLO's options take
+// effect in turn: AUTH then a bad SETNAME authenticates, SETNAME then a
+// wrong password names the client.
 var unauthLikeRedis = []string{
 	"*11\r\n", "*10\r\n", "*1\r\n$16385\r\n", encode("ECHO", strings.Repeat("x", 16384)), "*2\r\n$4\r\nECHO\r\n$100000\r\nabc",
 	encode(append([]string{"PING"}, strings.Split("a b c d e f g h i", " ")...)...),
@@ -154,6 +156,9 @@ var unauthLikeRedis = []string{
 	encode("AUTH", "pw") + encode("ECHO", strings.Repeat("x", 20000)),
 	encode("AUTH", "wrong") + encode("ECHO", strings.Repeat("x", 20000)),
 	encode("AUTH", "default", "pw") + encode("ECHO", strings.Repeat("x", 20000)) + encode("ECHO", "a"),
+	encode("HELLO", "2", "AUTH", "default", "pw", "SETNAME", "a b") + encode("ECHO", "a") + encode("CLIENT", "GETNAME"),
+	encode("HELLO", "3", "SETNAME", "nm", "AUTH", "default", "wrong") + encode("AUTH", "pw") + encode("CLIENT", "GETNAME") + encode("ECHO", "a"),
+	encode("HELLO", "3", "AUTH", "default", "pw", "SETNAME", "ok", "FOO") + encode("CLIENT", "GETNAME") + encode("ECHO", "a"),
 }
 
 // TestUnauthenticatedLikeRedis sends each of unauthLikeRedis, then AUTH

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/idserver/idserver/idgen"
@@ -28,7 +29,9 @@ var infoSections = []struct {
 	{"persistence", "Persistence", (*Server).infoPersistence, false},
 	{"stats", "Stats", (*Server).infoStats, false},
 	{"replication", "Replication", (*Server).infoReplication, false},
+	{"cpu", "CPU", (*Server).infoCPU, false},
 	{"commandstats", "Commandstats", (*Server).infoCommandStats, true},
+	{"errorstats", "Errorstats", (*Server).infoErrorStats, false},
 	{"cluster", "Cluster", (*Server).infoCluster, false},
 	{"keyspace", "Keyspace", (*Server).infoKeyspace, false},
 	{"idgen", "Idgen", (*Server).infoIDGen, false},
@@ -77,16 +80,53 @@ func cmdInfo(s *Server, c *client, args [][]byte) error {
 	return nil
 }
 
-// infoCommandStats is Redis's commandstats, from the latency histograms:
-// calls, and the time from start to reply (usec) in all and per call.
+// infoCommandStats is Redis's commandstats: from the latency histograms,
+// the calls that ran and the time from start to reply (usec) in all and
+// per call; then the calls rejected before they ran and those that
+// failed. Text fields: /metrics exports them as labelled metrics.
 func (s *Server) infoCommandStats() []stats.Field {
 	var fields []stats.Field
-	for _, h := range s.Latencies() {
-		usec := h.Sum * 1e6
-		fields = append(fields, stats.T("cmdstat_"+h.Name,
-			fmt.Sprintf("calls=%d,usec=%.0f,usec_per_call=%.2f", h.Count, usec, usec/float64(h.Count))))
+	for _, cs := range s.Calls() {
+		usec, perCall := cs.Sum*1e6, 0.0
+		if cs.Count > 0 {
+			perCall = usec / float64(cs.Count)
+		}
+		fields = append(fields, stats.T("cmdstat_"+cs.Name,
+			fmt.Sprintf("calls=%d,usec=%.0f,usec_per_call=%.2f,rejected_calls=%d,failed_calls=%d", cs.Count, usec, perCall, cs.Rejected, cs.Failed)))
 	}
 	return fields
+}
+
+// infoErrorStats is Redis's errorstats: the error replies sent, by code
+// (the reply's first word).
+func (s *Server) infoErrorStats() []stats.Field {
+	var fields []stats.Field
+	for _, e := range s.ErrorReplies() {
+		fields = append(fields, stats.T("errorstat_"+e.Name, fmt.Sprintf("count=%d", e.N)))
+	}
+	return fields
+}
+
+// infoCPU is Redis's cpu section, from getrusage: the process's time in
+// the kernel and in user space, and its waited-for children's (none: it
+// starts none). Redis's main thread runs its commands, and its
+// *_main_thread fields are that thread's; idserver's commands run on
+// every event loop and goroutine, on whatever thread the Go runtime
+// gives them, so no one thread stands for the server: those fields are
+// the process's, as the other two.
+func (s *Server) infoCPU() []stats.Field {
+	var self, children syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &self)
+	syscall.Getrusage(syscall.RUSAGE_CHILDREN, &children)
+	d := func(tv syscall.Timeval) time.Duration { return time.Duration(tv.Nano()) }
+	return []stats.Field{
+		stats.CPU("used_cpu_sys", d(self.Stime), "CPU time in the kernel, seconds."),
+		stats.CPU("used_cpu_user", d(self.Utime), "CPU time in user space, seconds."),
+		stats.CPU("used_cpu_sys_children", d(children.Stime), "CPU time of child processes in the kernel, seconds (idserver starts none)."),
+		stats.CPU("used_cpu_user_children", d(children.Utime), "CPU time of child processes in user space, seconds (idserver starts none)."),
+		stats.CPU("used_cpu_sys_main_thread", d(self.Stime), "As used_cpu_sys: commands run on every thread, none is the main one."),
+		stats.CPU("used_cpu_user_main_thread", d(self.Utime), "As used_cpu_user: commands run on every thread, none is the main one."),
+	}
 }
 
 func (s *Server) infoServer() []stats.Field {

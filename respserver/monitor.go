@@ -148,7 +148,10 @@ func monitorLine(b []byte, now time.Time, addr string, cmd *command, args [][]by
 	b = append(b, " [0 "...)
 	b = append(b, addr...)
 	b = append(b, ']')
-	redacted := redactedFrom(cmd, args)
+	var redacted span
+	if cmd.redact != nil {
+		redacted = cmd.redact(args)
+	}
 	for i, a := range args {
 		if limit > 0 && len(b) > limit {
 			break
@@ -166,17 +169,14 @@ func monitorLine(b []byte, now time.Time, addr string, cmd *command, args [][]by
 // span is a range of argument positions, [from, to).
 type span struct{ from, to int }
 
-// redactedFrom is which arguments of a command carry a password: all of
-// AUTH's, and the two after HELLO's AUTH.
-func redactedFrom(cmd *command, args [][]byte) span {
-	switch cmd.name {
-	case "auth":
-		return span{1, len(args)}
-	case "hello":
-		for i := 2; i < len(args); i++ {
-			if keyword(args[i]) == "auth" {
-				return span{i + 1, i + 3}
-			}
+// redactAuth is which arguments of AUTH carry a password: all of them.
+func redactAuth(args [][]byte) span { return span{1, len(args)} }
+
+// redactHello is which of HELLO's do: the two after AUTH.
+func redactHello(args [][]byte) span {
+	for i := 2; i < len(args); i++ {
+		if keyword(args[i]) == "auth" {
+			return span{i + 1, i + 3}
 		}
 	}
 	return span{}

@@ -49,8 +49,7 @@ func errUnknown(args [][]byte) error {
 // Redis code and wording; respserver's own are replies already. An error
 // no case knows is an ERR with its text: every package's errors are
 // worded for the person reading the reply (they name a key, a bound, a
-// configuration key), but errWait, which is internal, never comes here:
-// dispatch and EXEC finish a command that waits.
+// configuration key).
 func reply(err error) *replyerr.Error {
 	var re *replyerr.Error
 	var le *idgen.LeadError

@@ -18,13 +18,17 @@ import (
 // its format.
 type verbatim string
 
+// set is a RESP3 set as readReply returns it: apart from arrays, which
+// Redis 7.0 sends in other places (COMMAND INFO's subcommands).
+type set []any
+
 // respError is an error reply as readReply returns it.
 type respError string
 
 func (e respError) Error() string { return string(e) }
 
 // readReply reads one RESP2/RESP3 reply: string for simple and bulk
-// strings, int64, nil, []any for arrays, map[string]any for maps, and
+// strings, int64, nil, []any for arrays, set for sets, map[string]any for maps, and
 // respError for error replies. Anything malformed is an error.
 func readReply(r *bufio.Reader) (any, error) {
 	line, err := r.ReadString('\n')
@@ -91,6 +95,9 @@ func readReply(r *bufio.Reader) (any, error) {
 			if a[i], err = readReply(r); err != nil {
 				return nil, err
 			}
+		}
+		if line[0] == '~' {
+			return set(a), nil
 		}
 		return a, nil
 	}

@@ -288,3 +288,38 @@ func incrAll(t *testing.T, c *redis.Client, n int, key func(int) string) {
 		}
 	}
 }
+
+// TestPipelinedIncrsWaitTogether: the INCRs and INCRBYs of new keys
+// pipelined behind one that waits are prepared while it waits (the
+// command table's takes), so that the pipeline waits for a few writes
+// rather than one per key; the commands that take nothing, and those
+// that will fail, are passed over.
+func TestPipelinedIncrsWaitTogether(t *testing.T) {
+	opts := withSequences(t, Options{})
+	_, addr := startServer(t, idgen.Settings{}, opts)
+	const keys = 200
+	var in strings.Builder
+	for i := range keys {
+		k := "p" + strconv.Itoa(i)
+		if i%2 == 0 {
+			in.WriteString(encode("INCR", k))
+		} else {
+			in.WriteString(encode("INCRBY", k, "3"))
+		}
+		in.WriteString(encode("GETID") + encode("INCRBY", k, "0") + encode("INCR"))
+	}
+	c := dialRaw(t, addr)
+	c.send(in.String())
+	for i := range keys {
+		want := int64(1 + 2*(i%2))
+		if v := c.reply(); v != want {
+			t.Fatalf("key %d: %#v, want %d", i, v, want)
+		}
+		for range 3 {
+			c.reply()
+		}
+	}
+	if n := opts.Sequences.Stats().Takes; n > keys/10 {
+		t.Errorf("%d writes for %d pipelined new keys: the keys behind the first were not prepared", n, keys)
+	}
+}

@@ -116,7 +116,8 @@ type Server struct {
 	port         atomic.Int64
 
 	commands   atomic.Uint64
-	errors     atomic.Uint64 // error replies to commands
+	callStats  []calls                        // by command.id
+	errorCodes [replyerr.NCodes]atomic.Uint64 // error replies to commands, by code
 	deniedLog  conns.Limiter
 	monMu      sync.Mutex
 	monitors   []*client    // clients that ran MONITOR
@@ -151,10 +152,11 @@ func New(opts Options) *Server {
 		opts.SeqMaxIncrBy = 1000000
 	}
 	s := &Server{
-		opts:    opts,
-		log:     opts.Logger,
-		started: time.Now(),
-		replID:  replicationID(),
+		opts:      opts,
+		log:       opts.Logger,
+		started:   time.Now(),
+		replID:    replicationID(),
+		callStats: make([]calls, numCommands),
 	}
 	s.conns = conns.New(conns.Options{
 		Logger:           opts.Logger,
@@ -308,7 +310,7 @@ func (s *Server) Stats() Stats {
 		Accepted:    st.Accepted,
 		Rejected:    st.Rejected,
 		Commands:    s.commands.Load(),
-		Errors:      s.errors.Load() + st.ProtocolErrors,
+		Errors:      s.errorReplies(),
 		LimitClosed: st.LimitClosed,
 		QueryClosed: st.QueryClosed,
 		Evicted:     st.Evicted,
@@ -316,6 +318,15 @@ func (s *Server) Stats() Stats {
 		TLSFailed:   st.TLSFailed,
 		Handshakes:  st.Handshakes,
 	}
+}
+
+// errorReplies is how many error replies were sent.
+func (s *Server) errorReplies() uint64 {
+	var n uint64
+	for _, c := range s.ErrorReplies() {
+		n += c.N
+	}
+	return n
 }
 
 // watch logs what the generator did that an operator should know about, at most one line per

@@ -3,7 +3,9 @@ package respserver
 import (
 	"slices"
 	"strings"
+	"sync/atomic"
 
+	"github.com/idserver/idserver/internal/replyerr"
 	"github.com/idserver/idserver/stats"
 )
 
@@ -15,9 +17,20 @@ type command struct {
 	// name (and the subcommand's); negative means at least -arity.
 	arity int
 	flags []string // Redis's command flags, as COMMAND lists them
-	run   func(s *Server, c *client, args [][]byte) error
-	subs  []*command // for a container command such as CLIENT
-	doc   doc
+	// acl is the ACL categories Redis gives the command beside those its
+	// flags and group imply (aclCategories): "dangerous", "keyspace".
+	acl  []string
+	run  func(s *Server, c *client, args [][]byte) error
+	subs []*command // for a container command such as CLIENT
+	doc  doc
+
+	// takes is what a call takes from the generator and the sequences,
+	// for EXEC, which takes a whole transaction's in one step before it
+	// runs it, and for the INCRs pipelined behind one that waits, which
+	// are prepared to wait together; nil for none.
+	takes func(s *Server, args [][]byte) take
+	// redact is which arguments MONITOR hides (passwords); nil for none.
+	redact func(args [][]byte) span
 
 	keys    keyPositions
 	noAuth  bool // runs before AUTH: the flag no_auth
@@ -30,8 +43,30 @@ type command struct {
 	// noMonitor keeps it out of MONITOR's stream: the flag admin, as
 	// in Redis.
 	noMonitor bool
+	aclCats   []string // every ACL category, "@read", in Redis's order
 	bySub     map[string]*command
-	latency   stats.Latency // of the calls that ran, until their reply
+	id        int // its figures' index in Server.calls
+}
+
+// calls are a server's figures of one command (each server its own: a
+// test runs several in one process).
+type calls struct {
+	latency stats.Latency // of the calls that ran, until their reply
+	// rejected counts the calls refused before they ran (arity, NOAUTH,
+	// refused inside MULTI), failed those that ran and replied with an
+	// error, as Redis's rejected_calls and failed_calls.
+	rejected, failed atomic.Uint64
+}
+
+// calls are cmd's figures on s.
+func (s *Server) calls(cmd *command) *calls { return &s.callStats[cmd.id] }
+
+// take is what one call of a command takes: IDs, and values of a
+// sequence.
+type take struct {
+	ids int64  // IDs it issues
+	key []byte // the sequence whose values it takes; nil for none
+	n   int64  // how many values; 0 when the call will fail (a bad increment)
 }
 
 // keyPositions are where a command's keys are, as COMMAND INFO tells
@@ -85,6 +120,9 @@ var table []*command
 // commands indexes table by lower-case name, for dispatch.
 var commands map[string]*command
 
+// numCommands is how many commands and subcommands there are.
+var numCommands int
+
 // longestName is the length of the longest name of a command or
 // subcommand ("client|no-evict").
 var longestName int
@@ -100,6 +138,8 @@ func init() {
 
 // index derives the fields the table does not spell out.
 func index(cmd *command) {
+	cmd.id = numCommands
+	numCommands++
 	longestName = max(longestName, len(cmd.name))
 	for i, a := range cmd.doc.args {
 		if a.typ == "key" {
@@ -110,6 +150,7 @@ func index(cmd *command) {
 			break
 		}
 	}
+	cmd.aclCats = aclCategories(cmd)
 	cmd.noAuth = slices.Contains(cmd.flags, "no_auth")
 	cmd.noMulti = slices.Contains(cmd.flags, "no_multi")
 	cmd.noMonitor = slices.Contains(cmd.flags, "admin")
@@ -121,6 +162,45 @@ func index(cmd *command) {
 		index(sub)
 		cmd.bySub[sub.name[strings.IndexByte(sub.name, '|')+1:]] = sub
 	}
+}
+
+// aclOrder is Redis's ACL categories, in the order COMMAND lists them.
+var aclOrder = []string{"keyspace", "read", "write", "set", "sortedset", "list", "hash", "string", "bitmap",
+	"hyperloglog", "geo", "stream", "pubsub", "admin", "fast", "slow", "blocking", "dangerous", "connection",
+	"transaction", "scripting"}
+
+// groupACL is the ACL category of the commands of a group (in Redis,
+// each command's own file names it).
+var groupACL = map[string]string{"string": "string", "generic": "keyspace", "connection": "connection", "transactions": "transaction"}
+
+// aclCategories derives cmd's ACL categories as Redis does
+// (setImplicitACLCategories): write gives @write, readonly @read, admin
+// @admin and @dangerous, fast @fast and anything else @slow; its group's
+// category, unless it is a container without a call of its own (CLIENT,
+// CONFIG: only @slow, as in Redis); and those of cmd.acl.
+func aclCategories(cmd *command) []string {
+	has := map[string]bool{}
+	for _, cat := range cmd.acl {
+		has[cat] = true
+	}
+	if cat, ok := groupACL[cmd.doc.group]; ok && cmd.run != nil {
+		has[cat] = true
+	}
+	for flag, cats := range map[string][]string{"write": {"write"}, "readonly": {"read"}, "admin": {"admin", "dangerous"}, "fast": {"fast"}} {
+		if slices.Contains(cmd.flags, flag) {
+			for _, cat := range cats {
+				has[cat] = true
+			}
+		}
+	}
+	has["slow"] = !has["fast"]
+	var cats []string
+	for _, cat := range aclOrder {
+		if has[cat] {
+			cats = append(cats, "@"+cat)
+		}
+	}
+	return cats
 }
 
 // lookup finds the command args names, and its subcommand for a container
@@ -155,46 +235,96 @@ func (c *client) lookup(args [][]byte) (*command, error) {
 	return cmd, nil
 }
 
-// dispatch runs one command, appending its reply to c.Out; an error is
-// the error reply to send. Inside MULTI, it queues the command instead.
-func (s *Server) dispatch(c *client, args [][]byte) error {
+// dispatch runs one command, appending its reply, or its error reply, to
+// c.Out. Inside MULTI, it queues the command instead.
+func (s *Server) dispatch(c *client, args [][]byte) {
 	cmd, err := c.lookup(args)
 	if err == nil && !c.authed && !cmd.noAuth {
 		err = errNoAuth
 	}
 	switch {
-	case err != nil && cmd != nil && cmd.name == "exec":
-		return c.abortTransaction(err)
+	case err != nil && cmd == execCommand:
+		s.reject(c, cmd, c.abortTransaction(err))
+		return
 	case c.tx != nil && !(err == nil && cmd.control):
-		return s.enqueue(c, cmd, args, err)
+		if err := s.enqueue(c, cmd, args, err); err != nil {
+			s.reject(c, cmd, err)
+		}
+		return
 	case err != nil: // MONITOR shows no command refused before it ran, as Redis
-		return err
+		s.reject(c, cmd, err)
+		return
 	}
 	if !c.greeted && !cmd.setup {
 		s.greet(c, args)
 	}
 	err = cmd.run(s, c, args)
 	s.feed(c, cmd, args)
-	if err == errWait { // finish observes it, once it has its IDs
+	if c.wait.off != nil { // it called later: finished observes it, once it has its reply
 		c.wait.cmd, c.wait.start = cmd, c.Start()
-		return err
+		return
 	}
 	c.batch.add(cmd)
-	return err
+	if err != nil {
+		s.fail(c, cmd, err)
+	}
 }
 
-// Latencies returns the latency histogram of every command that ran.
-func (s *Server) Latencies() []stats.Histogram {
-	var hs []stats.Histogram
+// reject sends err, the error reply of a call of cmd refused before it
+// ran (cmd nil: an unknown command), and counts it.
+func (s *Server) reject(c *client, cmd *command, err error) {
+	if cmd != nil {
+		s.calls(cmd).rejected.Add(1)
+	}
+	s.writeError(c, err)
+}
+
+// fail sends err, the error reply of a call of cmd that ran, and counts
+// it.
+func (s *Server) fail(c *client, cmd *command, err error) {
+	s.calls(cmd).failed.Add(1)
+	s.writeError(c, err)
+}
+
+// writeError sends err's error reply and counts it by its code: the one
+// place respserver's error replies are written.
+func (s *Server) writeError(c *client, err error) {
+	re := reply(err)
+	s.errorCodes[re.Code].Add(1)
+	c.Out = re.Append(c.Out)
+}
+
+// Calls returns the figures of every command called: the latencies of
+// the calls that ran (each run's, or each batch's), the calls rejected
+// and those that failed. INFO commandstats and /metrics read them.
+func (s *Server) Calls() []stats.Calls {
+	var all []stats.Calls
 	var walk func(cmds []*command)
 	walk = func(cmds []*command) {
 		for _, cmd := range cmds {
-			if h := cmd.latency.Read(cmd.name); h.Count > 0 {
-				hs = append(hs, h)
+			c := s.calls(cmd)
+			cs := stats.Calls{Histogram: c.latency.Read(cmd.name), Rejected: c.rejected.Load(), Failed: c.failed.Load()}
+			if cs.Count+cs.Rejected+cs.Failed > 0 {
+				all = append(all, cs)
 			}
 			walk(cmd.subs)
 		}
 	}
 	walk(table)
-	return hs
+	return all
+}
+
+// ErrorReplies returns how many error replies of each code were sent
+// (those the framing sent included), in the order of the codes' names, as
+// Redis's errorstats; codes never sent are left out.
+func (s *Server) ErrorReplies() []stats.Count {
+	proto := s.conns.Stats().ProtocolErrors
+	var counts []stats.Count
+	for code := range replyerr.Code(replyerr.NCodes) {
+		if n := s.errorCodes[code].Load() + proto[code]; n > 0 {
+			counts = append(counts, stats.Count{Name: code.String(), N: n})
+		}
+	}
+	slices.SortFunc(counts, func(a, b stats.Count) int { return strings.Compare(a.Name, b.Name) })
+	return counts
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/idserver/idserver/internal/await"
 	"github.com/idserver/idserver/internal/testseed"
 )
 
@@ -318,7 +319,11 @@ func TestSegmentsFollowTheRate(t *testing.T) {
 		mu.Unlock()
 	}
 	incr(t, tb, "once", 1)
-	await(t, func() bool { tb.queueMu.Lock(); defer tb.queueMu.Unlock(); return len(tb.queue) == 0 })
+	await.True(t, 30*time.Second, "the queue of takes drained", func() bool {
+		tb.queueMu.Lock()
+		defer tb.queueMu.Unlock()
+		return len(tb.queue) == 0
+	})
 	waitIdle(t, tb, "hot", "once")
 	b.mu.Lock()
 	hot, once, writes := b.marks["hot"], b.marks["once"], b.writes
@@ -338,7 +343,7 @@ func TestSegmentsFollowTheRate(t *testing.T) {
 // waitIdle waits until no take of keys is under way.
 func waitIdle(t *testing.T, tb *Table, keys ...string) {
 	t.Helper()
-	await(t, func() bool {
+	await.True(t, 30*time.Second, "no take of the keys under way", func() bool {
 		for _, k := range keys {
 			sh, h := tb.shardOf(k)
 			sh.mu.Lock()
@@ -351,15 +356,6 @@ func waitIdle(t *testing.T, tb *Table, keys ...string) {
 		}
 		return true
 	})
-}
-
-func await(t *testing.T, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 30s")
-		}
-	}
 }
 
 // TestFailingBackend: while writes fail, a key past its segment gets

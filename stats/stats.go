@@ -4,6 +4,7 @@
 package stats
 
 import (
+	"fmt"
 	"math/bits"
 	"strconv"
 	"sync/atomic"
@@ -21,19 +22,24 @@ const (
 )
 
 // Field is one line of INFO, name:value. Numbers are in the unit their
-// name ends with (_ms, _usec, _seconds), or a plain count.
+// name ends with (_ms, _usec, _seconds), or a plain count; or, for CPU
+// time, microseconds that INFO shows in seconds (Micros).
 type Field struct {
-	Name string
-	Kind Kind
-	Num  int64  // for Gauge and Counter
-	Text string // for Text
-	Help string // what it is, for the metric's HELP
+	Name   string
+	Kind   Kind
+	Num    int64  // for Gauge and Counter
+	Micros bool   // Num is microseconds, shown in seconds with six decimals
+	Text   string // for Text
+	Help   string // what it is, for the metric's HELP
 }
 
 // Value is the field as INFO prints it.
 func (f Field) Value() string {
-	if f.Kind == Text {
+	switch {
+	case f.Kind == Text:
 		return f.Text
+	case f.Micros:
+		return fmt.Sprintf("%d.%06d", f.Num/1e6, f.Num%1e6)
 	}
 	return strconv.FormatInt(f.Num, 10)
 }
@@ -53,6 +59,18 @@ func C(name string, v uint64, help string) Field {
 	return Field{Name: name, Kind: Counter, Num: int64(v), Help: help}
 }
 func T(name, v string) Field { return Field{Name: name, Kind: Text, Text: v} }
+
+// CPU is a counter field of CPU time, as Redis prints it: in seconds,
+// to the microsecond.
+func CPU(name string, d time.Duration, help string) Field {
+	return Field{Name: name, Kind: Counter, Num: d.Microseconds(), Micros: true, Help: help}
+}
+
+// Count is a number of something named: error replies of one code.
+type Count struct {
+	Name string
+	N    uint64
+}
 
 // Latency buckets: bucket i counts durations below 1024<<i ns (about 1 us,
 // 2 us, 4 us, ... 4.3 s); the last counts the rest.
@@ -81,6 +99,15 @@ type Histogram struct {
 	Count   uint64             // observations
 	Sum     float64            // seconds
 	Buckets map[float64]uint64 // upper bound in seconds: observations at or below it (+Inf left out)
+}
+
+// Calls is a command's figures as read at one moment: the latencies of
+// the calls that ran, and, as Redis counts them, the calls refused before
+// they ran (arity, authentication, inside MULTI) and those that ran and
+// replied with an error.
+type Calls struct {
+	Histogram
+	Rejected, Failed uint64
 }
 
 // Read returns the histogram of l for the command name.

@@ -22,6 +22,8 @@ const (
 	EXECABORT               // EXEC of a transaction discarded
 	CLUSTERDOWN             // standing by in cluster mode: no server-id held
 	DENIED                  // protected mode
+
+	NCodes = iota // how many codes there are, for a count of each
 )
 
 var codes = [...]string{

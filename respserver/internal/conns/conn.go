@@ -259,7 +259,7 @@ func (s *Server[S]) runBatch(c *Conn[S], data []byte) gnet.Action {
 	}
 	if !c.busy && !c.quit && !c.held {
 		if c.bad != nil {
-			s.protoErrors.Add(1)
+			s.protoErrors[c.bad.Code].Add(1)
 			c.Out = c.bad.Append(c.Out)
 			c.quit = true
 		} else if c.draining.Load() {

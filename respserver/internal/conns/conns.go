@@ -106,9 +106,9 @@ type Server[S any] struct {
 	blocked     atomic.Int64 // clients whose command waits off the loop
 	accepted    atomic.Uint64
 	rejected    atomic.Uint64
-	protoErrors atomic.Uint64 // framing errors answered
-	limitClosed atomic.Uint64 // clients closed at their output limits
-	queryClosed atomic.Uint64 // clients closed at client-query-buffer-limit
+	protoErrors [replyerr.NCodes]atomic.Uint64 // framing errors answered, by code
+	limitClosed atomic.Uint64                  // clients closed at their output limits
+	queryClosed atomic.Uint64                  // clients closed at client-query-buffer-limit
 	queryLog    Limiter
 	limitLog    Limiter
 	clientMem   atomic.Int64  // bytes all clients hold, as last charged (account)
@@ -331,19 +331,19 @@ func (s *Server[S]) Conns() []*Conn[S] {
 
 // Stats are a Server's connection counters since New.
 type Stats struct {
-	Loops          int64  // event loops
-	Clients        int64  // connected now
-	Blocked        int64  // clients whose command waits off the loop
-	Held           int64  // clients whose commands wait for their replies to drain
-	Accepted       uint64 // connections accepted
-	Rejected       uint64 // connections refused at maxclients or out of file descriptors
-	ProtocolErrors uint64 // framing errors answered
-	LimitClosed    uint64 // clients closed at their output limits
-	QueryClosed    uint64 // clients closed at client-query-buffer-limit
-	Evicted        uint64 // clients closed at maxmemory-clients
-	ClientMem      int64  // bytes all clients and TLS handshakes under way hold now
-	TLSFailed      uint64 // TLS handshakes that failed
-	Handshakes     int64  // TLS handshakes under way
+	Loops          int64                   // event loops
+	Clients        int64                   // connected now
+	Blocked        int64                   // clients whose command waits off the loop
+	Held           int64                   // clients whose commands wait for their replies to drain
+	Accepted       uint64                  // connections accepted
+	Rejected       uint64                  // connections refused at maxclients or out of file descriptors
+	ProtocolErrors [replyerr.NCodes]uint64 // framing errors answered, by code (INFO errorstats)
+	LimitClosed    uint64                  // clients closed at their output limits
+	QueryClosed    uint64                  // clients closed at client-query-buffer-limit
+	Evicted        uint64                  // clients closed at maxmemory-clients
+	ClientMem      int64                   // bytes all clients and TLS handshakes under way hold now
+	TLSFailed      uint64                  // TLS handshakes that failed
+	Handshakes     int64                   // TLS handshakes under way
 }
 
 // Stats returns the server's counters.
@@ -351,14 +351,18 @@ func (s *Server[S]) Stats() Stats {
 	s.heldMu.Lock()
 	held := int64(len(s.held))
 	s.heldMu.Unlock()
+	var proto [replyerr.NCodes]uint64
+	for i := range proto {
+		proto[i] = s.protoErrors[i].Load()
+	}
 	return Stats{
+		ProtocolErrors: proto,
 		Loops:          s.loops.Load(),
 		Clients:        s.clients.Load(),
 		Blocked:        s.blocked.Load(),
 		Held:           held,
 		Accepted:       s.accepted.Load(),
 		Rejected:       s.rejected.Load(),
-		ProtocolErrors: s.protoErrors.Load(),
 		LimitClosed:    s.limitClosed.Load(),
 		QueryClosed:    s.queryClosed.Load(),
 		Evicted:        s.evicted.Load(),

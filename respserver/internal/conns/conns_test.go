@@ -166,8 +166,8 @@ func TestFramingError(t *testing.T) {
 	if _, err := c.reply(); err != io.EOF {
 		t.Fatalf("after the error: %v, want EOF", err)
 	}
-	if st := s.Stats(); st.ProtocolErrors != 1 {
-		t.Fatalf("protocol errors %d, want 1", st.ProtocolErrors)
+	if st := s.Stats(); st.ProtocolErrors != [replyerr.NCodes]uint64{replyerr.ERR: 1} {
+		t.Fatalf("protocol errors %v, want 1 ERR", st.ProtocolErrors)
 	}
 }
 
