@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -50,6 +51,9 @@ func underAttack(t *testing.T, p *process, n int, d time.Duration, a attack) (pe
 	for _, run := range runs {
 		wg.Go(func() { run(stop) })
 	}
+	if os.Getenv("HOSTILE_CLI_LATENCY") != "" { // scripts/hostile.sh: latency as a user sees it
+		wg.Go(func() { cliLatency(t, p.Addr, d) })
+	}
 	probe, err := net.Dial("tcp", p.Addr)
 	if err != nil {
 		t.Fatal(err)
@@ -73,6 +77,19 @@ func underAttack(t *testing.T, p *process, n int, d time.Duration, a attack) (pe
 		}
 	}
 	return peakMB(t, p.Cmd.Process.Pid), worst, closed
+}
+
+// cliLatency runs redis-cli --latency against addr for d, and logs what
+// it measured: min, max and average in ms, and the samples.
+func cliLatency(t *testing.T, addr string, d time.Duration) {
+	_, port, _ := net.SplitHostPort(addr)
+	out, _ := exec.Command("timeout", "-s", "INT", fmt.Sprint(d.Seconds()), "redis-cli", "-p", port, "--latency").Output()
+	f := strings.Fields(string(out))
+	if len(f) != 4 {
+		t.Errorf("redis-cli --latency said %q", out)
+		return
+	}
+	t.Logf("redis-cli --latency: min %s ms, max %s ms, avg %s ms (%s samples)", f[0], f[1], f[2], f[3])
 }
 
 // redial runs session on new connections to addr until stop; a session
