@@ -49,9 +49,8 @@ type Conn[S any] struct {
 	then func(error)  // and its end, on the loop again
 	hold func() error // the batch's replies are written once it returned (Hold)
 
-	yielded bool // its batch reached the turn's bound: the rest runs on the loop's next turn
-	paused  bool // its loop does not read it: it waits (stopReading)
-	pollFD  int  // its loop's epoll descriptor, once found; -1 if it cannot be
+	paused bool // its loop does not read it: it waits (stopReading)
+	pollFD int  // its loop's epoll descriptor, once found; -1 if it cannot be
 
 	held     bool      // its unsent replies reached the soft limit: its commands wait
 	heldAt   time.Time // since when
@@ -234,7 +233,6 @@ func (s *Server[S]) traffic(c *Conn[S], data []byte) gnet.Action {
 // everything after a command that must wait, in c.in.
 func (s *Server[S]) runBatch(c *Conn[S], data []byte) gnet.Action {
 	c.start = time.Now()
-	c.yielded = false
 	for run := true; run; run = data != nil {
 		s.runIn(c, data)
 		data = s.rescan(c)
@@ -276,14 +274,7 @@ func (s *Server[S]) runBatch(c *Conn[S], data []byte) gnet.Action {
 		go s.finish(c)
 		return gnet.None
 	}
-	if c.yielded {
-		// The rest of c.in runs once the loop has served the others: c
-		// is not read meanwhile, so c.in stays within what was read.
-		s.stopReading(c)
-		c.link.Wake(nil)
-	} else {
-		s.startReading(c)
-	}
+	s.startReading(c)
 	return s.account(c)
 }
 
@@ -315,7 +306,7 @@ func (s *Server[S]) runIn(c *Conn[S], data []byte) {
 // all of it. It returns what is valid to run, nil if nothing is to run
 // now.
 func (s *Server[S]) rescan(c *Conn[S]) []byte {
-	if c.busy || c.quit || c.held || c.yielded || c.bad != nil || len(c.unscanned) == 0 {
+	if c.busy || c.quit || c.held || c.bad != nil || len(c.unscanned) == 0 {
 		return nil
 	}
 	p := c.unscanned
@@ -355,30 +346,13 @@ func (c *Conn[S]) write(out []byte) {
 	}
 }
 
-// The bounds of one turn of a client's commands on its loop: past
-// turnInput bytes of commands run, or turnOutput bytes of replies made,
-// the rest waits for the loop's next turn (Conn.yielded), so that the
-// other clients of the loop are served in between. A read is up to
-// 64 KiB: 20 clients flooding MULTI and then PINGs, each read run whole,
-// kept a PING on another connection waiting 0.6-2.4 s.
-const (
-	turnInput  = 16 << 10
-	turnOutput = 256 << 10
-)
-
 // runCommands runs the commands in buf, which holds whole ones only, until
 // their replies fill room. It returns what is left when a command must
-// wait, the replies fill room, the turn's bounds are reached, or the
-// client is to close.
+// wait, the replies fill room, or the client is to close.
 func (s *Server[S]) runCommands(c *Conn[S], buf []byte, room int) []byte {
-	end, outEnd := len(buf)-turnInput, len(c.Out)+turnOutput
 	for len(buf) > 0 && !c.quit && !c.busy {
 		if len(c.Out) >= room {
 			s.hold(c)
-			return buf
-		}
-		if len(buf) <= end || len(c.Out) >= outEnd {
-			c.yielded = true
 			return buf
 		}
 		args, rest, err := c.split.Next(buf)
