@@ -64,8 +64,11 @@ func newMode(cfg *conf.Config, log zerolog.Logger) (mode, error) {
 	// Under the state file's lock: one process per dir.
 	begin := time.Now()
 	m.seqFile, m.seqKnown, m.seqRestart, err = sequence.OpenFile(filepath.Join(cfg.Dir, cfg.SeqFile))
-	if err == nil {
-		log.Info().Int("keys", m.seqRestart.Keys).Dur("took", time.Since(begin)).Msg("sequences read")
+	read := time.Since(begin)
+	// Said once the start is sure to go on (reserve): a start that fails
+	// later, at a port, logs only why.
+	m.resumed = func() {
+		log.Info().Int("keys", m.seqRestart.Keys).Dur("took", read).Msg("sequences read")
 		resumed()
 		logSeqRestart(log, m.seqFile.Path(), m.seqRestart)
 	}
@@ -101,6 +104,7 @@ type singleMode struct {
 	keeper   *reservation.Keeper
 	finished func() bool
 
+	resumed    func() // logs where the state and the sequences resumed from
 	seqFile    *sequence.File
 	seqKnown   []sequence.Mark // what seqFile held at the start
 	seqRestart sequence.Restart
@@ -108,6 +112,7 @@ type singleMode struct {
 }
 
 func (m *singleMode) reserve(*listeners) (respserver.Options, error) {
+	m.resumed()
 	keeper, err := reservation.Start(m.gen, m.store, m.identity, m.cfg.ReserveAhead.Duration, m.log)
 	if err != nil {
 		return respserver.Options{}, err
