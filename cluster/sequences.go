@@ -396,7 +396,13 @@ func (s *Sequences) Set(ctx context.Context, key string, v int64, mode sequence.
 // above etcd's mark would read as etcd having lost data.
 func (s *Sequences) Release(ctx context.Context, marks []sequence.Mark) error {
 	if s.local != nil {
-		if err := s.local.Release(ctx, marks); err != nil {
+		// Each key's copy goes back to its last value, as its mark in
+		// etcd does: other servers may take the rest.
+		given := make([]sequence.Mark, len(marks))
+		for i, m := range marks {
+			given[i] = sequence.Mark{Key: m.Key, Value: m.Value, Reserved: m.Value, Born: m.Born}
+		}
+		if err := s.local.Release(ctx, given); err != nil {
 			return err
 		}
 	}

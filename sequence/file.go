@@ -62,7 +62,9 @@ const FileMultiple = 2
 type Restart struct {
 	Keys int
 	// Clean is whether the last run ended with a graceful stop (Release):
-	// then every key continues from its last value.
+	// then every key continues from its last value, with what it had
+	// reserved in hand (Mark.Reserved), once MarkDirty succeeded: a run
+	// that hands any of it out must leave a file that says so.
 	Clean bool
 	// Skipped bounds the values a restart after a crash skips: what the
 	// last run had reserved and may not have handed out, summed over the
@@ -113,10 +115,13 @@ func OpenFile(path string) (*File, []Mark, Restart, error) {
 }
 
 // record is what the file holds of a key: its mark, its last value
-// handed out when the mark was written, and whether it exists (born).
+// handed out when the mark was written, whether it exists (born), and
+// whether that last value is exact: written by a graceful stop, which
+// keeps each key's reservation, so that a clean restart resumes the key
+// with the values it had in hand (see Restart.Clean).
 type record struct {
 	mark, issued int64
-	born         bool
+	born, exact  bool
 }
 
 // load reads every key's mark: the marks bucket, then the log in order.
@@ -159,6 +164,7 @@ func (f *File) load(file *os.File) (marks []Mark, r Restart, err error) {
 		}
 		ks.marks = append(ks.marks, Mark{Key: string(k), Value: int64(binary.BigEndian.Uint64(v)), Born: true})
 		ks.issued = append(ks.issued, int64(binary.BigEndian.Uint64(v[8:])))
+		ks.exact = append(ks.exact, false)
 		return nil
 	})
 	if err != nil {
@@ -184,7 +190,11 @@ func (f *File) load(file *os.File) (marks []Mark, r Restart, err error) {
 		if !m.Born {
 			continue // only prepared: no value of it was handed out
 		}
-		if !r.Clean {
+		m.Reserved = m.Value
+		switch {
+		case r.Clean && ks.exact[i]:
+			m.Value = ks.issued[i] // resumed with what it had in hand
+		case !r.Clean:
 			r.Skipped += m.Value - ks.issued[i]
 		}
 		marks = append(marks, m)
@@ -196,10 +206,12 @@ func (f *File) load(file *os.File) (marks []Mark, r Restart, err error) {
 
 // keyed is the marks of a load: the marks bucket's in key order (the
 // first sorted), then the keys the log adds, found by added; issued is
-// each one's last value handed out when its mark was written.
+// each one's last value handed out when its mark was written, and exact
+// whether a graceful stop wrote it.
 type keyed struct {
 	marks  []Mark
 	issued []int64
+	exact  []bool
 	sorted int
 	added  map[string]int
 }
@@ -231,9 +243,10 @@ func (ks *keyed) set(key []byte, s record) {
 		ks.added[m.Key] = i
 		ks.marks = append(ks.marks, m)
 		ks.issued = append(ks.issued, 0)
+		ks.exact = append(ks.exact, false)
 	}
 	m := &ks.marks[i]
-	m.Value, m.Born, ks.issued[i] = s.mark, s.born || m.Born, s.issued
+	m.Value, m.Born, ks.issued[i], ks.exact[i] = s.mark, s.born || m.Born, s.issued, s.exact
 }
 
 // each calls fn for every pair of b; a missing bucket is an error.
@@ -245,18 +258,29 @@ func each(b *bolt.Bucket, fn func(k, v []byte) error) error {
 }
 
 // A log entry is a list of records, each a key's length and bytes, its
-// mark and its last value then, as uvarints, and a byte: 1 if the key
-// exists (format 1's log has no such byte: every key in it exists).
+// mark and its last value then, as uvarints, and a byte of flags: 1 if
+// the key exists, 2 if its last value is exact (format 1's log has no
+// such byte: every key in it exists).
 func appendRecord(b []byte, key string, s record) []byte {
 	b = binary.AppendUvarint(b, uint64(len(key)))
 	b = append(b, key...)
 	b = binary.AppendUvarint(b, uint64(s.mark))
 	b = binary.AppendUvarint(b, uint64(s.issued))
+	var flags byte
 	if s.born {
-		return append(b, 1)
+		flags |= recordBorn
 	}
-	return append(b, 0)
+	if s.exact {
+		flags |= recordExact
+	}
+	return append(b, flags)
 }
+
+// A record's flags.
+const (
+	recordBorn  = 1 << iota // the key exists
+	recordExact             // its last value is exact: a graceful stop wrote it
+)
 
 // decodeEntry reads the records of a log entry into ks; flagged says
 // whether each ends with its born byte (format 2).
@@ -278,10 +302,10 @@ func (ks *keyed) decodeEntry(b []byte, flagged bool) error {
 		}
 		s.born = true
 		if flagged {
-			if len(b) == 0 || b[0] > 1 {
+			if len(b) == 0 || b[0] > recordBorn|recordExact {
 				return errors.New("a log entry is cut short")
 			}
-			s.born, b = b[0] == 1, b[1:]
+			s.born, s.exact, b = b[0]&recordBorn != 0, b[0]&recordExact != 0, b[1:]
 		}
 		ks.set(key, s)
 	}
@@ -316,7 +340,7 @@ func (f *File) Keep(ts []Take) {
 	err := f.write(dirty, func(rec []byte) []byte {
 		for _, t := range ts {
 			if t.Err == nil {
-				rec = appendRecord(rec, t.Key, record{t.Last, t.Issued, t.Born})
+				rec = appendRecord(rec, t.Key, record{t.Last, t.Issued, t.Born, false})
 			}
 		}
 		return rec
@@ -332,13 +356,16 @@ func (f *File) Keep(ts []Take) {
 
 // Set stores v as key's mark; the Table checked that it goes up.
 func (f *File) Set(ctx context.Context, key string, v int64, mode SetMode) error {
-	return f.write(dirty, func(rec []byte) []byte { return appendRecord(rec, key, record{v, v, true}) })
+	return f.write(dirty, func(rec []byte) []byte { return appendRecord(rec, key, record{v, v, true, false}) })
 }
 
 // Release stores the marks of a graceful stop, and that it was one: in
 // writes of maxWrite bytes of keys at most, the last one saying the stop
 // was graceful (a crash between leaves marks that are right, and a file
-// that says it was not). One write of a million keys of 512 bytes held
+// that says it was not). Each key keeps its reservation (Reserved), with
+// its last value handed out written as exact: a clean restart resumes it
+// with the values it had in hand, skipping none and writing nothing, once
+// MarkDirty has said that a run is on again. One write of a million keys of 512 bytes held
 // its record and bbolt's copy of it, over a gigabyte, and took most of a
 // 21-second stop.
 func (f *File) Release(ctx context.Context, marks []Mark) error {
@@ -353,7 +380,7 @@ func (f *File) Release(ctx context.Context, marks []Mark) error {
 		}
 		err := f.write(end, func(rec []byte) []byte {
 			for _, m := range marks[:n] {
-				rec = appendRecord(rec, m.Key, record{m.Value, m.Value, m.Born})
+				rec = appendRecord(rec, m.Key, record{max(m.Reserved, m.Value), m.Value, m.Born, true})
 			}
 			return rec
 		})
@@ -572,7 +599,7 @@ func (f *File) rewrite(marks []Mark) (db *bolt.DB, entry uint64, err error) {
 			b.FillPercent = 1 // keys come in order: pages filled up are never split again
 			for _, m := range marks[:n] {
 				if len(m.Key) == 0 || len(m.Key) > bolt.MaxKeySize {
-					rest = appendRecord(rest, m.Key, record{m.Reserved, m.Value, true})
+					rest = appendRecord(rest, m.Key, record{m.Reserved, m.Value, true, false})
 					continue
 				}
 				at := len(buf)
@@ -665,6 +692,24 @@ func (f *File) open() error {
 		return fmt.Errorf("sequence file %s: %w", f.path, err)
 	}
 	f.db = db
+	return nil
+}
+
+// MarkDirty records that a run is on, before a clean restart hands out
+// any of the values the last run left reserved (Restart.Clean): a crash
+// after it must leave a file that resumes each key above its
+// reservation, not at its last value.
+func (f *File) MarkDirty() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.open(); err != nil {
+		return err
+	}
+	err := f.db.Update(func(tx *bolt.Tx) error { return f.mark(tx, dirty) })
+	if err != nil {
+		f.dirty = false // not recorded: the next write tries again
+		return fmt.Errorf("sequence file %s: %w", f.path, err)
+	}
 	return nil
 }
 

@@ -337,8 +337,20 @@ func keyIn[K string | []byte](b []byte, key K) string {
 	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
+// A Resumer is a Backend that can resume keys with the values they had
+// in hand at a graceful stop (the File: Restart.Clean): before any is
+// handed out, MarkDirty records that a run is on, so that a crash after
+// it resumes each key above what it had reserved, not at its last value.
+type Resumer interface {
+	MarkDirty() error
+}
+
 // New returns a Table over backend with the keys known stored, each
-// resuming above its mark, and starts its background writer.
+// resuming above its last value (Mark.Value), and starts its background
+// writer. A key known with values reserved above it (Mark.Reserved: a
+// graceful stop's) resumes with them in hand, writing nothing, if backend
+// is a Resumer whose MarkDirty succeeds; otherwise it takes them again
+// (they were never handed out).
 func New(opts Options, backend Backend, known []Mark) *Table {
 	if opts.MaxKeys == 0 {
 		opts.MaxKeys = 1000000
@@ -360,14 +372,36 @@ func New(opts Options, backend Backend, known []Mark) *Table {
 	}
 	t := &Table{opts: opts, backend: backend, seed: maphash.MakeSeed(),
 		wake: make(chan struct{}, 1), urgent: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	resume := t.resumes(known)
 	for _, m := range known {
 		_, h := t.shardOf(m.Key)
 		e := insert(t, h, m.Key)
 		e.issued, e.limit, e.bits = m.Value, m.Value, stored|durable
+		if resume {
+			e.limit = max(m.Value, m.Reserved)
+		}
 		t.bear(e)
 	}
 	go t.run()
 	return t
+}
+
+// resumes reports whether the keys known resume with the values they had
+// reserved in hand: if some had, once the backend recorded that a run is
+// on (Resumer).
+func (t *Table) resumes(known []Mark) bool {
+	if !slices.ContainsFunc(known, func(m Mark) bool { return m.Reserved > m.Value }) {
+		return false
+	}
+	r, ok := t.backend.(Resumer)
+	if !ok {
+		return false
+	}
+	if err := r.MarkDirty(); err != nil {
+		t.opts.Log.Warn().Err(err).Msg("sequences: cannot record that a run is on; each key takes its values anew rather than resuming with those it had in hand")
+		return false
+	}
+	return true
 }
 
 // shardOf returns key's shard and its hash.
