@@ -55,8 +55,11 @@ type File struct {
 // bytes and its 16-byte mark) when the same keys are written again and
 // again, for keys of 256 bytes or more (seq-max-key-bytes' default is
 // 512); with shorter keys the log folded at foldPerKey bytes a key
-// (8 MiB at least) weighs more.
-const FileMultiple = 2
+// (8 MiB at least) weighs more. Writing keys again keeps it within 2;
+// a graceful stop appends every key's last value, as much again as the
+// live data, which stays in the log until the next fold (a clean restart
+// resumes keys with values in hand, so it may be a while): 3.
+const FileMultiple = 3
 
 // Restart tells what the file said at the start.
 type Restart struct {
