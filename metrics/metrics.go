@@ -96,12 +96,12 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			if f.Kind == stats.Text {
 				continue
 			}
-			name, scale := metricName(f)
+			name, per := metricName(f)
 			kind := prometheus.GaugeValue
 			if f.Kind == stats.Counter {
 				kind = prometheus.CounterValue
 			}
-			ch <- prometheus.MustNewConstMetric(prometheus.NewDesc(name, f.Help, nil, nil), kind, float64(f.Num)*scale)
+			ch <- prometheus.MustNewConstMetric(prometheus.NewDesc(name, f.Help, nil, nil), kind, float64(f.Num)/per)
 		}
 	}
 	for _, cs := range c.srv.Calls() {
@@ -116,26 +116,27 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// metricName is the Prometheus name of an INFO field, and the factor to
-// its base unit: idserver_<field>, without Redis's "total_" prefix, in
+// metricName is the Prometheus name of an INFO field, and how many of
+// its unit make the base unit (a divisor: 6354 us / 1e6 is 0.006354 s,
+// as INFO prints it, where 6354 * 1e-6 is 0.006353999999999999): idserver_<field>, without Redis's "total_" prefix, in
 // seconds rather than _ms, _usec or CPU time's microseconds, and with
 // _total for a counter.
 func metricName(f stats.Field) (string, float64) {
-	name, scale := strings.TrimPrefix(f.Name, "total_"), 1.0
+	name, per := strings.TrimPrefix(f.Name, "total_"), 1.0
 	if f.Micros {
-		name, scale = name+"_seconds", 1e-6
+		name, per = name+"_seconds", 1e6
 	}
 	for _, u := range []struct {
 		suffix string
-		scale  float64
-	}{{"_ms", 1e-3}, {"_usec", 1e-6}, {"_in_seconds", 1}} {
+		per    float64
+	}{{"_ms", 1e3}, {"_usec", 1e6}, {"_in_seconds", 1}} {
 		if strings.HasSuffix(name, u.suffix) {
-			name, scale = strings.TrimSuffix(name, u.suffix)+"_seconds", u.scale
+			name, per = strings.TrimSuffix(name, u.suffix)+"_seconds", u.per
 			break
 		}
 	}
 	if f.Kind == stats.Counter {
 		name += "_total"
 	}
-	return "idserver_" + name, scale
+	return "idserver_" + name, per
 }
