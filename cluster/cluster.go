@@ -182,14 +182,7 @@ func (m *Member) connect() error {
 	if m.cli != nil {
 		return nil
 	}
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   m.cfg.Endpoints,
-		DialTimeout: m.cfg.DialTimeout,
-		TLS:         m.cfg.TLS,
-		Username:    m.cfg.Username,
-		Password:    m.cfg.Password,
-		Logger:      zap.NewNop(),
-	})
+	cli, err := m.newClient()
 	if err != nil {
 		m.logOnce(zerolog.WarnLevel, err, "cluster: cannot connect to etcd; standing by")
 		return fmt.Errorf("cannot connect to etcd (%s): %w", strings.Join(m.cfg.Endpoints, ","), err)
@@ -198,6 +191,18 @@ func (m *Member) connect() error {
 	m.cli = cli // read by pollEtcd too
 	m.mu.Unlock()
 	return nil
+}
+
+// newClient is a client of etcd as cfg says.
+func (m *Member) newClient() (*clientv3.Client, error) {
+	return clientv3.New(clientv3.Config{
+		Endpoints:   m.cfg.Endpoints,
+		DialTimeout: m.cfg.DialTimeout,
+		TLS:         m.cfg.TLS,
+		Username:    m.cfg.Username,
+		Password:    m.cfg.Password,
+		Logger:      zap.NewNop(),
+	})
 }
 
 // run claims, holds until the claim is lost, and claims again.

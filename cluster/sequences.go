@@ -59,6 +59,12 @@ import (
 // makes it anew (docs/cluster.md).
 type Sequences struct {
 	client func() (*clientv3.Client, error)
+	// dial makes the client Follow watches with: a client of its own, so
+	// that its long watch shares no connection with the member's lease
+	// (with one client, a holder lost its lease when the etcd leader
+	// froze, about one run in two of TestClusterEtcdLeaderLost; with
+	// none, none in four).
+	dial   func() (*clientv3.Client, error)
 	prefix string // <etcd-prefix>seq/
 	local  *sequence.File
 	hist   *history        // where etcd stood: an error once it went back
@@ -80,7 +86,7 @@ const takers = 16
 // Sequences returns the sequences' backend of the etcd m uses, keeping
 // this server's copy of its marks in local (nil: none).
 func (m *Member) Sequences(local *sequence.File) *Sequences {
-	return &Sequences{client: m.etcd, prefix: m.cfg.Prefix + "seq/", local: local, hist: m.hist, log: m.log}
+	return &Sequences{client: m.etcd, dial: m.newClient, prefix: m.cfg.Prefix + "seq/", local: local, hist: m.hist, log: m.log}
 }
 
 // etcd is the client, once connected.

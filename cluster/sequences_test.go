@@ -15,11 +15,11 @@ import (
 )
 
 // newFollowing is the sequences backend of a server that follows the
-// marks under /test/seq/ in e, with a table of no keys (it has no copy of
+// marks under /test/seq/ in e (cli is its member's client), with a table of no keys (it has no copy of
 // any).
-func newFollowing(t *testing.T, cli *clientv3.Client) *Sequences {
+func newFollowing(t *testing.T, e *testetcd.Server, cli *clientv3.Client) *Sequences {
 	t.Helper()
-	m := &Member{cfg: Config{Prefix: "/test/"}, cli: cli, hist: &history{}, log: zerolog.Nop()}
+	m := &Member{cfg: Config{Prefix: "/test/", Endpoints: []string{e.Endpoint}, DialTimeout: 5 * time.Second}, cli: cli, hist: &history{}, log: zerolog.Nop()}
 	s := m.Sequences(nil)
 	tb := sequence.New(sequence.Options{}, s, nil)
 	s.Follow(tb)
@@ -38,7 +38,7 @@ func TestMadeAnewAboveADelete(t *testing.T) {
 	cli := e.Client()
 	defer cli.Close()
 	ctx := context.Background()
-	s := newFollowing(t, cli)
+	s := newFollowing(t, e, cli)
 	for i := range 50 {
 		key := fmt.Sprintf("k%d", i)
 		if _, err := cli.Put(ctx, s.prefix+key, "100"); err != nil {

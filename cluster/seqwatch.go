@@ -59,9 +59,18 @@ func (s *Sequences) Stop() {
 func (s *Sequences) follow(ctx context.Context) {
 	defer close(s.done)
 	var backoff time.Duration
+	var cli *clientv3.Client
+	defer func() {
+		if cli != nil {
+			cli.Close()
+		}
+	}()
 	for ctx.Err() == nil {
 		backoff = min(max(2*backoff, 50*time.Millisecond), time.Second)
-		cli, err := s.client()
+		var err error
+		if cli == nil {
+			cli, err = s.dial()
+		}
 		if err == nil {
 			var resp *clientv3.GetResponse
 			if resp, err = cli.Get(ctx, s.prefix, clientv3.WithPrefix(), clientv3.WithCountOnly()); err == nil {
