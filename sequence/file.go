@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"math"
 	"os"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cespare/xxhash/v2"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -55,11 +55,9 @@ type File struct {
 // bytes and its 16-byte mark) when the same keys are written again and
 // again, for keys of 256 bytes or more (seq-max-key-bytes' default is
 // 512); with shorter keys the log folded at foldPerKey bytes a key
-// (8 MiB at least) weighs more. Writing keys again keeps it within 2;
-// a graceful stop appends every key's last value, as much again as the
-// live data, which stays in the log until the next fold (a clean restart
-// resumes keys with values in hand, so it may be a while): 3.
-const FileMultiple = 3
+// (8 MiB at least) weighs more. A graceful stop adds about 22 bytes a
+// key (Release).
+const FileMultiple = 2
 
 // Restart tells what the file said at the start.
 type Restart struct {
@@ -81,6 +79,9 @@ var (
 	logBucket   = []byte("log2")
 	formatKey   = []byte("format")
 	cleanKey    = []byte("clean")
+	// stopKey holds the number of the first log entry of the last
+	// graceful stop: only its records are exact (see Release).
+	stopKey = []byte("stop")
 	// oldLogBucket is format 1's log, whose records have no born flag:
 	// each key in it exists. A file of format 1 is read as it is, and
 	// its old log goes at the first fold.
@@ -92,7 +93,8 @@ var (
 // that knows only format 1 refuses a file of format 2 rather than miss
 // its log.
 const (
-	format  = "idserver sequences 2"
+	format  = "idserver sequences 3"
+	format2 = "idserver sequences 2"
 	format1 = "idserver sequences 1"
 )
 
@@ -139,20 +141,24 @@ func (f *File) load(file *os.File) (marks []Mark, r Restart, err error) {
 	if err != nil {
 		return nil, Restart{}, err
 	}
-	v := ""
+	v, stopFrom := "", uint64(0)
 	err = w.bucket(metaBucket, false, func(k, val []byte) error {
 		switch string(k) {
 		case string(formatKey):
 			v = string(val)
 		case string(cleanKey):
 			r.Clean = true
+		case string(stopKey):
+			if len(val) == 8 {
+				stopFrom = binary.BigEndian.Uint64(val)
+			}
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, Restart{}, err
 	}
-	if v != format && v != format1 {
+	if v != format && v != format2 && v != format1 {
 		return nil, Restart{}, errors.New("not a sequences file of idserver (no format key " + format + ")")
 	}
 	var ks keyed
@@ -163,13 +169,13 @@ func (f *File) load(file *os.File) (marks []Mark, r Restart, err error) {
 		if n := len(ks.marks); n > 0 && ks.marks[n-1].Key >= string(k) {
 			return errors.New("the marks are out of order")
 		}
-		ks.add(Mark{Key: string(k), Value: int64(binary.BigEndian.Uint64(v)), Born: true}, ks.hash(k), int64(binary.BigEndian.Uint64(v[8:])), false)
+		ks.add(Mark{Key: string(k), Value: int64(binary.BigEndian.Uint64(v)), Born: true}, keyHash(k), int64(binary.BigEndian.Uint64(v[8:])), false)
 		return nil
 	})
 	if err != nil {
 		return nil, Restart{}, err
 	}
-	err = w.bucket(oldLogBucket, false, func(k, v []byte) error { f.logBytes += len(v); return ks.decodeEntry(v, false) })
+	err = w.bucket(oldLogBucket, false, func(k, v []byte) error { f.logBytes += len(v); return ks.decodeEntry(v, false, false) })
 	if err == nil && v != format1 {
 		err = w.bucket(logBucket, true, func(k, v []byte) error {
 			if len(k) != 8 && len(k) != 12 { // an entry's number, and its piece's
@@ -177,7 +183,7 @@ func (f *File) load(file *os.File) (marks []Mark, r Restart, err error) {
 			}
 			f.entry = binary.BigEndian.Uint64(k)
 			f.logBytes += len(v)
-			return ks.decodeEntry(v, true)
+			return ks.decodeEntry(v, true, stopFrom != 0 && f.entry >= stopFrom)
 		})
 	}
 	if err != nil {
@@ -205,13 +211,13 @@ func (f *File) load(file *os.File) (marks []Mark, r Restart, err error) {
 
 // keyed is the marks of a load: the marks bucket's (in key order), then
 // the keys the log adds; issued is each one's last value handed out when
-// its mark was written, and exact whether a graceful stop wrote it.
+// its mark was written, and exact whether the last graceful stop wrote it.
 //
 // A record of the log finds its key by slots, an open-addressing index of
 // the marks kept at most half full (16 to 32 bytes a key): each slot 32
-// bits of the key's hash, which place it, and the mark's index + 1 (0:
-// empty). A binary search of the marks, and a map of the keys the log
-// added, took 2.3 s of a restart at the bounds (a million keys of 512
+// bits of the key's hash (keyHash), which place it, and the mark's index
+// + 1 (0: empty). A binary search of the marks, and a map of the keys the
+// log added, took 2.3 s of a restart at the bounds (a million keys of 512
 // bytes, their records in the log out of order); a map of every key was
 // a third as much again as the marks. The next mark after the last found
 // is tried first: records often come in the marks' order.
@@ -219,20 +225,26 @@ type keyed struct {
 	marks  []Mark
 	issued []int64
 	exact  []bool
-	seed   maphash.Seed
 	slots  []uint64
 	last   int
 }
 
+// keyHash is a key's hash in a stop's records and in keyed's index: it
+// must stay the same from one run to the next (xxHash64).
+func keyHash(key []byte) uint64 { return xxhash.Sum64(key) }
+
+// keyHashString is keyHash of a key held as a string.
+func keyHashString(key string) uint64 { return xxhash.Sum64String(key) }
+
 // add appends m's mark, of a key not among the marks yet, hashed h.
-func (ks *keyed) add(m Mark, h uint32, issued int64, exact bool) {
+func (ks *keyed) add(m Mark, h uint64, issued int64, exact bool) {
 	if 2*(len(ks.marks)+1) > len(ks.slots) {
 		ks.grow()
 	}
 	ks.marks = append(ks.marks, m)
 	ks.issued = append(ks.issued, issued)
 	ks.exact = append(ks.exact, exact)
-	ks.place(uint64(h)<<32 | uint64(len(ks.marks)))
+	ks.place(h>>32<<32 | uint64(len(ks.marks)))
 }
 
 // grow doubles the index.
@@ -257,42 +269,69 @@ func (ks *keyed) place(slot uint64) {
 	}
 }
 
-// hash is key's hash in the index.
-func (ks *keyed) hash(key []byte) uint32 {
-	if ks.seed == (maphash.Seed{}) {
-		ks.seed = maphash.MakeSeed()
+// probe calls match with the index of each mark whose hash may be h,
+// until it returns true.
+func (ks *keyed) probe(h uint64, match func(i int) bool) {
+	mask := uint64(len(ks.slots) - 1)
+	for at := h >> 32 & mask; len(ks.slots) > 0; at = (at + 1) & mask {
+		slot := ks.slots[at]
+		if slot == 0 {
+			return
+		}
+		if slot>>32 == h>>32 && match(int(uint32(slot))-1) {
+			return
+		}
 	}
-	return uint32(maphash.Bytes(ks.seed, key))
 }
 
 // at is the index of key's mark, -1 if it has none; h is key's hash.
-func (ks *keyed) at(key []byte, h uint32) int {
+func (ks *keyed) at(key []byte, h uint64) int {
 	if i := ks.last + 1; i < len(ks.marks) && ks.marks[i].Key == string(key) {
 		ks.last = i
 		return i
 	}
-	mask := uint64(len(ks.slots) - 1)
-	for at := uint64(h) & mask; len(ks.slots) > 0; at = (at + 1) & mask {
-		slot := ks.slots[at]
-		if slot == 0 {
-			break
+	found := -1
+	ks.probe(h, func(i int) bool {
+		if ks.marks[i].Key != string(key) {
+			return false
 		}
-		if i := int(uint32(slot)) - 1; uint32(slot>>32) == h && ks.marks[i].Key == string(key) {
-			ks.last = i
-			return i
+		found, ks.last = i, i
+		return true
+	})
+	return found
+}
+
+// hashed is the index of the one mark whose key hashes to h (a stop's
+// record names its key so), -1 if none does, or more than one.
+func (ks *keyed) hashed(h uint64) int {
+	found := -1
+	ks.probe(h, func(i int) bool {
+		if keyHashString(ks.marks[i].Key) != h {
+			return false
 		}
-	}
-	return -1
+		if found >= 0 {
+			found = -1 // two keys of one hash: neither is named
+			return true
+		}
+		found = i
+		return false
+	})
+	return found
 }
 
 // set makes s key's record; a key once born stays born.
 func (ks *keyed) set(key []byte, s record) {
-	h := ks.hash(key)
+	h := keyHash(key)
 	i := ks.at(key, h)
 	if i < 0 {
 		ks.add(Mark{Key: string(key)}, h, 0, false)
 		i = len(ks.marks) - 1
 	}
+	ks.setAt(i, s)
+}
+
+// setAt makes s the record of the i-th mark.
+func (ks *keyed) setAt(i int, s record) {
 	m := &ks.marks[i]
 	m.Value, m.Born, ks.issued[i], ks.exact[i] = s.mark, s.born || m.Born, s.issued, s.exact
 }
@@ -307,14 +346,29 @@ func each(b *bolt.Bucket, fn func(k, v []byte) error) error {
 
 // A log entry is a list of records, each a key's length and bytes, its
 // mark and its last value then, as uvarints, and a byte of flags: 1 if
-// the key exists, 2 if its last value is exact (format 1's log has no
-// such byte: every key in it exists).
+// the key exists, 2 if its last value is exact, 4 if the key's bytes are
+// its keyHash, big-endian (format 1's log has no such byte: every key in
+// it exists).
 func appendRecord(b []byte, key string, s record) []byte {
 	b = binary.AppendUvarint(b, uint64(len(key)))
 	b = append(b, key...)
+	return appendFields(b, s, 0)
+}
+
+// appendStopRecord appends a graceful stop's record of the key whose
+// keyHash is h: the stop writes 8 bytes of each key, not its name (a
+// million keys of 512 bytes were half a gigabyte of writes, 3.6 s of the
+// stop).
+func appendStopRecord(b []byte, h uint64, s record) []byte {
+	b = binary.AppendUvarint(b, 8)
+	b = binary.BigEndian.AppendUint64(b, h)
+	return appendFields(b, s, recordHashed)
+}
+
+// appendFields appends s's mark, last value and flags.
+func appendFields(b []byte, s record, flags byte) []byte {
 	b = binary.AppendUvarint(b, uint64(s.mark))
 	b = binary.AppendUvarint(b, uint64(s.issued))
-	var flags byte
 	if s.born {
 		flags |= recordBorn
 	}
@@ -326,13 +380,18 @@ func appendRecord(b []byte, key string, s record) []byte {
 
 // A record's flags.
 const (
-	recordBorn  = 1 << iota // the key exists
-	recordExact             // its last value is exact: a graceful stop wrote it
+	recordBorn   = 1 << iota // the key exists
+	recordExact              // its last value is exact: a graceful stop wrote it
+	recordHashed             // the key is named by its hash: a graceful stop wrote it
 )
 
 // decodeEntry reads the records of a log entry into ks; flagged says
-// whether each ends with its born byte (format 2).
-func (ks *keyed) decodeEntry(b []byte, flagged bool) error {
+// whether each ends with its flags (format 2 on), stop whether the entry
+// is of the last graceful stop: only then is a last value exact (an
+// earlier stop's is not: the run after it may have handed out the values
+// it had in hand without writing). A record named by a hash that no key,
+// or more than one, has is passed over: the key continues above its mark.
+func (ks *keyed) decodeEntry(b []byte, flagged, stop bool) error {
 	for len(b) > 0 {
 		n, k := binary.Uvarint(b)
 		if k <= 0 || uint64(len(b)-k) < n {
@@ -349,13 +408,24 @@ func (ks *keyed) decodeEntry(b []byte, flagged bool) error {
 			*field, b = int64(v), b[k:]
 		}
 		s.born = true
+		var flags byte
 		if flagged {
-			if len(b) == 0 || b[0] > recordBorn|recordExact {
+			if len(b) == 0 || b[0] > recordBorn|recordExact|recordHashed {
 				return errors.New("a log entry is cut short")
 			}
-			s.born, s.exact, b = b[0]&recordBorn != 0, b[0]&recordExact != 0, b[1:]
+			flags, b = b[0], b[1:]
+			s.born, s.exact = flags&recordBorn != 0, flags&recordExact != 0 && stop
 		}
-		ks.set(key, s)
+		switch {
+		case flags&recordHashed == 0:
+			ks.set(key, s)
+		case len(key) != 8:
+			return errors.New("a stop's record does not name its key by 8 bytes")
+		default:
+			if i := ks.hashed(binary.BigEndian.Uint64(key)); i >= 0 {
+				ks.setAt(i, s)
+			}
+		}
 	}
 	return nil
 }
@@ -408,37 +478,44 @@ func (f *File) Set(ctx context.Context, key string, v int64, mode SetMode) error
 }
 
 // Release stores the marks of a graceful stop, and that it was one: in
-// writes of maxWrite bytes of keys at most, the last one saying the stop
-// was graceful (a crash between leaves marks that are right, and a file
-// that says it was not). Each key keeps its reservation (Reserved), with
-// its last value handed out written as exact: a clean restart resumes it
-// with the values it had in hand, skipping none and writing nothing, once
-// MarkDirty has said that a run is on again. One write of a million keys of 512 bytes held
-// its record and bbolt's copy of it, over a gigabyte, and took most of a
-// 21-second stop.
+// writes of maxWrite bytes of records at most, the first saying where the
+// stop's records begin, the last that the stop was graceful (a crash
+// between leaves marks that are right, and a file that says it was not).
+// Each key keeps its reservation (Reserved), with its last value handed
+// out written as exact: a clean restart resumes it with the values it had
+// in hand, skipping none and writing nothing, once MarkDirty has said
+// that a run is on again. Only the last stop's records are exact: a key
+// that handed out all it had in hand after a clean restart is not among
+// the next stop's, and its record of the stop before must not bring back
+// the values it handed out (they came back twice: 4..10 again after two
+// graceful restarts). Each key is named by its keyHash.
 func (f *File) Release(ctx context.Context, marks []Mark) error {
+	end := begins
 	for len(marks) > 0 {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		n := writeLen(marks, func(m Mark) string { return m.Key })
-		end := dirty
+		n := min(len(marks), maxWrite/stopRecordMax)
 		if n == len(marks) {
-			end = clean
+			end |= clean
 		}
 		err := f.write(end, func(rec []byte) []byte {
 			for _, m := range marks[:n] {
-				rec = appendRecord(rec, m.Key, record{max(m.Reserved, m.Value), m.Value, m.Born, true})
+				rec = appendStopRecord(rec, keyHashString(m.Key), record{max(m.Reserved, m.Value), m.Value, m.Born, true})
 			}
 			return rec
 		})
 		if err != nil {
 			return err
 		}
-		marks = marks[n:]
+		marks, end = marks[n:], dirty
 	}
 	return nil
 }
+
+// stopRecordMax is the most bytes a stop's record takes: the hash and its
+// length, two uvarints and the flags.
+const stopRecordMax = 1 + 8 + 2*binary.MaxVarintLen64 + 1
 
 // maxWrite bounds the bytes of keys one write of the log carries (but
 // for one longer key): the writer's takes and Release are cut into
@@ -457,13 +534,14 @@ func writeLen[X any](xs []X, key func(X) string) int {
 	return n
 }
 
-// How a write leaves the file: a graceful stop's is clean, every other
-// write says the run is on.
-type ending bool
+// How a write leaves the file: a graceful stop's last write is clean,
+// every other write says the run is on; a stop's first write begins it.
+type ending uint8
 
 const (
-	dirty ending = false
-	clean ending = true
+	dirty  ending = 0
+	clean  ending = 1
+	begins ending = 2
 )
 
 // keepRec is the largest record buffer a File keeps for its next write:
@@ -694,8 +772,16 @@ func syncDir(dir string) error {
 // mark records in tx whether the run ended cleanly, when that changes.
 func (f *File) mark(tx *bolt.Tx, end ending) error {
 	meta := tx.Bucket(metaBucket)
+	if end&begins != 0 {
+		if err := meta.Put(formatKey, []byte(format)); err != nil {
+			return err
+		}
+		if err := meta.Put(stopKey, binary.BigEndian.AppendUint64(nil, f.entry+1)); err != nil {
+			return err
+		}
+	}
 	switch {
-	case end == clean:
+	case end&clean != 0:
 		f.dirty = false
 		return meta.Put(cleanKey, []byte{1})
 	case !f.dirty:
