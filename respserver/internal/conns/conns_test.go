@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -303,8 +304,8 @@ func TestFitBudget(t *testing.T) {
 		loops, other, clients int
 		wantPending, wantFit  int
 	}{
-		{64, 1, 0, 10000, 4, 64 - 34 - 3 - 2*4},
-		{1024, 1, 16, 10000, 60, 1024 - 34 - 3 - 16 - 2*60},
+		{64, 1, 0, 10000, 4, 64 - 34 - 10 - 2*4},
+		{1024, 1, 16, 10000, 60, 1024 - 34 - 10 - 16 - 2*60},
 		{1024, 8, 16, 100, 59, 100},
 		{1 << 20, 2, 16, 10000, 256, 10000},
 		{1 << 62, 1, 0, 10000, 256, 10000}, // RLIM_INFINITY
@@ -443,5 +444,33 @@ func TestReadTurnsBounded(t *testing.T) {
 	await.True(t, time.Minute, "every batch sent", func() bool { return h.sent.Load() == int64(n+1) })
 	if most := (readTurn + len(one) - 1) / len(one); h.maxBatch.Load() > int64(most) {
 		t.Fatalf("one batch ran %d commands of %d bytes, want at most %d (%d bytes read at a time)", h.maxBatch.Load(), len(one), most, readTurn)
+	}
+}
+
+// TestHandOversAtOnce: connections are handed to the loops several at a
+// time, not one after the other: with the one loop stalled, 8 new
+// connections are all accepted and on their way to it (one at a time,
+// the second would wait for the loop, and the others in the backlog), and
+// each is served once the loop goes on.
+func TestHandOversAtOnce(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1)) // one loop
+	h := &echo{}
+	s, addr := start(t, Options{}, h)
+	a := dial(t, addr)
+	a.Write([]byte(cmd("STALL")))
+	<-h.stalled
+	var cs []*client
+	for range handOvers {
+		cs = append(cs, dial(t, addr))
+	}
+	all := await.Within(30*time.Second, func() bool { return s.Stats().Accepted == 1+handOvers })
+	h.unstall <- struct{}{}
+	if !all {
+		t.Fatalf("%d connections accepted while the loop is stalled, want %d", s.Stats().Accepted, 1+handOvers)
+	}
+	a.expect(t, "+OK")
+	for i, c := range cs {
+		c.Write([]byte(cmd("ECHO", strconv.Itoa(i))))
+		c.expect(t, strconv.Itoa(i))
 	}
 }
