@@ -63,13 +63,13 @@ func infoField(t *testing.T, c net.Conn, r *bufio.Reader, field string) string {
 }
 
 // TestMaxClientsFitsOpenFiles: with an open files limit of 64, maxclients
-// is lowered to 19 (the process keeps 34 for itself, 3 spares, and 4 each
+// is lowered to 12 (the process keeps 34 for itself, 10 spares, and 4 each
 // for refused connections and TLS handshakes: conns' fitBudget), with a
 // warning at start, and the budget logged; the clients past it get
 // Redis's error, counted.
 func TestMaxClientsFitsOpenFiles(t *testing.T) {
 	p := startLimited(t, 64)
-	if !p.Logged("serving at most 19 clients") || !p.Logged(`"rlimit_nofile":64,"own":34,"spares":3,"http":0,"refused":4,"tls_handshakes":4,"maxclients":19`) {
+	if !p.Logged("serving at most 12 clients") || !p.Logged(`"rlimit_nofile":64,"own":34,"spares":10,"http":0,"refused":4,"tls_handshakes":4,"maxclients":12`) {
 		t.Fatalf("no warning about maxclients, or no budget, at start:\n%s", strings.Join(p.Lines(), "\n"))
 	}
 	var served []net.Conn
@@ -90,14 +90,14 @@ func TestMaxClientsFitsOpenFiles(t *testing.T) {
 			t.Fatalf("reply %q, want PONG or the maxclients error", line)
 		}
 	}
-	if len(served) != 19 || refused != 11 {
-		t.Fatalf("%d served, %d refused; want 19 and 11", len(served), refused)
+	if len(served) != 12 || refused != 18 {
+		t.Fatalf("%d served, %d refused; want 12 and 18", len(served), refused)
 	}
-	if got := infoField(t, served[0], first, "maxclients"); got != "19" {
-		t.Fatalf("INFO maxclients %s, want 19", got)
+	if got := infoField(t, served[0], first, "maxclients"); got != "12" {
+		t.Fatalf("INFO maxclients %s, want 12", got)
 	}
-	if got := infoField(t, served[0], first, "rejected_connections"); got != "11" {
-		t.Fatalf("INFO rejected_connections %s, want 11", got)
+	if got := infoField(t, served[0], first, "rejected_connections"); got != "18" {
+		t.Fatalf("INFO rejected_connections %s, want 18", got)
 	}
 }
 

@@ -149,12 +149,16 @@ func (s *Server[S]) turnAway(nc net.Conn, t *tlsConn, reply *replyerr.Error) {
 // TLS state, nil for plain TCP. It returns the error of the hand-over, if
 // it failed.
 func (s *Server[S]) admit(nc net.Conn, t *tlsConn) error {
-	if s.clients.Load() >= int64(s.opts.MaxClients) {
+	// Counted at once: hand-overs run side by side (handOvers), and
+	// maxclients holds for them together.
+	if s.clients.Add(1) > int64(s.opts.MaxClients) {
+		s.clients.Add(-1)
 		s.turnAway(nc, t, errMaxClients)
 		return nil
 	}
 	if s.opts.Refuse != nil {
 		if reply := s.opts.Refuse(nc.RemoteAddr()); reply != nil {
+			s.clients.Add(-1)
 			s.turnAway(nc, t, reply)
 			return nil
 		}
@@ -165,22 +169,22 @@ func (s *Server[S]) admit(nc net.Conn, t *tlsConn) error {
 		c.tls = t
 	}
 	if !s.register(c) {
+		s.clients.Add(-1)
 		nc.Close()
 		return nil
 	}
 	// Counted before the loop serves it, so that its own INFO counts it,
 	// as Redis counts a connection when it accepts it.
 	s.accepted.Add(1)
-	// The loop takes a duplicate of the socket and closes nc. A plain
-	// connection's listener has released its spare for the duplicate;
-	// TLS connections, handed over from their handshakes' goroutines,
-	// share one spare in the budget, so one at a time.
+	// The loop takes a duplicate of the socket and closes nc: the
+	// duplicate takes one of the budget's handOvers spares (a plain
+	// connection's listener took it for this hand-over).
 	if t != nil {
-		s.tlsHandOver.Lock()
+		s.handing <- struct{}{}
 	}
 	_, err := s.eng.EnrollContext(nc, c)
 	if t != nil {
-		s.tlsHandOver.Unlock()
+		<-s.handing
 	}
 	s.mu.Lock()
 	opened := c.opened
@@ -210,9 +214,10 @@ func (s *Server[S]) newConn(addr, laddr string) *Conn[S] {
 	return c
 }
 
-// register counts c among the open connections, under the lock Shutdown
+// register adds c to the open connections, under the lock Shutdown
 // takes, so that it either sees c or c's OnOpen sees the server closed.
-// It reports false if the server is closed.
+// It reports false if the server is closed. The caller has counted c in
+// s.clients.
 func (s *Server[S]) register(c *Conn[S]) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -220,7 +225,6 @@ func (s *Server[S]) register(c *Conn[S]) bool {
 		return false
 	}
 	s.conns[c] = struct{}{}
-	s.clients.Add(1)
 	return true
 }
 

@@ -5,8 +5,10 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -22,16 +24,23 @@ import (
 )
 
 // echo is a trivial Handler: ECHO x replies x, BIG n replies n bytes,
-// WAIT finishes off the loop once the test releases it, QUIT closes, and
-// any other command gets an error. Its session counts the commands run.
+// WAIT finishes off the loop once the test releases it, STALL blocks the
+// loop itself until the test releases it, QUIT closes, and any other
+// command gets an error. Its session counts the commands run, and the
+// most one batch ran.
 type echo struct {
 	release chan struct{} // WAIT's off returns when it receives
+	stalled chan struct{} // STALL sends on it, on the loop, then waits for unstall
+	unstall chan struct{}
 	pending atomic.Pointer[[]byte]
 	overrun atomic.Bool
 	closed  atomic.Int64
+	// The commands whose replies were written (Sent), and the most one
+	// batch ran: of a test's only client.
+	sent, maxBatch atomic.Int64
 }
 
-type session struct{ commands int }
+type session struct{ commands, sent int }
 
 func (h *echo) Open(c *Conn[*session]) *session { return &session{} }
 
@@ -47,6 +56,10 @@ func (h *echo) Command(c *Conn[*session], args [][]byte) {
 		c.Wait(func() error { <-h.release; return nil }, func(err error) {
 			c.Out = redcon.AppendString(c.Out, "DONE")
 		})
+	case "STALL":
+		h.stalled <- struct{}{}
+		<-h.unstall
+		c.Out = redcon.AppendString(c.Out, "OK")
 	case "QUIT":
 		c.Out = redcon.AppendString(c.Out, "OK")
 		c.Quit()
@@ -55,7 +68,12 @@ func (h *echo) Command(c *Conn[*session], args [][]byte) {
 	}
 }
 
-func (h *echo) Sent(c *Conn[*session])   {}
+func (h *echo) Sent(c *Conn[*session]) {
+	h.maxBatch.Store(max(h.maxBatch.Load(), int64(c.Session.commands-c.Session.sent)))
+	c.Session.sent = c.Session.commands
+	h.sent.Store(int64(c.Session.sent))
+}
+
 func (h *echo) Closed(c *Conn[*session]) { h.closed.Add(1) }
 func (h *echo) Holds(c *Conn[*session]) int {
 	if p := h.pending.Load(); p != nil {
@@ -77,6 +95,9 @@ func start(t *testing.T, opts Options, h *echo) (*Server[*session], string) {
 	t.Helper()
 	if h.release == nil {
 		h.release = make(chan struct{})
+	}
+	if h.stalled == nil {
+		h.stalled, h.unstall = make(chan struct{}), make(chan struct{})
 	}
 	s := New[*session](opts, h)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -283,8 +304,8 @@ func TestFitBudget(t *testing.T) {
 		loops, other, clients int
 		wantPending, wantFit  int
 	}{
-		{64, 1, 0, 10000, 4, 64 - 34 - 3 - 2*4},
-		{1024, 1, 16, 10000, 60, 1024 - 34 - 3 - 16 - 2*60},
+		{64, 1, 0, 10000, 4, 64 - 34 - 10 - 2*4},
+		{1024, 1, 16, 10000, 60, 1024 - 34 - 10 - 16 - 2*60},
 		{1024, 8, 16, 100, 59, 100},
 		{1 << 20, 2, 16, 10000, 256, 10000},
 		{1 << 62, 1, 0, 10000, 256, 10000}, // RLIM_INFINITY
@@ -393,4 +414,63 @@ func TestTLS(t *testing.T) {
 	a.expect(t, "a", strings.Repeat("x", 100000), "b")
 	b := dialTLS()
 	b.expect(t, "-ERR max number of clients reached")
+}
+
+// TestReadTurnsBounded: a client's commands run at most readTurn bytes
+// of them at a time, whatever it has sent, so that the loop serves its
+// other clients in between: 64 KiB of commands sent while the loop was
+// stalled (all of them waiting in the socket) run in batches of at most
+// 16 KiB, every one answered, in order.
+func TestReadTurnsBounded(t *testing.T) {
+	h := &echo{}
+	_, addr := start(t, Options{}, h)
+	a := dial(t, addr)
+	a.Write([]byte(cmd("STALL")))
+	<-h.stalled
+	one := cmd("ECHO", "0000")
+	n := 64 << 10 / len(one)
+	var in []byte
+	for i := range n {
+		in = fmt.Appendf(in, "*2\r\n$4\r\nECHO\r\n$4\r\n%04d\r\n", i%10000)
+	}
+	if _, err := a.Write(in); err != nil {
+		t.Fatal(err)
+	}
+	h.unstall <- struct{}{}
+	a.expect(t, "+OK")
+	for i := range n {
+		a.expect(t, fmt.Sprintf("%04d", i%10000))
+	}
+	await.True(t, time.Minute, "every batch sent", func() bool { return h.sent.Load() == int64(n+1) })
+	if most := (readTurn + len(one) - 1) / len(one); h.maxBatch.Load() > int64(most) {
+		t.Fatalf("one batch ran %d commands of %d bytes, want at most %d (%d bytes read at a time)", h.maxBatch.Load(), len(one), most, readTurn)
+	}
+}
+
+// TestHandOversAtOnce: connections are handed to the loops several at a
+// time, not one after the other: with the one loop stalled, 8 new
+// connections are all accepted and on their way to it (one at a time,
+// the second would wait for the loop, and the others in the backlog), and
+// each is served once the loop goes on.
+func TestHandOversAtOnce(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1)) // one loop
+	h := &echo{}
+	s, addr := start(t, Options{}, h)
+	a := dial(t, addr)
+	a.Write([]byte(cmd("STALL")))
+	<-h.stalled
+	var cs []*client
+	for range handOvers {
+		cs = append(cs, dial(t, addr))
+	}
+	all := await.Within(30*time.Second, func() bool { return s.Stats().Accepted == 1+handOvers })
+	h.unstall <- struct{}{}
+	if !all {
+		t.Fatalf("%d connections accepted while the loop is stalled, want %d", s.Stats().Accepted, 1+handOvers)
+	}
+	a.expect(t, "+OK")
+	for i, c := range cs {
+		c.Write([]byte(cmd("ECHO", strconv.Itoa(i))))
+		c.expect(t, strconv.Itoa(i))
+	}
 }

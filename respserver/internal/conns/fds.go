@@ -21,23 +21,23 @@ import (
 //	             each loop's epoll and eventfd, the state file's lock, a
 //	             save's temporary file and directory, the sequences' file,
 //	             etcd's connections, logs, /proc reads (at rest it uses 16)
-//	spares     = 3: one per RESP listener, to refuse with when out of
-//	             descriptors all the same, and one for the duplicate a TLS
-//	             connection's hand-over to its loop makes, one at a time
+//	spares     = 2 + 8: one per RESP listener, to refuse with when out of
+//	             descriptors all the same, and one for the duplicate each
+//	             hand-over of a connection to its loop makes, 8 at a time
 //	budget     = RLIMIT_NOFILE − own − spares − metrics-maxclients
 //	pending    = min(256, max(budget / 16, 4)), twice: for connections
 //	             refused and read to their end (a second at most), and for
 //	             TLS handshakes under way (10 s at most)
 //	maxclients = min(maxclients, budget − 2 × pending), at least 1
 //
-// A plain connection is handed over with its listener's spare released,
-// so its duplicate takes the spare's place. Past its share, a refused
+// A connection's hand-over takes one of the handOvers shares for the
+// duplicate it makes until its loop has it. Past its share, a refused
 // connection is closed at once, a TLS connection closed unanswered, and
 // the HTTP listener accepts no more until one closes.
 const (
 	ownFDs     = 32
 	loopFDs    = 2
-	spareFDs   = 3
+	spareFDs   = 2 + handOvers
 	maxPending = 256
 	minPending = 4
 )
@@ -98,8 +98,8 @@ func outOfFDs(err error) bool {
 
 // fdReserve holds one file descriptor back for the moments the process
 // has no other: to let a pending connection in and refuse it with a reply,
-// rather than leave it hanging, and to let gnet duplicate the socket of a
-// connection it takes over. It belongs to the accepting goroutine.
+// rather than leave it hanging. It belongs to the accepting goroutine
+// (its hand-overs only log through it).
 type fdReserve[S any] struct {
 	s     *Server[S]
 	spare *os.File // nil while released, or while none could be had
@@ -145,15 +145,20 @@ func (r *fdReserve[S]) refusePending(ln net.Listener) bool {
 	return err == nil
 }
 
-// handOver admits nc. gnet takes a connection over by dup(2): the spare
-// makes room for that.
+// handOver admits nc on a goroutine of its own, up to handOvers at once
+// (accepting waits past them): a hand-over waits for its loop's round,
+// and a loop busy with other clients takes one at each round, so that one
+// at a time, the 20th of 20 clients connecting at once waited 20 rounds
+// (see handOvers).
 func (r *fdReserve[S]) handOver(nc net.Conn) {
-	r.release()
-	if err := r.s.admit(nc, nil); outOfFDs(err) {
-		r.s.rejected.Add(1) // gnet has closed it already
-		r.refused()
-	}
-	r.retake()
+	r.s.handing <- struct{}{}
+	go func() {
+		defer func() { <-r.s.handing }()
+		if err := r.s.admit(nc, nil); outOfFDs(err) {
+			r.s.rejected.Add(1) // gnet has closed it already
+			r.refused()
+		}
+	}()
 }
 
 // refused warns, at most once a second, that connections are refused.

@@ -18,6 +18,7 @@ func (s *Server[S]) Pipe(addr, laddr string) *Pipe[S] {
 	c := s.newConn(addr, laddr)
 	m := &memLink{finished: make(chan gnet.AsyncCallback, 1)}
 	c.link, c.opened = m, true
+	s.clients.Add(1)
 	s.register(c)
 	return &Pipe[S]{c: c, m: m}
 }
