@@ -433,7 +433,7 @@ func (s *Sequences) Release(ctx context.Context, marks []sequence.Mark) error {
 func (s *Sequences) FoldDue(keys int) bool { return s.local != nil && s.local.FoldDue(keys) }
 
 // Fold: see FoldDue.
-func (s *Sequences) Fold(snapshot func() []sequence.Mark) error { return s.local.Fold(snapshot) }
+func (s *Sequences) Fold(snapshot func() []sequence.Mark) <-chan error { return s.local.Fold(snapshot) }
 
 // etcdError names etcd's NOSPACE alarm, or says the error is etcd's.
 func etcdError(err error) error {

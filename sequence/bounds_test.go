@@ -60,7 +60,7 @@ func TestFoldKeepsTheFileSmall(t *testing.T) {
 	var sizes []int64
 	for range 4 {
 		marks = fill(t, f, n, marks)
-		if err := f.Fold(func() []Mark { return append([]Mark(nil), marks...) }); err != nil {
+		if err := <-f.Fold(func() []Mark { return append([]Mark(nil), marks...) }); err != nil {
 			t.Fatal(err)
 		}
 		info, err := os.Stat(path)
@@ -215,7 +215,7 @@ func TestOpenFileMemory(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "idserver.seq")
 	f, _, _ := reopen(t, path)
 	marks := fill(t, f, n, nil)
-	if err := f.Fold(func() []Mark { return append([]Mark(nil), marks...) }); err != nil {
+	if err := <-f.Fold(func() []Mark { return append([]Mark(nil), marks...) }); err != nil {
 		t.Fatal(err)
 	}
 	marks = fill(t, f, n, marks) // and a log of every key again

@@ -49,6 +49,17 @@ type File struct {
 	rec      []byte   // the buffer of the next write's records
 	dirty    bool     // a write since the start: the last run did not end cleanly
 	folds    uint64
+	// folding is the fold under way, nil if none: see Fold.
+	folding *folding
+	// foldStep, if set (tests), runs before each transaction of a fold's
+	// marks, given the channel that stops the fold.
+	foldStep func(stop <-chan struct{})
+}
+
+// folding is a fold under way: stop asks it to give up, done is closed
+// once it has ended.
+type folding struct {
+	stop, done chan struct{}
 }
 
 // FileMultiple bounds the file's size against its live data (each key's
@@ -490,6 +501,7 @@ func (f *File) Set(ctx context.Context, key string, v int64, mode SetMode) error
 // the values it handed out (they came back twice: 4..10 again after two
 // graceful restarts). Each key is named by its keyHash.
 func (f *File) Release(ctx context.Context, marks []Mark) error {
+	f.stopFold()
 	end := begins
 	for len(marks) > 0 {
 		if err := ctx.Err(); err != nil {
@@ -566,7 +578,7 @@ func (f *File) write(end ending, records func([]byte) []byte) error {
 		if err := f.mark(tx, end); err != nil {
 			return err
 		}
-		return f.putEntry(tx, rec)
+		return putEntry(tx, f.entry+1, rec)
 	})
 	unmapResident(f.db)
 	if err != nil {
@@ -577,13 +589,13 @@ func (f *File) write(end ending, records func([]byte) []byte) error {
 	return nil
 }
 
-// putEntry puts rec in tx as the log's next entry (f.entry+1, which the
-// caller counts once tx commits), in pieces of whole records, of piece
+// putEntry puts rec in tx as the log's entry number entry (a write's is
+// the next, f.entry+1, counted once tx commits), in pieces of whole records, of piece
 // bytes unless a record is longer, keyed by the entry's number and the
 // piece's. bbolt rewrites the last leaf of the log at each append, with
 // every value on it (two at least): an entry of megabytes was written
 // again by the next write, and read through the mapping.
-func (f *File) putEntry(tx *bolt.Tx, rec []byte) error {
+func putEntry(tx *bolt.Tx, entry uint64, rec []byte) error {
 	b := tx.Bucket(logBucket)
 	b.FillPercent = 1                              // appended in order
 	keys := make([]byte, 0, 12*(len(rec)/piece+2)) // bbolt keeps them until the commit
@@ -596,7 +608,7 @@ func (f *File) putEntry(tx *bolt.Tx, rec []byte) error {
 			keys = make([]byte, 0, 12*(len(rec)/piece+2))
 		}
 		at := len(keys)
-		keys = binary.BigEndian.AppendUint64(keys, f.entry+1)
+		keys = binary.BigEndian.AppendUint64(keys, entry)
 		keys = binary.BigEndian.AppendUint32(keys, i)
 		if err := b.Put(keys[at:], rec[:n]); err != nil {
 			return err
@@ -621,67 +633,198 @@ func recordLen(rec []byte) int {
 	return at + 1
 }
 
-// FoldDue reports whether the log has grown to eight times what keys
-// keys' marks take (about 40 bytes each), and foldMin at least: a fold
-// writes every key once (about 0.2 s for 100,000 keys here), so the log
-// grows well past the marks between folds. A restart reads it all, about
-// 40 MB a second.
+// FoldDue reports whether the log has outgrown what keys keys hold (a
+// key's mark, or foldMin), and no fold is under way.
 func (f *File) FoldDue(keys int) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.logBytes > max(f.foldMin, f.foldPerKey*keys)
+	return f.folding == nil && f.logBytes > max(f.foldMin, f.foldPerKey*keys)
 }
 
 // Fold writes the marks that snapshot returns in place of everything
-// stored: into a new file beside the old one, the marks in key order
-// (bbolt writes each page once), then renamed over it, as bbolt's own
-// compact does. Rewritten in place, the file doubled: the pages of the
-// old marks are free only once the transaction that writes the new ones
-// ends, so the new ones went at the end, and the file kept both (1.1 to
-// 2.1 GB at a million keys of 512 bytes). A new file holds the marks and
-// nothing else. It is written in transactions of foldTx bytes, unsynced
-// (until its rename no one reads it) and synced once, so that neither
-// bbolt's pages of a whole fold nor one buffer of every key is held at
-// once. snapshot runs under the File's lock, so no write comes between
-// it and the fold: each of its marks must be at least everything written
-// for its key before.
-func (f *File) Fold(snapshot func() []Mark) error {
+// stored, and sends the result on the channel it returns. snapshot runs
+// now, under the File's lock, so no write comes between it and the fold:
+// each of its marks must be at least everything written for its key
+// before. The rest runs on a goroutine of its own while writes go on into
+// the log: the marks go, in key order (bbolt writes each page once), into
+// a new file beside the old one; the log entries written meanwhile are
+// copied after them, the last ones under the lock; then the new file is
+// renamed over the old one, as bbolt's own compact does. At a million
+// keys of 512 bytes a fold takes 4 s, during which the writer, when it
+// folded, stopped: right after a kill -9, when every key needs a write
+// before its next value, some waited past their 5 s for -BUSY.
+//
+// Rewritten in place, the file doubled: the pages of the old marks are
+// free only once the transaction that writes the new ones ends, so the
+// new ones went at the end, and the file kept both (1.1 to 2.1 GB at a
+// million keys of 512 bytes). The new file is written in transactions of
+// foldTx bytes, unsynced (until its rename no one reads it) and synced
+// once, so that neither bbolt's pages of a whole fold nor one buffer of
+// every key is held at once. Release and Close stop a fold under way.
+func (f *File) Fold(snapshot func() []Mark) <-chan error {
+	result := make(chan error, 1)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.open(); err != nil {
+		result <- err
+		return result
+	}
+	if f.folding != nil {
+		result <- errors.New("a fold is under way")
+		return result
+	}
+	marks, from := snapshot(), f.entry
+	fl := &folding{stop: make(chan struct{}), done: make(chan struct{})}
+	f.folding = fl
+	go func() {
+		defer close(fl.done)
+		err := f.fold(fl, marks, from)
+		if err != nil {
+			err = fmt.Errorf("sequence file %s: folding the log: %w", f.path, err)
+		}
+		result <- err
+	}()
+	return result
+}
+
+// errFoldStopped ends a fold that Release or Close stopped.
+var errFoldStopped = errors.New("stopped")
+
+// fold writes marks into a new file, then the log entries after from,
+// and puts the file in place of f's.
+func (f *File) fold(fl *folding, marks []Mark, from uint64) error {
+	slices.SortFunc(marks, func(a, b Mark) int { return strings.Compare(a.Key, b.Key) })
+	db, err := f.rewrite(fl, marks, from)
+	after, carried, more := afterEntry(from), 0, 0
+	if err == nil {
+		// What came meanwhile, unlocked, but for the last of it.
+		after, carried, err = f.carry(db, after, 1<<30)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.folding = nil
+	if err == nil {
+		_, more, err = f.carry(db, after, math.MaxInt)
+		carried += more
+	}
+	if err == nil {
+		err = f.replace(db)
+	}
+	if err != nil {
+		if db != nil {
+			db.Close()
+			os.Remove(db.Path())
+		}
 		return err
 	}
-	marks := snapshot()
-	slices.SortFunc(marks, func(a, b Mark) int { return strings.Compare(a.Key, b.Key) })
-	db, entry, err := f.rewrite(marks)
-	if err != nil {
-		return fmt.Errorf("sequence file %s: folding the log: %w", f.path, err)
-	}
-	f.db.Close()
-	f.db, f.entry = db, entry
-	unmapResident(db)
-	f.logBytes = 0 // what rest holds is no growth: a fold would write it again
+	f.logBytes = carried // what came during the fold is not folded yet
 	f.folds++
 	return nil
+}
+
+// carry copies into db the pieces of f's log entries after the piece
+// after, and the clean flag as it is, in transactions of foldTx bytes,
+// until it has copied all, or most bytes; it returns the last piece
+// copied, and the bytes copied.
+func (f *File) carry(db *bolt.DB, after []byte, most int) (last []byte, bytes int, err error) {
+	last = after
+	for {
+		var copied int
+		err = f.db.View(func(old *bolt.Tx) error {
+			return db.Update(func(tx *bolt.Tx) error {
+				if err := copyClean(old, tx); err != nil {
+					return err
+				}
+				dst := tx.Bucket(logBucket)
+				dst.FillPercent = 1
+				c := old.Bucket(logBucket).Cursor()
+				k, v := c.Seek(last)
+				if string(k) == string(last) {
+					k, v = c.Next()
+				}
+				for ; k != nil && copied < foldTx; k, v = c.Next() {
+					if err := dst.Put(k, v); err != nil {
+						return err
+					}
+					copied += len(v)
+					last = append(last[:0:0], k...) // a piece, not the entry: a transaction may end inside one
+				}
+				return nil
+			})
+		})
+		bytes += copied
+		if err != nil || copied < foldTx || bytes >= most {
+			return last, bytes, err
+		}
+	}
+}
+
+// afterEntry is a key past every piece of entry n of the log, and before
+// those of n+1.
+func afterEntry(n uint64) []byte {
+	return binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint64(nil, n), math.MaxUint32)
+}
+
+// copyClean sets tx's clean flag as old has it.
+func copyClean(old, tx *bolt.Tx) error {
+	meta := tx.Bucket(metaBucket)
+	if old.Bucket(metaBucket).Get(cleanKey) != nil {
+		return meta.Put(cleanKey, []byte{1})
+	}
+	return meta.Delete(cleanKey)
+}
+
+// replace syncs db and renames it over f's file, whose place it takes.
+// f.mu is held.
+func (f *File) replace(db *bolt.DB) error {
+	err := db.Sync()
+	if err == nil {
+		err = os.Rename(db.Path(), f.path)
+	}
+	if err == nil {
+		err = syncDir(filepath.Dir(f.path))
+	}
+	if err != nil {
+		return err
+	}
+	db.NoSync = false
+	f.db.Close()
+	f.db = db
+	unmapResident(db)
+	return nil
+}
+
+// stopFold stops a fold under way and waits for its end. f.mu is not
+// held: the fold's end takes it.
+func (f *File) stopFold() {
+	f.mu.Lock()
+	fl := f.folding
+	f.mu.Unlock()
+	if fl != nil {
+		close(fl.stop)
+		<-fl.done
+	}
 }
 
 // foldTx is the most key and mark bytes a transaction of a fold puts.
 const foldTx = 8 << 20
 
-// rewrite writes marks, sorted, and the meta bucket (format and clean
-// flag as they are) into a new file, renamed over f's once synced, and
-// returns it open, and its log's last entry. f.mu is held.
-func (f *File) rewrite(marks []Mark) (db *bolt.DB, entry uint64, err error) {
+// rewrite writes marks, sorted, and the meta bucket into a new file
+// beside f's, and returns it open; the keys bbolt cannot hold as keys go
+// in its log, as entry from (the entries after from follow it). It gives
+// up when fl is stopped.
+func (f *File) rewrite(fl *folding, marks []Mark, from uint64) (db *bolt.DB, err error) {
 	tmp := f.path + ".fold"
 	os.Remove(tmp) // a fold a crash cut short
 	db, err = bolt.Open(tmp, 0o600, boltOptions)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	defer func() {
 		if err != nil {
 			db.Close()
 			os.Remove(tmp)
+			db = nil
 		}
 	}()
 	db.NoSync = true
@@ -690,14 +833,6 @@ func (f *File) rewrite(marks []Mark) (db *bolt.DB, entry uint64, err error) {
 		meta, err := tx.CreateBucket(metaBucket)
 		if err == nil {
 			err = meta.Put(formatKey, []byte(format))
-		}
-		if err == nil && !f.dirty {
-			err = f.db.View(func(old *bolt.Tx) error {
-				if old.Bucket(metaBucket).Get(cleanKey) != nil {
-					return meta.Put(cleanKey, []byte{1})
-				}
-				return nil
-			})
 		}
 		for _, b := range [][]byte{marksBucket, logBucket} {
 			if err == nil {
@@ -711,6 +846,14 @@ func (f *File) rewrite(marks []Mark) (db *bolt.DB, entry uint64, err error) {
 	// it), reused by the next.
 	var buf []byte
 	for len(marks) > 0 && err == nil {
+		if f.foldStep != nil {
+			f.foldStep(fl.stop)
+		}
+		select {
+		case <-fl.stop:
+			return db, errFoldStopped
+		default:
+		}
 		n, size := 0, 0
 		for n < len(marks) && (n == 0 || size+len(marks[n].Key)+16 <= foldTx) {
 			size += len(marks[n].Key) + 16
@@ -742,21 +885,10 @@ func (f *File) rewrite(marks []Mark) (db *bolt.DB, entry uint64, err error) {
 	}
 	if err == nil && len(rest) > 0 {
 		err = db.Update(func(tx *bolt.Tx) error {
-			return (&File{}).putEntry(tx, rest)
+			return putEntry(tx, from, rest)
 		})
-		entry = 1
 	}
-	if err == nil {
-		err = db.Sync()
-	}
-	if err == nil {
-		err = os.Rename(tmp, f.path)
-	}
-	if err == nil {
-		err = syncDir(filepath.Dir(f.path))
-	}
-	db.NoSync = false
-	return db, entry, err
+	return db, err
 }
 
 // syncDir makes a rename in dir durable.
@@ -859,6 +991,7 @@ func (f *File) Folds() uint64 {
 
 // Close closes the file.
 func (f *File) Close() error {
+	f.stopFold()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.db == nil {

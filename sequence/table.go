@@ -95,9 +95,10 @@ type Folder interface {
 	// FoldDue reports whether the log has outgrown what keys keys hold.
 	FoldDue(keys int) bool
 	// Fold stores the marks snapshot returns in place of everything
-	// stored. snapshot runs under the Folder's lock: no write comes
-	// between.
-	Fold(snapshot func() []Mark) error
+	// stored, and sends the result on the channel it returns; it may go
+	// on after it returned. snapshot runs before it returns, under the
+	// Folder's lock: no write comes between.
+	Fold(snapshot func() []Mark) <-chan error
 }
 
 // SetMode is when Set applies.
@@ -223,6 +224,8 @@ type Table struct {
 	lastTake                      atomic.Int64 // unix ms of the last successful Take
 	lastErr                       atomic.Pointer[string]
 	failLog                       ratelog.ByText // run's own
+	foldLogMu                     sync.Mutex
+	foldLog                       ratelog.ByText // under foldLogMu: the folds' ends log
 }
 
 // shardBits is how many of a key's hash bits choose its shard.

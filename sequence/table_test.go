@@ -654,7 +654,13 @@ func (m *foldingMem) Set(ctx context.Context, key string, v int64, mode SetMode)
 	return nil
 }
 
-func (m *foldingMem) Fold(snapshot func() []Mark) error {
+func (m *foldingMem) Fold(snapshot func() []Mark) <-chan error {
+	done := make(chan error, 1)
+	done <- m.fold(snapshot)
+	return done
+}
+
+func (m *foldingMem) fold(snapshot func() []Mark) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	got := map[string]int64{}
@@ -684,8 +690,9 @@ func (m *foldingMem) Fold(snapshot func() []Mark) error {
 func TestFoldSnapshots(t *testing.T) {
 	seed := testseed.Get(t)
 	var log bytes.Buffer
+	logw := &syncWriter{w: &log}
 	b := &foldingMem{memBackend: newMem(), seen: map[string]int64{}}
-	tb := newTable(t, b, Options{SegmentTime: 5 * time.Millisecond, Log: zerolog.New(&syncWriter{w: &log})}, nil)
+	tb := newTable(t, b, Options{SegmentTime: 5 * time.Millisecond, Log: zerolog.New(logw)}, nil)
 	traffic(t, tb, seed, 40, 1000, func(key string, v int64) {
 		b.seenMu.Lock()
 		b.seen[key] = max(b.seen[key], v)
@@ -696,6 +703,8 @@ func TestFoldSnapshots(t *testing.T) {
 	if len(b.below) > 0 || b.folds < 30 {
 		t.Fatalf("%d folds; snapshots below what was seen: %v", b.folds, b.below[:min(5, len(b.below))])
 	}
+	logw.mu.Lock() // a fold's end is logged on a goroutine of its own
+	defer logw.mu.Unlock()
 	if lines := strings.Count(log.String(), "folded after a later write"); b.failed < 10 || lines != 1 {
 		t.Fatalf("%d folds failed, logged %d times; want at least 10, logged once:\n%s", b.failed, lines, log.String())
 	}

@@ -284,19 +284,34 @@ func (t *Table) granted(e *entry, tk *Take) error {
 // fold folds the backend's log when it keeps one and it is due, from
 // the Table's marks. It runs between takes: every segment written was
 // granted, so each key's mark in the Table is at least every mark
-// written for it.
+// written for it. The fold goes on while the writer does.
 func (t *Table) fold() {
 	f, ok := t.backend.(Folder)
 	if !ok || !f.FoldDue(t.entries()) {
 		return
 	}
-	begin := t.opts.now()
-	err := f.Fold(t.marks)
-	if err == nil {
-		t.opts.Log.Info().Int("keys", t.entries()).Dur("took", t.opts.now().Sub(begin)).Msg("sequences: the log of reservations folded into a new file")
-		return
-	}
-	if ok, held := t.failLog.Allow(err.Error(), t.opts.now()); ok { // it is tried again after every write
+	begin, keys := t.opts.now(), t.entries()
+	done := f.Fold(t.marks)
+	go func() {
+		err := <-done
+		switch {
+		case errors.Is(err, errFoldStopped):
+			return // the Table stops
+		case err != nil:
+			t.foldFailed(err)
+			return
+		}
+		t.opts.Log.Info().Int("keys", keys).Dur("took", t.opts.now().Sub(begin)).Msg("sequences: the log of reservations folded into a new file")
+	}()
+}
+
+// foldFailed logs a fold's error, once a while: it is tried again after
+// every write.
+func (t *Table) foldFailed(err error) {
+	t.foldLogMu.Lock()
+	ok, held := t.foldLog.Allow(err.Error(), t.opts.now())
+	t.foldLogMu.Unlock()
+	if ok {
 		t.opts.Log.Error().Err(err).Int("same_error_not_logged", held).
 			Msg("sequences: the log of reservations is kept as it is, and folded after a later write")
 	}
