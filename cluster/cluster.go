@@ -32,12 +32,8 @@
 // id whose T etcd lost before any server that knew it wrote it back
 // starts only max-lead-ms ahead of its clock.
 //
-// The lease is kept by hand rather than with etcd's concurrency.Session:
-// a Session hides when its keep-alive stream stalls and renews only on
-// that stream, where a holder must know how long its lease surely has
-// (the TTL etcd granted in each reply, see renewed) to stop before etcd
-// could give its id away, and must renew through another member when the
-// stream hangs on one that froze (stillGranted).
+// The lease is kept by a lease of its own (lease.go) rather than etcd's
+// concurrency.Session, to know how long it surely has.
 package cluster
 
 import (
@@ -52,7 +48,6 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -114,14 +109,13 @@ type Member struct {
 	k      keys
 	log    zerolog.Logger
 
-	mu       sync.Mutex
-	state    memberState
-	held     int64 // -1: none
-	lease    clientv3.LeaseID
-	deadline time.Time // when the lease expires unless renewed
-	seen     map[int64]string
-	keeper   *reservation.Keeper
-	gen      *idgen.Generator
+	mu     sync.Mutex
+	state  memberState
+	held   int64  // -1: none
+	lease  *lease // the session's, nil between sessions
+	seen   map[int64]string
+	keeper *reservation.Keeper
+	gen    *idgen.Generator
 
 	stale []clientv3.LeaseID // leases not revoked yet: etcd was unreachable
 
@@ -267,7 +261,7 @@ func (m *Member) session(ctx context.Context, prefer int64) (int64, error) {
 	// leases when it restarts) would hold this server's old id.
 	m.revokeStale()
 	gctx, gcancel := context.WithTimeout(sctx, m.cfg.DialTimeout)
-	lease, err := m.cli.Grant(gctx, int64(m.cfg.LeaseTTL/time.Second))
+	l, err := grant(gctx, m.cli, m.cfg.LeaseTTL, min(m.cfg.DialTimeout, m.cfg.LeaseTTL/6))
 	gcancel()
 	if err != nil {
 		if ctx.Err() == nil {
@@ -275,12 +269,11 @@ func (m *Member) session(ctx context.Context, prefer int64) (int64, error) {
 		}
 		return -1, fmt.Errorf("etcd unreachable (%s): %w", strings.Join(m.cfg.Endpoints, ","), err)
 	}
-	defer m.revoke(lease.ID)
-	ka, err := m.cli.KeepAlive(sctx, lease.ID)
-	if err != nil {
-		return -1, fmt.Errorf("etcd lease: %w", err)
-	}
-	m.renewed(lease.ID, lease.TTL)
+	defer m.revoke(l)
+	m.mu.Lock()
+	m.lease = l
+	m.mu.Unlock()
+	go l.keep(sctx)
 	go m.follow(sctx)
 	existed, err := checkLayout(sctx, m.cli, m.k)
 	if err != nil {
@@ -290,21 +283,21 @@ func (m *Member) session(ctx context.Context, prefer int64) (int64, error) {
 	m.mu.Lock()
 	m.existed = existed
 	m.mu.Unlock()
-	c, err := m.waitForClaim(sctx, lease.ID, prefer, ka)
+	c, err := m.waitForClaim(sctx, l, prefer)
 	if err != nil {
 		return -1, err
 	}
-	return c.id, m.hold(sctx, c, lease.ID, ka)
+	return c.id, m.hold(sctx, c, l)
 }
 
 // waitForClaim claims an id, standing by while none is free until one
 // frees up or the lease is lost.
-func (m *Member) waitForClaim(ctx context.Context, lease clientv3.LeaseID, prefer int64, ka <-chan *clientv3.LeaseKeepAliveResponse) (claimed, error) {
+func (m *Member) waitForClaim(ctx context.Context, l *lease, prefer int64) (claimed, error) {
 	for {
 		if err := m.checkEtcd(ctx); err != nil {
 			return claimed{}, err
 		}
-		c, rev, err := claim(ctx, m.cli, m.k, lease, m.holder(), m.candidates(prefer))
+		c, rev, err := claim(ctx, m.cli, m.k, l.id, m.holder(), m.candidates(prefer))
 		if err == nil {
 			m.claims.Add(1)
 			m.refreshSeen(ctx)
@@ -324,14 +317,14 @@ func (m *Member) waitForClaim(ctx context.Context, lease clientv3.LeaseID, prefe
 		// Any claim key deleted (a holder's lease expired or was revoked)
 		// may free one: try again then, or after a lease's time anyway.
 		w := m.cli.Watch(ctx, m.k.claims(), clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithFilterPut())
-		if err := m.waitFreed(ctx, w, ka); err != nil {
+		if err := m.waitFreed(ctx, w, l); err != nil {
 			return claimed{}, err
 		}
 	}
 }
 
-// waitFreed waits for a claim key to go, keeping the lease alive.
-func (m *Member) waitFreed(ctx context.Context, w clientv3.WatchChan, ka <-chan *clientv3.LeaseKeepAliveResponse) error {
+// waitFreed waits for a claim key to go, while the lease lives.
+func (m *Member) waitFreed(ctx context.Context, w clientv3.WatchChan, l *lease) error {
 	retry := time.NewTimer(m.cfg.LeaseTTL)
 	defer retry.Stop()
 	for {
@@ -344,11 +337,8 @@ func (m *Member) waitFreed(ctx context.Context, w clientv3.WatchChan, ka <-chan 
 			if !ok || resp.Err() != nil || len(resp.Events) > 0 {
 				return nil
 			}
-		case resp, ok := <-ka:
-			if !ok {
-				return errors.New("lost the etcd lease while standing by")
-			}
-			m.renewed(resp.ID, resp.TTL)
+		case <-l.lost:
+			return errors.New("lost the etcd lease while standing by: " + l.reason())
 		}
 	}
 }
@@ -393,7 +383,7 @@ func (m *Member) allHeld() string {
 
 // hold serves the claimed id until the claim is lost or ctx ends, then
 // stores the final reservation (fenced) and stops the generator.
-func (m *Member) hold(ctx context.Context, c claimed, lease clientv3.LeaseID, ka <-chan *clientv3.LeaseKeepAliveResponse) error {
+func (m *Member) hold(ctx context.Context, c claimed, l *lease) error {
 	identity := reservation.State{ServerID: c.id, Layout: m.cfg.Layout, Epoch: m.cfg.Epoch.UnixMilli()}
 	local, resumed, err := m.openLocal(identity)
 	if err != nil {
@@ -415,7 +405,7 @@ func (m *Member) hold(ctx context.Context, c claimed, lease clientv3.LeaseID, ka
 	if err != nil {
 		return err
 	}
-	st := &store{cli: m.cli, k: m.k, id: c.id, lease: lease, timeout: m.saveTimeout(),
+	st := &store{cli: m.cli, k: m.k, id: c.id, lease: l.id, timeout: m.saveTimeout(),
 		fenced: make(chan struct{}, 1), last: func(t int64) { m.storedNow(c.id, t) }, seen: m.hist.record}
 	if local != nil {
 		st.local = local
@@ -433,9 +423,9 @@ func (m *Member) hold(ctx context.Context, c claimed, lease clientv3.LeaseID, ka
 	m.mu.Lock()
 	m.lastLogged = "" // claimed: the next failure is news
 	m.mu.Unlock()
-	m.log.Info().Int64("server_id", c.id).Int64("reserved_ms", c.reserved).Int64("start_ms", floor).Str("lease", fmt.Sprintf("%x", lease)).Msg("cluster: holding a server-id")
+	m.log.Info().Int64("server_id", c.id).Int64("reserved_ms", c.reserved).Int64("start_ms", floor).Str("lease", fmt.Sprintf("%x", l.id)).Msg("cluster: holding a server-id")
 
-	why := m.watchClaim(ctx, c.id, lease, ka, st.fenced)
+	why := m.watchClaim(ctx, c.id, l, st.fenced)
 	// Stop at once, and INFO says so in the same step: the final write
 	// below may wait for etcd.
 	lost := fmt.Errorf("lost server-id %d: %s; claiming again", c.id, why)
@@ -482,43 +472,23 @@ func (m *Member) saveTimeout() time.Duration { return min(m.cfg.LeaseTTL/2, 2*ti
 // watchClaim returns when the claim on id is lost, and why: the lease
 // expired (no renewal for its TTL) or was revoked, the claim key was
 // deleted or taken, or a save was refused by the fence; or ctx ended.
-func (m *Member) watchClaim(ctx context.Context, id int64, lease clientv3.LeaseID, ka <-chan *clientv3.LeaseKeepAliveResponse, fenced <-chan struct{}) string {
+func (m *Member) watchClaim(ctx context.Context, id int64, l *lease, fenced <-chan struct{}) string {
 	w, lw := m.cli.Watch(ctx, m.k.claim(id)), m.cli.Watch(ctx, m.k.live(id))
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return "shutting down"
 		case <-fenced:
 			return "its claim key no longer carries this server's lease"
-		case resp, ok := <-ka:
-			if !ok {
-				// The client gives up after a TTL without replies on its
-				// stream, which may hang on one member: ask the others.
-				if !m.stillGranted(ctx, lease) {
-					return "the etcd lease expired or was revoked"
-				}
-				var err error
-				if ka, err = m.cli.KeepAlive(ctx, lease); err != nil {
-					return "the etcd lease's keep-alive could not be renewed"
-				}
-				continue
-			}
-			m.renewed(resp.ID, resp.TTL)
+		case <-l.lost:
+			return l.reason()
 		case resp, ok := <-w:
-			if why := m.keyLost(ctx, &w, m.k.claim(id), "claim", resp, ok, lease); why != "" {
+			if why := m.keyLost(ctx, &w, m.k.claim(id), "claim", resp, ok, l.id); why != "" {
 				return why
 			}
 		case resp, ok := <-lw:
-			if why := m.keyLost(ctx, &lw, m.k.live(id), "live", resp, ok, lease); why != "" {
+			if why := m.keyLost(ctx, &lw, m.k.live(id), "live", resp, ok, l.id); why != "" {
 				return why
-			}
-		case <-tick.C:
-			// Half a TTL without a reply: the stream may hang on one
-			// member; renew through another before etcd expires it.
-			if m.left() < m.cfg.LeaseTTL/2 && !m.stillGranted(ctx, lease) && m.left() <= 0 {
-				return fmt.Sprintf("no lease renewal from etcd for %v (etcd unreachable?)", m.cfg.LeaseTTL)
 			}
 		}
 	}
@@ -627,56 +597,16 @@ func (m *Member) storedNow(id, t int64) {
 	m.known.raise(id, t)
 }
 
-// renewed records a lease grant or renewal of ttl seconds.
-func (m *Member) renewed(lease clientv3.LeaseID, ttl int64) {
-	m.mu.Lock()
-	m.lease, m.deadline = lease, time.Now().Add(time.Duration(ttl)*time.Second)
-	m.mu.Unlock()
-}
-
-// stillGranted renews lease once, on a request of its own, when no
-// keep-alive reply came for half its TTL: the keep-alive stream may hang
-// on a member that stopped answering (frozen, cut off) while the others,
-// with a new leader, would renew it. Each try may reach another member. It
-// records the TTL etcd grants and reports whether the lease is alive.
-// (Safety never rests on the lease: a holder issues only below the T it
-// stored, see the package doc. This keeps an id through the loss of one
-// etcd member.)
-func (m *Member) stillGranted(ctx context.Context, lease clientv3.LeaseID) bool {
-	for range 3 {
-		tctx, cancel := context.WithTimeout(ctx, min(m.cfg.DialTimeout, m.cfg.LeaseTTL/6))
-		resp, err := m.cli.KeepAliveOnce(tctx, lease)
-		cancel()
-		if err == nil && resp.TTL > 0 {
-			m.renewed(lease, resp.TTL)
-			return true
-		}
-		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			return false
-		}
-	}
-	return false
-}
-
-// left is how long the lease has unless renewed.
-func (m *Member) left() time.Duration {
+// revoke gives the session's lease up, so that its claim frees at once.
+// If etcd is unreachable, the next session tries again: the lease may
+// outlive an etcd restart.
+func (m *Member) revoke(l *lease) {
+	ok := l.revoke()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return time.Until(m.deadline)
-}
-
-// revoke gives a lease up, so that its claim frees at once. If etcd is
-// unreachable, the next session tries again: the lease may outlive an
-// etcd restart.
-func (m *Member) revoke(lease clientv3.LeaseID) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	_, err := m.cli.Revoke(ctx, lease)
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.lease, m.deadline = 0, time.Time{}
-	if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
-		m.stale = append(m.stale, lease)
+	m.lease = nil
+	if !ok {
+		m.stale = append(m.stale, l.id)
 	}
 }
 
@@ -686,8 +616,12 @@ func (m *Member) revokeStale() {
 	stale := m.stale
 	m.stale = nil
 	m.mu.Unlock()
-	for _, lease := range stale {
-		m.revoke(lease)
+	for _, id := range stale {
+		if !revokeID(m.cli, id) {
+			m.mu.Lock()
+			m.stale = append(m.stale, id)
+			m.mu.Unlock()
+		}
 	}
 }
 

@@ -18,16 +18,16 @@ import (
 // and what it has seen.
 func (m *Member) Info() []stats.Field {
 	m.mu.Lock()
-	state, held, lease, deadline := m.state, m.held, m.lease, m.deadline
+	state, held, l := m.state, m.held, m.lease
 	seen := make([]string, 0, len(m.seen))
 	for id, who := range m.seen {
 		seen = append(seen, fmt.Sprintf("%d=%s", id, strings.ReplaceAll(who, " ", "_")))
 	}
 	m.mu.Unlock()
 	slices.Sort(seen)
-	ttlLeft := int64(0)
-	if lease != 0 {
-		ttlLeft = max(time.Until(deadline).Milliseconds(), 0)
+	ttlLeft, id := int64(0), clientv3.LeaseID(0)
+	if l != nil {
+		ttlLeft, id = max(l.left().Milliseconds(), 0), l.id
 	}
 	return append([]stats.Field{
 		stats.G("cluster_enabled", 1, "1 in cluster mode: server-ids claimed from etcd."),
@@ -35,7 +35,7 @@ func (m *Member) Info() []stats.Field {
 		stats.T("etcd_prefix", m.k.scope),
 		stats.T("cluster_state", state.String()),
 		stats.G("held_server_id", held, "The server-id held; -1 while standing by."),
-		stats.T("lease_id", fmt.Sprintf("%x", int64(lease))),
+		stats.T("lease_id", fmt.Sprintf("%x", int64(id))),
 		stats.G("lease_ttl_left_ms", ttlLeft, "Time left on the etcd lease unless renewed."),
 		stats.G("etcd_reserved_until_ms", m.reserved.Load(), "The last reservation T this server stored in etcd (ms since the epoch)."),
 		stats.G("holders_seen", int64(len(seen)), "Claim keys seen when this server last looked (while standing by)."),

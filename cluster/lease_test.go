@@ -1,0 +1,86 @@
+package cluster
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idserver/idserver/internal/testetcd"
+)
+
+// TestLease: a lease kept alive lives for several TTLs, its time left
+// never above the TTL etcd granted, counted from each renewal's request;
+// it is lost, with the reason, when etcd revokes it, and when etcd stops
+// answering (frozen), once its TTL has passed with no renewal, not
+// before; revoke frees it at once.
+func TestLease(t *testing.T) {
+	e := testetcd.Start(t)
+	cli := e.Client()
+	defer cli.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const ttl = 2 * time.Second
+
+	l, err := grant(ctx, cli, ttl, 300*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go l.keep(ctx)
+	for end := time.Now().Add(2 * ttl); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if left := l.left(); left <= 0 || left > ttl {
+			t.Fatalf("time left %v, want within (0, %v]", left, ttl)
+		}
+	}
+	select {
+	case <-l.lost:
+		t.Fatalf("lost a lease kept alive: %s", l.reason())
+	default:
+	}
+	if _, err := cli.Revoke(ctx, l.id); err != nil { // as an operator, or etcd, would
+		t.Fatal(err)
+	}
+	awaitLost(t, l, "expired or was revoked", 2*ttl)
+
+	l, err = grant(ctx, cli, ttl, 300*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go l.keep(ctx)
+	time.Sleep(ttl / 2) // renewed at least once
+	frozen := time.Now()
+	deadline := frozen.Add(l.left())
+	e.Freeze()
+	awaitLost(t, l, "no lease renewal", 3*ttl)
+	if time.Now().Before(deadline) {
+		t.Fatalf("lost %v after etcd froze, before the deadline its last renewal gave (%v)", time.Since(frozen), deadline.Sub(frozen))
+	}
+	e.Kill()
+	e.Resume()
+
+	l, err = grant(ctx, cli, ttl, 300*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !l.revoke() {
+		t.Fatal("revoke: etcd still has the lease")
+	}
+	awaitLost(t, l, "revoked", time.Second)
+	if r, err := cli.TimeToLive(ctx, l.id); err != nil || r.TTL > 0 {
+		t.Fatalf("a revoked lease: TTL %v, %v", r, err)
+	}
+}
+
+// awaitLost waits up to within for l to be lost, for a reason that says
+// why.
+func awaitLost(t *testing.T, l *lease, why string, within time.Duration) {
+	t.Helper()
+	select {
+	case <-l.lost:
+		if !strings.Contains(l.reason(), why) {
+			t.Fatalf("lost because %q, want %q", l.reason(), why)
+		}
+	case <-time.After(within):
+		t.Fatalf("not lost within %v (%s)", within, why)
+	}
+}
