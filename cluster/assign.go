@@ -178,14 +178,7 @@ func ownersOf(ranges []slotRange) []int64 {
 func rangesOf(owner []int64) []slotRange {
 	var ranges []slotRange
 	for s, o := range owner {
-		if o < 0 {
-			continue
-		}
-		if n := len(ranges); n > 0 && ranges[n-1].Owner == o && ranges[n-1].Last == s-1 {
-			ranges[n-1].Last = s
-			continue
-		}
-		ranges = append(ranges, slotRange{First: s, Last: s, Owner: o, From: -1})
+		ranges = appendSlot(ranges, slotRange{First: s, Last: s, Owner: o, From: -1})
 	}
 	return ranges
 }
