@@ -44,7 +44,8 @@ func grant(ctx context.Context, cli *clientv3.Client, ttl, timeout time.Duration
 }
 
 // keep renews l until ctx ends or l is lost: etcd says it expired or was
-// revoked, or its deadline passed without a renewal.
+// revoked, its deadline passed without a renewal, or revoke or end was
+// called.
 func (l *lease) keep(ctx context.Context) {
 	wait := time.NewTimer(0)
 	defer wait.Stop()
@@ -64,6 +65,8 @@ func (l *lease) keep(ctx context.Context) {
 		wait.Reset(next)
 		select {
 		case <-ctx.Done():
+			return
+		case <-l.lost: // revoked
 			return
 		case <-wait.C:
 		}

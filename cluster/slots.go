@@ -125,6 +125,11 @@ func (v slotView) served(id, lease int64) []bool {
 	return out
 }
 
+// owns reports whether a range of v is id's, or moves from it.
+func (v slotView) owns(id int64) bool {
+	return slices.ContainsFunc(v.a.Ranges, func(r slotRange) bool { return r.Owner == id || r.From == id })
+}
+
 // release lets go, in v, every range moving from id under lease: the
 // caller has stopped serving them. It returns the write, or nil if none
 // moves from it.

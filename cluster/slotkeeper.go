@@ -1,0 +1,182 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// A slotKeeper takes part in the slot assignment (slots.go) for a server
+// while it holds server-id id under lease l: it announces the server
+// (its node key), follows the assignment, publishes what it serves, lets
+// go what moves from it, and, while it has the lowest server-id of the
+// live nodes, makes the changes the assignment needs.
+type slotKeeper struct {
+	cli  *clientv3.Client
+	k    slotKeys
+	id   int64
+	l    *lease
+	self node
+	ttl  time.Duration
+	log  zerolog.Logger
+	// publish is given what the server serves, from each view read,
+	// before any of it is let go; nil when it serves nothing.
+	publish func(*Serving)
+
+	mu        sync.Mutex
+	goneSince map[int64]time.Time // by lease: when it was first seen gone
+}
+
+// run keeps the server in the assignment until ctx ends or its lease is
+// lost; it publishes then that it serves nothing.
+func (s *slotKeeper) run(ctx context.Context) {
+	defer s.publish(nil)
+	slotsW := s.cli.Watch(ctx, s.k.slots())
+	nodesW := s.cli.Watch(ctx, s.k.nodes(), clientv3.WithPrefix())
+	tick := time.NewTicker(s.ttl / 4) // a lease gone becomes ready; a write that failed is tried again
+	defer tick.Stop()
+	for {
+		if err := s.reconcile(ctx); err != nil && ctx.Err() == nil {
+			s.log.Debug().Err(err).Msg("cluster: slot assignment not read or written; trying again")
+		}
+		select {
+		case <-ctx.Done():
+			s.leave()
+			return
+		case <-s.l.lost:
+			return
+		case <-tick.C:
+		case _, ok := <-slotsW:
+			if !ok {
+				slotsW = s.cli.Watch(ctx, s.k.slots())
+			}
+		case _, ok := <-nodesW:
+			if !ok {
+				nodesW = s.cli.Watch(ctx, s.k.nodes(), clientv3.WithPrefix())
+			}
+		}
+	}
+}
+
+// reconcile reads the assignment and acts on it once.
+func (s *slotKeeper) reconcile(ctx context.Context) error {
+	rctx, cancel := context.WithTimeout(ctx, s.l.timeout)
+	defer cancel()
+	v, err := readSlots(rctx, s.cli, s.k)
+	if err != nil {
+		return err
+	}
+	s.publish(&Serving{v: v, served: v.served(s.id, int64(s.l.id)), l: s.l}) // first: what moves from it is served no more
+	if n, ok := v.nodes[s.id]; !ok || n.node != s.self || n.lease != int64(s.l.id) {
+		return s.announce(rctx)
+	}
+	if op := v.release(s.k, s.id, int64(s.l.id)); op != nil {
+		_, err := v.commit(rctx, s.cli, s.k, *op)
+		return err
+	}
+	if ids := slices.Sorted(maps.Keys(v.nodes)); len(ids) == 0 || ids[0] != s.id {
+		return nil
+	}
+	s.forget(v)
+	if op := v.plan(s.k, s.ready); op != nil {
+		_, err := v.commit(rctx, s.cli, s.k, *op)
+		return err
+	}
+	return nil
+}
+
+// forget forgets when the leases v no longer names were seen gone.
+func (s *slotKeeper) forget(v slotView) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for l := range s.goneSince {
+		if _, named := v.alive[l]; !named {
+			delete(s.goneSince, l)
+		}
+	}
+}
+
+// Serving is what a server serves of the hash slots: those the assignment
+// gives it under its lease, while the lease has time left by its own
+// deadline, but for leaseMargin.
+type Serving struct {
+	v      slotView
+	served []bool
+	l      *lease
+}
+
+// leaseMargin is the part of a lease's TTL a server keeps back: it stops
+// serving its slots that much before its own deadline for the lease, for
+// clocks that run at rates a little apart.
+const leaseMargin = 10 // a tenth
+
+// Has reports whether the server serves slot now. It is asked after a
+// command's value is taken, before its reply: a value taken and then
+// found unserved is not given (the slot may be another's by then).
+func (s *Serving) Has(slot int) bool {
+	return s != nil && s.served[slot] && s.l.left() > s.l.ttl/leaseMargin
+}
+
+// leave hands the server's slots over, at a graceful stop: it takes its
+// node key away, so that the others move its slots from it, and lets
+// them go as they move, until it has none or a third of a TTL (at most
+// 2 s) has passed; then the slots left go a TTL after its lease.
+func (s *slotKeeper) leave() {
+	ctx, cancel := context.WithTimeout(context.Background(), min(s.ttl/3, 2*time.Second))
+	defer cancel()
+	w := s.cli.Watch(ctx, s.k.slots())
+	if _, err := s.cli.Delete(ctx, s.k.node(s.id)); err != nil {
+		return
+	}
+	for {
+		v, err := readSlots(ctx, s.cli, s.k)
+		if err != nil {
+			return
+		}
+		s.publish(&Serving{v: v, served: v.served(s.id, int64(s.l.id)), l: s.l})
+		if op := v.release(s.k, s.id, int64(s.l.id)); op != nil {
+			v.commit(ctx, s.cli, s.k, *op)
+			continue
+		}
+		if !v.owns(s.id) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-w:
+		}
+	}
+}
+
+// announce puts the server's node key, bound to its lease.
+func (s *slotKeeper) announce(ctx context.Context) error {
+	b, err := json.Marshal(s.self)
+	if err == nil {
+		_, err = s.cli.Put(ctx, s.k.node(s.id), string(b), clientv3.WithLease(s.l.id))
+	}
+	return err
+}
+
+// ready reports whether lease, gone from etcd, has been seen gone for a
+// TTL: its holder stopped serving by then, even if it was revoked by hand
+// before its holder's deadline.
+func (s *slotKeeper) ready(lease int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.goneSince == nil {
+		s.goneSince = map[int64]time.Time{}
+	}
+	first, seen := s.goneSince[lease]
+	if !seen {
+		s.goneSince[lease] = time.Now()
+		return false
+	}
+	return time.Since(first) >= s.ttl
+}
