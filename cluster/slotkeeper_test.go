@@ -17,7 +17,7 @@ import (
 // published last.
 type keeperUnderTest struct {
 	id      int64
-	frozen  atomic.Bool // what it published stays: a process paused
+	frozen  atomic.Bool        // what it published stays: a process paused
 	stop    context.CancelFunc // its keeper and its lease's keep
 	serving atomic.Pointer[Serving]
 	l       *lease
@@ -43,7 +43,7 @@ func TestSlotKeepers(t *testing.T) {
 		}
 		u := &keeperUnderTest{id: id, stop: cancel, l: l}
 		s := &slotKeeper{cli: cli, k: k, id: id, l: l, ttl: ttl, log: zerolog.Nop(),
-			self:    node{ID: strconv.FormatInt(id, 10), IP: "127.0.0.1", Port: 7000 + int(id)},
+			self: node{ID: strconv.FormatInt(id, 10), IP: "127.0.0.1", Port: 7000 + int(id)},
 			publish: func(s *Serving) {
 				if !u.frozen.Load() {
 					u.serving.Store(s)
