@@ -91,6 +91,18 @@ type Config struct {
 	// the id is held. "": no local copy.
 	StatePath string
 	Log       zerolog.Logger
+	// Slots, if set, has this server take part in the hash slots'
+	// assignment (Redis Cluster, slots.go) while it holds an id: Node is
+	// what it announces, Serve is given what it serves each time that
+	// changes, nil when it serves nothing.
+	Slots *SlotsConfig
+}
+
+// SlotsConfig is what a Member needs to take part in the hash slots'
+// assignment.
+type SlotsConfig struct {
+	Node  Node
+	Serve func(*Serving)
 }
 
 // Target is what a Member drives: the protocol server. SetGenerator has
@@ -425,6 +437,8 @@ func (m *Member) hold(ctx context.Context, c claimed, l *lease) error {
 	m.mu.Unlock()
 	m.log.Info().Int64("server_id", c.id).Int64("reserved_ms", c.reserved).Int64("start_ms", floor).Str("lease", fmt.Sprintf("%x", l.id)).Msg("cluster: holding a server-id")
 
+	stopSlots := m.keepSlots(ctx, c.id, l)
+	defer stopSlots()
 	why := m.watchClaim(ctx, c.id, l, st.fenced)
 	// Stop at once, and INFO says so in the same step: the final write
 	// below may wait for etcd.
@@ -449,6 +463,28 @@ func (m *Member) hold(ctx context.Context, c claimed, l *lease) error {
 	m.keeper, m.gen = nil, nil
 	m.mu.Unlock()
 	return lost
+}
+
+// keepSlots runs the slot keeper of a held id, if the server takes part
+// in the slots' assignment, until the function it returns is called: at
+// a graceful stop it hands the slots over first; after a loss it serves
+// none at once.
+func (m *Member) keepSlots(ctx context.Context, id int64, l *lease) (stop func()) {
+	if m.cfg.Slots == nil {
+		return func() {}
+	}
+	kctx, cancel := context.WithCancel(ctx)
+	k := &slotKeeper{cli: m.cli, k: slotKeys{prefix: m.cfg.Prefix}, id: id, l: l, self: m.cfg.Slots.Node,
+		ttl: m.cfg.LeaseTTL, log: m.log, publish: m.cfg.Slots.Serve}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		k.run(kctx)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 // finalWrite is the context of the write of a held id's exact end point.

@@ -22,7 +22,7 @@ type slotKeeper struct {
 	k    slotKeys
 	id   int64
 	l    *lease
-	self node
+	self Node
 	ttl  time.Duration
 	log  zerolog.Logger
 	// publish is given what the server serves, from each view read,
@@ -47,7 +47,11 @@ func (s *slotKeeper) run(ctx context.Context) {
 		}
 		select {
 		case <-ctx.Done():
-			s.leave()
+			select {
+			case <-s.l.lost: // nothing to hand over: it serves nothing
+			default:
+				s.leave()
+			}
 			return
 		case <-s.l.lost:
 			return
@@ -73,7 +77,7 @@ func (s *slotKeeper) reconcile(ctx context.Context) error {
 		return err
 	}
 	s.publish(&Serving{v: v, served: v.served(s.id, int64(s.l.id)), l: s.l}) // first: what moves from it is served no more
-	if n, ok := v.nodes[s.id]; !ok || n.node != s.self || n.lease != int64(s.l.id) {
+	if n, ok := v.nodes[s.id]; !ok || n.Node != s.self || n.lease != int64(s.l.id) {
 		return s.announce(rctx)
 	}
 	if op := v.release(s.k, s.id, int64(s.l.id)); op != nil {

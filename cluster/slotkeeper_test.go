@@ -43,7 +43,7 @@ func TestSlotKeepers(t *testing.T) {
 		}
 		u := &keeperUnderTest{id: id, stop: cancel, l: l}
 		s := &slotKeeper{cli: cli, k: k, id: id, l: l, ttl: ttl, log: zerolog.Nop(),
-			self: node{ID: strconv.FormatInt(id, 10), IP: "127.0.0.1", Port: 7000 + int(id)},
+			self: Node{ID: strconv.FormatInt(id, 10), IP: "127.0.0.1", Port: 7000 + int(id)},
 			publish: func(s *Serving) {
 				if !u.frozen.Load() {
 					u.serving.Store(s)

@@ -44,8 +44,8 @@ func (k slotKeys) slots() string        { return k.prefix + "slots" }
 func (k slotKeys) nodes() string        { return k.prefix + "node/" }
 func (k slotKeys) node(id int64) string { return k.nodes() + strconv.FormatInt(id, 10) }
 
-// A node is what a server announces of itself to cluster clients.
-type node struct {
+// A Node is what a server announces of itself to cluster clients.
+type Node struct {
 	ID       string // CLUSTER MYID: 40 hex digits, kept in dir
 	IP       string
 	Port     int
@@ -61,7 +61,7 @@ type assignment struct {
 
 // A liveNode is a node whose key exists, and the lease it is bound to.
 type liveNode struct {
-	node
+	Node
 	lease int64
 }
 
@@ -90,11 +90,11 @@ func readSlots(ctx context.Context, cli *clientv3.Client, k slotKeys) (slotView,
 	}
 	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
 		id, err := strconv.ParseInt(strings.TrimPrefix(string(kv.Key), k.nodes()), 10, 64)
-		var n node
+		var n Node
 		if err != nil || json.Unmarshal(kv.Value, &n) != nil {
 			continue // not a node of ours: ignored
 		}
-		v.nodes[id] = liveNode{node: n, lease: kv.Lease}
+		v.nodes[id] = liveNode{Node: n, lease: kv.Lease}
 		v.alive[kv.Lease] = true
 	}
 	for _, r := range v.a.Ranges {

@@ -44,7 +44,7 @@ func TestSlotsOneOwner(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, _ := json.Marshal(node{ID: strconv.FormatInt(id, 10), IP: "127.0.0.1", Port: 7000 + int(id)})
+		b, _ := json.Marshal(Node{ID: strconv.FormatInt(id, 10), IP: "127.0.0.1", Port: 7000 + int(id)})
 		if _, err := cli.Put(ctx, k.node(id), string(b), clientv3.WithLease(l.ID)); err != nil {
 			t.Fatal(err)
 		}
