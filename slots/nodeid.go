@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/idserver/idserver/reservation"
 )
 
 // IDFile is the name of the file in dir that keeps the node's ID.
@@ -17,8 +19,7 @@ const IDFile = "idserver.node-id"
 // LoadID returns the node ID kept in dir, making and keeping a new one on
 // the first start: a node keeps its ID across restarts, as Redis keeps it
 // in nodes.conf, so that clients and the other nodes know it again. The
-// file is written whole or not at all (a temporary file, synced, then
-// renamed and the directory synced).
+// file is written whole or not at all (reservation.WriteAtomic).
 func LoadID(dir string) (string, error) {
 	path := filepath.Join(dir, IDFile)
 	b, err := os.ReadFile(path)
@@ -35,35 +36,8 @@ func LoadID(dir string) (string, error) {
 	raw := make([]byte, 20)
 	rand.Read(raw) // never fails (crypto/rand)
 	id := hex.EncodeToString(raw)
-	if err := writeAtomic(path, []byte(id+"\n")); err != nil {
+	if err := reservation.WriteAtomic(path, []byte(id+"\n")); err != nil {
 		return "", fmt.Errorf("keep node id: %w", err)
 	}
 	return id, nil
-}
-
-func writeAtomic(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if d, err := os.Open(filepath.Dir(path)); err == nil {
-		d.Sync()
-		d.Close()
-	}
-	return nil
 }
