@@ -554,6 +554,9 @@ func (c *Config) validateEtcd() error {
 // check: CLUSTER NODES and SHARDS show it as is), an address without
 // spaces.
 func (c *Config) validateCluster() error {
+	if c.ClusterEnabled == Yes && c.EtcdEndpoints != "" {
+		return errors.New("cluster-enabled yes with etcd-endpoints is not supported yet (a Redis Cluster of several nodes over etcd); without etcd-endpoints it is a cluster of one node")
+	}
 	if err := inRange("cluster-announce-port", int64(c.ClusterAnnouncePort), 0, 65535); err != nil {
 		return err
 	}

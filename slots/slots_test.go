@@ -6,13 +6,13 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/idserver/idserver/internal/rediscluster"
 	"github.com/idserver/idserver/internal/testseed"
 )
 
@@ -55,7 +55,7 @@ func TestSlotVectors(t *testing.T) {
 // TestSlotsLikeRedis compares Of with a real redis-server's CLUSTER
 // KEYSLOT over random keys, braces frequent among their bytes.
 func TestSlotsLikeRedis(t *testing.T) {
-	addr := startRedisCluster(t)
+	addr := rediscluster.Start(t)
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -94,42 +94,6 @@ func TestSlotsLikeRedis(t *testing.T) {
 		}
 		if got := Of(k); got != want {
 			t.Errorf("key %d %q: slot %d, redis-server's %d", i, k, got, want)
-		}
-	}
-}
-
-// startRedisCluster runs redis-server with cluster-enabled yes on a free
-// port of 127.0.0.1 (its bus port 10000 above) in a temporary directory,
-// its one node owning every slot, until the test ends.
-func startRedisCluster(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	for try := 0; ; try++ {
-		port := 20000 + rand.IntN(30000)
-		addr := fmt.Sprintf("127.0.0.1:%d", port)
-		cmd := exec.Command("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
-			"--dir", dir, "--save", "", "--appendonly", "no", "--cluster-config-file", filepath.Join(dir, fmt.Sprintf("nodes-%d.conf", try)))
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("redis-server: %v", err)
-		}
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		t.Cleanup(func() { cmd.Process.Kill(); <-done })
-		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-			select {
-			case <-done: // the port was taken: another
-			default:
-				if c, err := net.Dial("tcp", addr); err == nil {
-					c.Write([]byte("CLUSTER ADDSLOTSRANGE 0 16383\r\n"))
-					c.Close()
-					return addr
-				}
-				continue
-			}
-			break
-		}
-		if try == 5 {
-			t.Fatal("redis-server did not start")
 		}
 	}
 }
