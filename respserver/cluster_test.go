@@ -12,6 +12,7 @@ import (
 	"github.com/idserver/idserver/idgen"
 	"github.com/idserver/idserver/internal/rediscluster"
 	"github.com/idserver/idserver/slots"
+	"github.com/idserver/idserver/stats"
 )
 
 // startClusterNode runs a server with cluster-enabled yes: one node,
@@ -219,16 +220,20 @@ func fmtAny(v any) string {
 }
 
 // TestClusterDisabled: with cluster-enabled no, the cluster commands get
-// Redis's reply and nothing claims to be a cluster.
+// Redis's reply and nothing claims to be a cluster, in etcd's cluster
+// mode either (its fields, cluster.Member.Info's, say cluster_enabled:1).
 func TestClusterDisabled(t *testing.T) {
-	_, addr := startServer(t, idgen.Settings{}, Options{})
+	etcdFields := func() []stats.Field {
+		return []stats.Field{stats.G("cluster_enabled", 1, ""), stats.T("etcd_prefix", "/idserver/")}
+	}
+	_, addr := startServer(t, idgen.Settings{}, Options{Cluster: etcdFields})
 	c := dialRaw(t, addr)
 	for _, cmd := range [][]string{{"CLUSTER", "INFO"}, {"CLUSTER", "SLOTS"}, {"CLUSTER", "KEYSLOT", "a"}, {"READONLY"}, {"ASKING"}} {
 		if got := fmtReply(c.do(cmd...)); got != "ERR This instance has cluster support disabled" {
 			t.Errorf("%q: %s", cmd, got)
 		}
 	}
-	if got := c.do("INFO", "cluster").(string); !strings.Contains(got, "cluster_enabled:0") {
+	if got := c.do("INFO", "cluster").(string); !strings.Contains(got, "cluster_enabled:0\r\netcd_prefix:/idserver/") || strings.Count(got, "cluster_enabled") != 1 {
 		t.Errorf("INFO cluster: %q", got)
 	}
 	if got := fmtReply(c.do("MGET", "a", "b")); strings.Contains(got, "CROSSSLOT") {
