@@ -3,6 +3,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -31,6 +32,7 @@ import (
 	"github.com/idserver/idserver/reservation"
 	"github.com/idserver/idserver/resplimit"
 	"github.com/idserver/idserver/respserver"
+	"github.com/idserver/idserver/slots"
 )
 
 func main() {
@@ -104,6 +106,12 @@ func runMode(cfg *conf.Config, tc *tls.Config, log zerolog.Logger) int {
 		return 1
 	}
 	defer m.finish()
+	if cfg.ClusterEnabled == conf.Yes {
+		if opts.Slots, err = oneNodeCluster(cfg, lns); err != nil {
+			log.Error().Err(err).Msg("refusing to start")
+			return 1
+		}
+	}
 	stop := make(stopper, 1)
 	opts.Shutdown = stop.request
 	srv := newServer(cfg, log, opts)
@@ -145,6 +153,41 @@ func addrOf(lns *listeners) string {
 		return lns.plain[0].Addr().String()
 	}
 	return lns.tls[0].Addr().String()
+}
+
+// oneNodeCluster is the Redis Cluster of cluster-enabled yes without
+// etcd: this node, with the ID kept in dir, owns every slot. Clients are
+// told the cluster-announce-* address and ports, or the first address
+// and ports it listens on (no address when that is every address: then
+// clients use the one they reached, as with Redis).
+func oneNodeCluster(cfg *conf.Config, lns *listeners) (slots.Source, error) {
+	id, err := slots.LoadID(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	self := slots.Node{ID: id, IP: cfg.ClusterAnnounceIP, Port: cfg.ClusterAnnouncePort,
+		TLSPort: cfg.ClusterAnnounceTLSPort, Hostname: cfg.ClusterAnnounceHostname}
+	first := func(lns []net.Listener) *net.TCPAddr {
+		if len(lns) > 0 {
+			if a, ok := lns[0].Addr().(*net.TCPAddr); ok {
+				return a
+			}
+		}
+		return nil
+	}
+	plain, tls := first(lns.plain), first(lns.tls)
+	if self.IP == "" {
+		if a := cmp.Or(plain, tls); a != nil && !a.IP.IsUnspecified() {
+			self.IP = a.IP.String()
+		}
+	}
+	if self.Port == 0 && plain != nil {
+		self.Port = plain.Port
+	}
+	if self.TLSPort == 0 && tls != nil {
+		self.TLSPort = tls.Port
+	}
+	return slots.NewStatic(id, slots.Single(self)), nil
 }
 
 // logReady logs the line that says the server serves, where, and where

@@ -83,6 +83,12 @@ type Config struct {
 	EtcdUsername    string  `key:"etcd-username" default:"" usage:"cluster mode: etcd user"`
 	EtcdPassword    string  `key:"etcd-password" default:"" secret:"yes" usage:"cluster mode: the etcd user's password"`
 
+	ClusterEnabled          YesNo  `key:"cluster-enabled" default:"no" usage:"yes: answer as a Redis Cluster node (CLUSTER SLOTS, SHARDS, NODES, INFO, MYID, KEYSLOT; -MOVED, -TRYAGAIN and -CROSSSLOT for keys), so that cluster clients connect; without etcd-endpoints a cluster of one node owning every slot (several nodes over etcd: not yet)"`
+	ClusterAnnounceIP       string `key:"cluster-announce-ip" default:"" usage:"cluster-enabled: the address clients are told to reach this node at; empty = the first address bound, or, bound to every address, none (clients use the one they reached)"`
+	ClusterAnnouncePort     int    `key:"cluster-announce-port" default:"0" usage:"cluster-enabled: the plain port clients are told; 0 = port"`
+	ClusterAnnounceTLSPort  int    `key:"cluster-announce-tls-port" default:"0" usage:"cluster-enabled: the TLS port clients are told; 0 = tls-port"`
+	ClusterAnnounceHostname string `key:"cluster-announce-hostname" default:"" usage:"cluster-enabled: the hostname CLUSTER SLOTS, SHARDS and NODES show beside the address; empty = none"`
+
 	LogLevel          LogLevel `key:"loglevel" default:"notice" usage:"debug, verbose, notice or warning"`
 	MetricsAddr       string   `key:"metrics-addr" default:"" usage:"address for Prometheus metrics; empty = off"`
 	MetricsMaxClients int      `key:"metrics-maxclients" default:"16" usage:"most HTTP connections open at once on metrics-addr; more wait in the listen backlog"`
@@ -406,6 +412,7 @@ func (c *Config) validate() error {
 		func() error { return inRange("port", int64(c.Port), 0, 65535) },
 		c.validateTLS,
 		c.validateEtcd,
+		c.validateCluster,
 		c.validateMetricsAddr,
 		layout.Validate,
 		func() error {
@@ -540,6 +547,35 @@ func (c *Config) validateEtcd() error {
 		return err
 	}
 	return inRange("etcd-dial-timeout", int64(c.EtcdDialTimeout.Duration/time.Second), 1, 60)
+}
+
+// validateCluster checks the cluster-announce keys as Redis does: ports
+// in 0..65535, a hostname of letters, digits, hyphens and dots (Redis's
+// check: CLUSTER NODES and SHARDS show it as is), an address without
+// spaces.
+func (c *Config) validateCluster() error {
+	if c.ClusterEnabled == Yes && c.EtcdEndpoints != "" {
+		return errors.New("cluster-enabled yes with etcd-endpoints is not supported yet (a Redis Cluster of several nodes over etcd); without etcd-endpoints it is a cluster of one node")
+	}
+	if err := inRange("cluster-announce-port", int64(c.ClusterAnnouncePort), 0, 65535); err != nil {
+		return err
+	}
+	if err := inRange("cluster-announce-tls-port", int64(c.ClusterAnnounceTLSPort), 0, 65535); err != nil {
+		return err
+	}
+	if strings.ContainsFunc(c.ClusterAnnounceIP, func(r rune) bool { return r <= ' ' || r > '~' }) {
+		return fmt.Errorf("cluster-announce-ip %q must not contain spaces or control characters", c.ClusterAnnounceIP)
+	}
+	h := c.ClusterAnnounceHostname
+	if len(h) >= 256 {
+		return fmt.Errorf("cluster-announce-hostname: hostnames must be less than 256 characters")
+	}
+	if strings.ContainsFunc(h, func(r rune) bool {
+		return !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '-' || r == '.')
+	}) {
+		return fmt.Errorf("cluster-announce-hostname %q: hostnames may only contain alphanumeric characters, hyphens or dots", h)
+	}
+	return nil
 }
 
 // Redacted is what CONFIG GET shows for a secret that is set.

@@ -39,6 +39,7 @@ func defaults() Config {
 		ClientOutputBufferLimit: OutputLimit{Hard: 16 << 20, Soft: 8 << 20, SoftSeconds: time.Minute},
 		LogLevel:                LogNotice, MetricsMaxClients: 16, MetricsTimeout: Seconds{10 * time.Second},
 		EtcdPrefix: "/idserver/", EtcdLeaseTTL: Seconds{10 * time.Second}, EtcdDialTimeout: Seconds{5 * time.Second},
+		ClusterEnabled: No,
 	}
 }
 
@@ -131,6 +132,12 @@ func TestInvalid(t *testing.T) {
 		{[]string{"--etcd-endpoints", "127.0.0.1:2379", "--etcd-cert-file", "c"}, "invalid config: etcd-cert-file and etcd-key-file go together"},
 		{[]string{"--etcd-endpoints", "127.0.0.1:2379", "--etcd-lease-ttl", "1"}, "invalid config: etcd-lease-ttl 1 out of range 2..300"},
 		{[]string{"--etcd-endpoints", "127.0.0.1:2379", "--etcd-dial-timeout", "0"}, "invalid config: etcd-dial-timeout 0 out of range 1..60"},
+		{[]string{"--cluster-enabled", "maybe"}, `invalid config: cluster-enabled "maybe": must be one of yes, no`},
+		{[]string{"--cluster-announce-port", "70000"}, "invalid config: cluster-announce-port 70000 out of range 0..65535"},
+		{[]string{"--cluster-announce-tls-port", "-1"}, "invalid config: cluster-announce-tls-port -1 out of range 0..65535"},
+		{[]string{"--cluster-announce-hostname", "a_b"}, `invalid config: cluster-announce-hostname "a_b": hostnames may only contain alphanumeric characters, hyphens or dots`},
+		{[]string{"--cluster-announce-hostname", strings.Repeat("a", 256)}, "invalid config: cluster-announce-hostname: hostnames must be less than 256 characters"},
+		{[]string{"--cluster-announce-ip", "1.2.3.4 x"}, `invalid config: cluster-announce-ip "1.2.3.4 x" must not contain spaces`},
 		{[]string{"--id-range", "3"}, "invalid config: id-range 3 + shard-range 9 + random-range 10 = 22, must be 21"},
 		{[]string{"--id-range", "21", "--shard-range", "0", "--random-range", "0"}, "invalid config: id-range 21 out of range 0..20"},
 		{[]string{"--shard-range", "0", "--random-range", "19"}, "invalid config: shard-range 0 out of range 1..21"},

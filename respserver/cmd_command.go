@@ -120,10 +120,11 @@ func findCommand(name string) *command {
 }
 
 // writeCommandInfo writes Redis 7's COMMAND entry for cmd: the positions
-// of its keys (the sequences' commands and WATCH take keys), its ACL
-// categories, and no tips or key specs. As Redis 7.0 does in RESP3, the
-// flags, categories, tips and key specs are sets, and so is the list of
-// subcommands when empty (an array otherwise).
+// of its keys (the sequences' commands and WATCH take keys; the ID
+// commands none, so cluster clients send them to any node), its ACL
+// categories, no tips, and the key spec of its keys. As Redis 7.0 does
+// in RESP3, the flags, categories, tips and key specs are sets, and so
+// is the list of subcommands when empty (an array otherwise).
 func (c *client) writeCommandInfo(cmd *command) {
 	c.writeArray(10)
 	c.writeBulkString(cmd.name)
@@ -134,7 +135,7 @@ func (c *client) writeCommandInfo(cmd *command) {
 	c.writeInt(cmd.keys.step)
 	c.writeFlags(cmd.aclCats)
 	c.writeSet(0) // tips
-	c.writeSet(0) // key specs
+	c.writeKeySpecs(cmd)
 	if len(cmd.subs) == 0 {
 		c.writeSet(0)
 		return
@@ -143,6 +144,45 @@ func (c *client) writeCommandInfo(cmd *command) {
 	for _, sub := range cmd.subs {
 		c.writeCommandInfo(sub)
 	}
+}
+
+// writeKeySpecs writes cmd's key specs as Redis 7 does: one, its keys
+// found from an index on as a range (lastkey relative to the first, -1
+// for up to the last argument).
+func (c *client) writeKeySpecs(cmd *command) {
+	k := cmd.keys
+	if k.first == 0 {
+		c.writeSet(0)
+		return
+	}
+	last := -1
+	if k.last >= 0 {
+		last = k.last - k.first
+	}
+	c.writeSet(1)
+	c.writeMap(3)
+	c.writeBulkString("flags")
+	c.writeFlags(cmd.keyFlags)
+	c.writeBulkString("begin_search")
+	c.writeMap(2)
+	c.writeBulkString("type")
+	c.writeBulkString("index")
+	c.writeBulkString("spec")
+	c.writeMap(1)
+	c.writeBulkString("index")
+	c.writeInt(k.first)
+	c.writeBulkString("find_keys")
+	c.writeMap(2)
+	c.writeBulkString("type")
+	c.writeBulkString("range")
+	c.writeBulkString("spec")
+	c.writeMap(3)
+	c.writeBulkString("lastkey")
+	c.writeInt(last)
+	c.writeBulkString("keystep")
+	c.writeInt(k.step)
+	c.writeBulkString("limit")
+	c.writeInt(0)
 }
 
 // writeDocs writes Redis 7's COMMAND DOCS map for cmd.

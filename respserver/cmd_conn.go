@@ -85,6 +85,8 @@ func cmdSelect(s *Server, c *client, args [][]byte) error {
 	switch {
 	case !ok:
 		return errNotInteger
+	case db != 0 && s.opts.Slots != nil:
+		return replyerr.New(replyerr.ERR, "SELECT is not allowed in cluster mode")
 	case db != 0:
 		return replyerr.New(replyerr.ERR, "DB index is out of range")
 	}
@@ -178,7 +180,7 @@ func cmdHello(s *Server, c *client, args [][]byte) error {
 	c.writeBulkString("id")
 	c.writeInt64(c.ID())
 	c.writeBulkString("mode")
-	c.writeBulkString("standalone")
+	c.writeBulkString(s.redisMode())
 	c.writeBulkString("role")
 	c.writeBulkString("master")
 	c.writeBulkString("modules")

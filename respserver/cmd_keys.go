@@ -8,9 +8,13 @@ import (
 )
 
 // cmdDBSize is the number of sequences (in cluster mode, etcd's count,
-// off the loop).
+// off the loop); a Redis Cluster node's, of the slots it owns (counted
+// off the loop, key by key, unless it owns them all).
 func cmdDBSize(s *Server, c *client, args [][]byte) error {
 	seq, err := s.sequences()
+	if notOwn := s.notOwn(); err == nil && notOwn != nil {
+		return s.walkKeys(c, func(k string) bool { return !notOwn(k) }, -1, func(c *client, _ []string, n int) { c.writeInt(n) })
+	}
 	if err != nil || !seq.Shared() {
 		n := 0
 		if err == nil {
@@ -76,6 +80,7 @@ func cmdScan(s *Server, c *client, args [][]byte) error {
 		return nil
 	}
 	pattern = slices.Clone(pattern) // args are the read buffer's, reused once this returns
+	notOwn := s.notOwn()
 	var keys []string
 	next := uint64(0)
 	scan := func() error {
@@ -85,6 +90,9 @@ func cmdScan(s *Server, c *client, args [][]byte) error {
 		}
 		if typ != "string" {
 			keys = nil
+		}
+		if notOwn != nil {
+			keys = slices.DeleteFunc(keys, notOwn)
 		}
 		if pattern != nil {
 			var g glob
@@ -130,6 +138,7 @@ func cmdKeys(s *Server, c *client, args [][]byte) error {
 	if limit <= 0 {
 		limit = 64 << 20
 	}
+	notOwn := s.notOwn()
 	var keys []string
 	c.later(waiting{
 		off: func() error {
@@ -143,7 +152,7 @@ func cmdKeys(s *Server, c *client, args [][]byte) error {
 				}
 				cursor = next
 				for _, k := range chunk {
-					if g.match(k) {
+					if g.match(k) && (notOwn == nil || !notOwn(k)) {
 						keys = append(keys, k)
 						if size += len(k) + 16; size > limit {
 							return replyerr.Errorf("KEYS %q matches more than the client's hard output limit of %d bytes (client-output-buffer-limit) can hold: use SCAN", pattern, limit)

@@ -121,7 +121,7 @@ func redisConfig() [][2]string {
 		{"appendonly", "no"}, // no AOF: the reservation is idserver's persistence
 		{"maxmemory", strconv.FormatInt(memoryLimit(), 10)}, // as INFO memory shows it
 		{"maxmemory-policy", "noeviction"},                  // nothing to evict
-		{"cluster-enabled", "no"},                           // not a Redis Cluster node, in cluster mode either
+		{"cluster-enabled", "no"},                           // yes with Options.Slots (conf's cluster-enabled)
 		{"notify-keyspace-events", ""},                      // no keyspace notifications
 		{"daemonize", "no"},                                 // never forks
 		{"logfile", ""},                                     // logs go to standard error

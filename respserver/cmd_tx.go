@@ -154,9 +154,17 @@ func (s *Server) fits(c *client, ids int64, args [][]byte) error {
 // GETID does.
 func cmdExec(s *Server, c *client, args [][]byte) error {
 	tx := c.tx
-	switch {
-	case tx == nil:
+	if tx == nil {
 		return replyerr.New(replyerr.ERR, "EXEC without MULTI")
+	}
+	// The slots of its commands first, as Redis checks a command's
+	// slots before it runs: a transaction whose keys another node
+	// serves is discarded with -MOVED (or -CROSSSLOT, -TRYAGAIN).
+	if err := s.routeTransaction(tx); err != nil {
+		c.endTransaction()
+		return err
+	}
+	switch {
 	case tx.dirty:
 		c.endTransaction()
 		return errExecAbort

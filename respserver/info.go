@@ -134,7 +134,7 @@ func (s *Server) infoServer() []stats.Field {
 	return []stats.Field{
 		stats.T("redis_version", RedisVersion),
 		stats.T("idserver_version", s.opts.Version),
-		stats.T("redis_mode", "standalone"),
+		stats.T("redis_mode", s.redisMode()),
 		stats.T("os", runtime.GOOS+" "+runtime.GOARCH),
 		stats.T("go_version", runtime.Version()),
 		stats.G("gomaxprocs", int64(runtime.GOMAXPROCS(0)), "CPU cores the Go runtime runs on."),
@@ -275,13 +275,34 @@ func (s *Server) infoPersistence() []stats.Field {
 	return fields
 }
 
-// infoCluster is cluster mode's section; Redis's cluster_enabled:0 in
-// single-server mode.
+// infoCluster is Redis's cluster_enabled, 1 only with cluster-enabled
+// yes (a Redis Cluster node: tools read it so), then cluster mode's
+// fields (etcd's) if any. (cluster.Member.Info's own cluster_enabled,
+// which says 1 for etcd whether or not this is a Redis Cluster, is left
+// out.)
 func (s *Server) infoCluster() []stats.Field {
-	if s.opts.Cluster == nil {
-		return []stats.Field{stats.G("cluster_enabled", 0, "1 in cluster mode: server-ids claimed from etcd.")}
+	enabled := int64(0)
+	if s.opts.Slots != nil {
+		enabled = 1
 	}
-	return s.opts.Cluster()
+	fields := []stats.Field{stats.G("cluster_enabled", enabled, "1 with cluster-enabled yes: a Redis Cluster node.")}
+	if s.opts.Cluster != nil {
+		for _, f := range s.opts.Cluster() {
+			if f.Name != "cluster_enabled" {
+				fields = append(fields, f)
+			}
+		}
+	}
+	return fields
+}
+
+// redisMode is what HELLO and INFO say the server is: a Redis Cluster
+// node with cluster-enabled yes, otherwise a standalone server.
+func (s *Server) redisMode() string {
+	if s.opts.Slots != nil {
+		return "cluster"
+	}
+	return "standalone"
 }
 
 func (s *Server) infoIDGen() []stats.Field {

@@ -29,6 +29,7 @@ import (
 	"github.com/idserver/idserver/resplimit"
 	"github.com/idserver/idserver/respserver/internal/conns"
 	"github.com/idserver/idserver/sequence"
+	"github.com/idserver/idserver/slots"
 	"github.com/idserver/idserver/stats"
 )
 
@@ -83,6 +84,12 @@ type Options struct {
 	// Cluster lists the fields of INFO cluster; nil means single-server
 	// mode (cluster_enabled:0).
 	Cluster func() []stats.Field
+
+	// Slots is the Redis Cluster this server is a node of
+	// (cluster-enabled yes): which node serves each key's slot, for
+	// the CLUSTER commands and the -MOVED, -TRYAGAIN and -CROSSSLOT
+	// replies; nil: cluster-enabled no, every key served here.
+	Slots slots.Source
 
 	// Sequences are the per-key counters (INCR and the rest); nil: none,
 	// and their commands are refused.
@@ -178,7 +185,15 @@ func New(opts Options) *Server {
 		s.offset.Store(opts.ClockOffset.Milliseconds())
 		s.src.Store(&source{why: replyerr.New(replyerr.ERR, "no generator yet")})
 	}
-	s.config = slices.Concat(opts.Config, redisConfig())
+	s.config = slices.Clone(opts.Config)
+	for _, kv := range redisConfig() { // the configuration's own value, where it has the key (cluster-enabled)
+		if !slices.ContainsFunc(opts.Config, func(o [2]string) bool { return o[0] == kv[0] }) {
+			if kv[0] == "cluster-enabled" && opts.Slots != nil {
+				kv[1] = "yes"
+			}
+			s.config = append(s.config, kv)
+		}
+	}
 	for _, kv := range s.config {
 		s.configKeyLen = max(s.configKeyLen, len(kv[0]))
 	}

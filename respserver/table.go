@@ -32,10 +32,13 @@ type command struct {
 	// redact is which arguments MONITOR hides (passwords); nil for none.
 	redact func(args [][]byte) span
 
-	keys    keyPositions
-	noAuth  bool // runs before AUTH: the flag no_auth
-	noMulti bool // refused inside MULTI: the flag no_multi
-	control bool // runs at once inside MULTI instead of being queued
+	keys keyPositions
+	// keyFlags are the flags of its key spec, as Redis 7's COMMAND
+	// gives them (RO access, RW access update, ...); see keySpecFlags.
+	keyFlags []string
+	noAuth   bool // runs before AUTH: the flag no_auth
+	noMulti  bool // refused inside MULTI: the flag no_multi
+	control  bool // runs at once inside MULTI instead of being queued
 	// setup marks what client libraries send on connect before their
 	// ready check (AUTH, HELLO, SELECT, CLIENT SETNAME and SETINFO):
 	// it does not count as the connection's first command (see greet).
@@ -128,7 +131,7 @@ var numCommands int
 var longestName int
 
 func init() {
-	table = slices.Concat(idCommands, seqCommands, refusedCommands, connectionCommands, transactionCommands, serverCommands, []*command{monitorCommand})
+	table = slices.Concat(idCommands, seqCommands, refusedCommands, connectionCommands, transactionCommands, serverCommands, clusterCommands, []*command{monitorCommand})
 	commands = map[string]*command{}
 	for _, cmd := range table {
 		index(cmd)
@@ -150,6 +153,9 @@ func index(cmd *command) {
 			break
 		}
 	}
+	if cmd.keys.first > 0 {
+		cmd.keyFlags = keySpecFlags(cmd)
+	}
 	cmd.aclCats = aclCategories(cmd)
 	cmd.noAuth = slices.Contains(cmd.flags, "no_auth")
 	cmd.noMulti = slices.Contains(cmd.flags, "no_multi")
@@ -162,6 +168,24 @@ func index(cmd *command) {
 		index(sub)
 		cmd.bySub[sub.name[strings.IndexByte(sub.name, '|')+1:]] = sub
 	}
+}
+
+// keySpecFlags are the flags of cmd's key spec: Redis 7's for the
+// command of that name (those that only test a key's existence or
+// metadata read no value: RO alone), else RW access update for a write
+// and RO access for a read. Cluster clients route by the key spec's
+// positions; the flags tell a reader what the command does to the key.
+func keySpecFlags(cmd *command) []string {
+	switch cmd.name {
+	case "exists", "type", "touch", "strlen", "watch":
+		return []string{"RO"}
+	case "setnx":
+		return []string{"OW", "insert"}
+	}
+	if slices.Contains(cmd.flags, "write") {
+		return []string{"RW", "access", "update"}
+	}
+	return []string{"RO", "access"}
 }
 
 // aclOrder is Redis's ACL categories, in the order COMMAND lists them.
@@ -241,6 +265,9 @@ func (s *Server) dispatch(c *client, args [][]byte) {
 	cmd, err := c.lookup(args)
 	if err == nil && !c.authed && !cmd.noAuth {
 		err = errNoAuth
+	}
+	if err == nil && s.opts.Slots != nil { // after AUTH, before MULTI queues it, as in Redis
+		err = s.route(cmd, args)
 	}
 	switch {
 	case err != nil && cmd == execCommand:

@@ -20,8 +20,11 @@ const (
 	WRONGPASS               // a wrong password, or user
 	NOPROTO                 // HELLO of a protocol version not spoken
 	EXECABORT               // EXEC of a transaction discarded
-	CLUSTERDOWN             // standing by in cluster mode: no server-id held
+	CLUSTERDOWN             // standing by in cluster mode (no server-id held), or a slot no node owns
 	DENIED                  // protected mode
+	MOVED                   // Redis Cluster: the key's slot is another node's
+	TRYAGAIN                // Redis Cluster: the key's slot is moving
+	CROSSSLOT               // Redis Cluster: keys of several slots in one command
 
 	NCodes = iota // how many codes there are, for a count of each
 )
@@ -29,6 +32,7 @@ const (
 var codes = [...]string{
 	ERR: "ERR", BUSY: "BUSY", NOAUTH: "NOAUTH", WRONGPASS: "WRONGPASS", NOPROTO: "NOPROTO",
 	EXECABORT: "EXECABORT", CLUSTERDOWN: "CLUSTERDOWN", DENIED: "DENIED",
+	MOVED: "MOVED", TRYAGAIN: "TRYAGAIN", CROSSSLOT: "CROSSSLOT",
 }
 
 func (c Code) String() string { return codes[c] }

@@ -1,0 +1,523 @@
+package respserver
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/idserver/idserver/internal/replyerr"
+	"github.com/idserver/idserver/slots"
+)
+
+// With cluster-enabled yes (Options.Slots) the server answers as a Redis
+// Cluster node: the CLUSTER commands cluster clients read the topology
+// with, and for every command with keys (the table's key positions) a
+// check that this node serves their slot (route). The commands read the
+// slots.Map current when they run, and nothing else: where the map comes
+// from (one node owning every slot, or etcd's assignment) is the
+// Source's business.
+
+// clusterCommands are CLUSTER's subcommands that clients and tools use,
+// READONLY, READWRITE and ASKING, with Redis 7's flags.
+var clusterCommands = []*command{
+	{name: "cluster", arity: -2, doc: doc{
+		summary: "A container for Redis Cluster commands.", since: "3.0.0", group: "cluster", complexity: "Depends on subcommand.",
+	}, subs: []*command{
+		{name: "cluster|countkeysinslot", arity: 3, flags: []string{"stale"}, run: cmdClusterCountKeys, doc: doc{
+			summary: "Returns the number of keys of this node in the hash slot.", since: "3.0.0", group: "cluster", complexity: "O(N) where N is the number of keys (idserver keeps no index by slot)",
+			args: []arg{{name: "slot", typ: "integer"}},
+		}},
+		{name: "cluster|getkeysinslot", arity: 4, flags: []string{"stale"}, run: cmdClusterGetKeys, doc: doc{
+			summary: "Returns up to count key names of this node in the hash slot.", since: "3.0.0", group: "cluster", complexity: "O(N) where N is the number of keys (idserver keeps no index by slot)",
+			args: []arg{{name: "slot", typ: "integer"}, {name: "count", typ: "integer"}},
+		}},
+		{name: "cluster|help", arity: 2, flags: []string{"loading", "stale"}, run: cmdHelp, doc: doc{
+			summary: "Returns helpful text about the different subcommands.", since: "5.0.0", group: "cluster", complexity: "O(1)",
+		}},
+		{name: "cluster|info", arity: 2, flags: []string{"stale"}, run: cmdClusterInfo, doc: doc{
+			summary: "Returns information about the state of a node.", since: "3.0.0", group: "cluster", complexity: "O(1)",
+		}},
+		{name: "cluster|keyslot", arity: 3, flags: []string{"stale"}, run: cmdClusterKeySlot, doc: doc{
+			summary: "Returns the hash slot for a key.", since: "3.0.0", group: "cluster", complexity: "O(N) where N is the number of bytes in the key",
+			args: []arg{{name: "key", typ: "string"}},
+		}},
+		{name: "cluster|myid", arity: 2, flags: []string{"stale"}, run: cmdClusterMyID, doc: doc{
+			summary: "Returns the ID of a node.", since: "3.0.0", group: "cluster", complexity: "O(1)",
+		}},
+		{name: "cluster|nodes", arity: 2, flags: []string{"stale"}, run: cmdClusterNodes, doc: doc{
+			summary: "Returns the cluster configuration for a node.", since: "3.0.0", group: "cluster", complexity: "O(N) where N is the total number of Cluster nodes",
+		}},
+		{name: "cluster|shards", arity: 2, flags: []string{"stale"}, run: cmdClusterShards, doc: doc{
+			summary: "Returns the mapping of cluster slots to shards.", since: "7.0.0", group: "cluster", complexity: "O(N) where N is the total number of cluster nodes",
+		}},
+		{name: "cluster|slots", arity: 2, flags: []string{"stale"}, run: cmdClusterSlots, doc: doc{
+			summary: "Returns the mapping of cluster slots to nodes.", since: "3.0.0", group: "cluster", complexity: "O(N) where N is the total number of Cluster nodes",
+		}},
+	}},
+	{name: "readonly", arity: 1, flags: []string{"loading", "stale", "fast"}, acl: connection, run: cmdClusterOK, doc: doc{
+		summary: "Enables read queries for a connection to a cluster replica node (idserver has no replicas: OK).", since: "3.0.0", group: "cluster", complexity: "O(1)",
+	}},
+	{name: "readwrite", arity: 1, flags: []string{"loading", "stale", "fast"}, acl: connection, run: cmdClusterOK, doc: doc{
+		summary: "Enables read-write queries for a connection to a cluster replica node (idserver has no replicas: OK).", since: "3.0.0", group: "cluster", complexity: "O(1)",
+	}},
+	{name: "asking", arity: 1, flags: []string{"fast"}, acl: connection, run: cmdClusterOK, doc: doc{
+		summary: "Sent by cluster clients after an -ASK redirect (idserver sends none: OK).", since: "3.0.0", group: "cluster", complexity: "O(1)",
+	}},
+}
+
+// errClusterDisabled is Redis's reply to cluster commands with
+// cluster-enabled no.
+var errClusterDisabled = replyerr.New(replyerr.ERR, "This instance has cluster support disabled")
+
+// view is the cluster as a command sees it: the current map, and this
+// node's ID.
+type view struct {
+	m    *slots.Map
+	self string
+}
+
+// cluster returns the current view, or the error of a server with
+// cluster-enabled no.
+func (s *Server) cluster() (view, error) {
+	if s.opts.Slots == nil {
+		return view{}, errClusterDisabled
+	}
+	return view{s.opts.Slots.Map(), s.opts.Slots.Self()}, nil
+}
+
+func cmdClusterOK(s *Server, c *client, args [][]byte) error {
+	if _, err := s.cluster(); err != nil {
+		return err
+	}
+	c.writeString("OK")
+	return nil
+}
+
+func cmdClusterMyID(s *Server, c *client, args [][]byte) error {
+	v, err := s.cluster()
+	if err != nil {
+		return err
+	}
+	c.writeBulkString(v.self)
+	return nil
+}
+
+func cmdClusterKeySlot(s *Server, c *client, args [][]byte) error {
+	if _, err := s.cluster(); err != nil {
+		return err
+	}
+	c.writeInt(slots.Of(args[2]))
+	return nil
+}
+
+// clusterInfoFields are CLUSTER INFO's lines, in Redis 7.0's order. There
+// is no cluster bus: no messages, no links, no failure reports.
+func (v view) infoText() string {
+	state := "ok"
+	if v.m.Assigned() < slots.N {
+		state = "fail"
+	}
+	myEpoch := uint64(0)
+	if n := v.m.Node(v.self); n != nil {
+		myEpoch = n.ConfigEpoch
+	}
+	var b strings.Builder
+	for _, kv := range []struct {
+		k string
+		v any
+	}{
+		{"cluster_state", state}, {"cluster_slots_assigned", v.m.Assigned()}, {"cluster_slots_ok", v.m.Assigned()},
+		{"cluster_slots_pfail", 0}, {"cluster_slots_fail", 0}, {"cluster_known_nodes", len(v.m.Nodes)},
+		{"cluster_size", v.m.Serving()}, {"cluster_current_epoch", v.m.Epoch}, {"cluster_my_epoch", myEpoch},
+		{"cluster_stats_messages_sent", 0}, {"cluster_stats_messages_received", 0}, {"total_cluster_links_buffer_limit_exceeded", 0},
+	} {
+		fmt.Fprintf(&b, "%s:%v\r\n", kv.k, kv.v)
+	}
+	return b.String()
+}
+
+func cmdClusterInfo(s *Server, c *client, args [][]byte) error {
+	v, err := s.cluster()
+	if err != nil {
+		return err
+	}
+	c.writeVerbatim([]byte(v.infoText()))
+	return nil
+}
+
+// span is a run of slots one node owns, first to last.
+type slotSpan struct {
+	first, last int
+	owner       string
+}
+
+// spans are the map's ranges, in slot order, with adjacent ranges of one
+// owner merged (moving or not: clients are told the owner), as Redis
+// lists them.
+func (v view) spans() []slotSpan {
+	var out []slotSpan
+	for _, r := range v.m.Ranges {
+		if n := len(out); n > 0 && out[n-1].owner == r.Owner && out[n-1].last+1 == r.First {
+			out[n-1].last = r.Last
+			continue
+		}
+		out = append(out, slotSpan{r.First, r.Last, r.Owner})
+	}
+	return out
+}
+
+// nodes are the map's nodes in the order every command lists them (and
+// every node, reading the same map): by the first slot each owns, those
+// without slots last, by ID.
+func (v view) nodes() []*slots.Node {
+	first := map[string]int{}
+	for _, sp := range v.spans() {
+		if _, ok := first[sp.owner]; !ok {
+			first[sp.owner] = sp.first
+		}
+	}
+	nodes := make([]*slots.Node, len(v.m.Nodes))
+	for i := range v.m.Nodes {
+		nodes[i] = &v.m.Nodes[i]
+	}
+	slices.SortStableFunc(nodes, func(a, b *slots.Node) int {
+		fa, oka := first[a.ID]
+		fb, okb := first[b.ID]
+		switch {
+		case oka && okb:
+			return fa - fb
+		case oka != okb:
+			if oka {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return nodes
+}
+
+// clientPort is the port a client is told for n: the plain one, or the
+// TLS one for a node that has no plain port.
+func clientPort(n *slots.Node) int {
+	if n.Port != 0 {
+		return n.Port
+	}
+	return n.TLSPort
+}
+
+// cmdClusterSlots is CLUSTER SLOTS: each run of slots with its owner's
+// address, port, ID and, as Redis 7 does, its hostname when one is
+// announced.
+func cmdClusterSlots(s *Server, c *client, args [][]byte) error {
+	v, err := s.cluster()
+	if err != nil {
+		return err
+	}
+	spans := v.spans()
+	c.writeArray(len(spans))
+	for _, sp := range spans {
+		n := v.m.Node(sp.owner)
+		c.writeArray(3)
+		c.writeInt(sp.first)
+		c.writeInt(sp.last)
+		c.writeArray(4)
+		c.writeBulkString(n.IP)
+		c.writeInt(clientPort(n))
+		c.writeBulkString(n.ID)
+		if n.Hostname == "" {
+			c.writeMap(0)
+		} else {
+			c.writeMap(1)
+			c.writeBulkString("hostname")
+			c.writeBulkString(n.Hostname)
+		}
+	}
+	return nil
+}
+
+// cmdClusterShards is CLUSTER SHARDS: a shard per node (no replicas),
+// its slots as start, end pairs, and the node's details as Redis 7.0
+// gives them.
+func cmdClusterShards(s *Server, c *client, args [][]byte) error {
+	v, err := s.cluster()
+	if err != nil {
+		return err
+	}
+	spans := v.spans()
+	nodes := v.nodes()
+	c.writeArray(len(nodes))
+	for _, n := range nodes {
+		c.writeMap(2)
+		c.writeBulkString("slots")
+		var own []int
+		for _, sp := range spans {
+			if sp.owner == n.ID {
+				own = append(own, sp.first, sp.last)
+			}
+		}
+		c.writeArray(len(own))
+		for _, x := range own {
+			c.writeInt(x)
+		}
+		c.writeBulkString("nodes")
+		c.writeArray(1)
+		fields := 6
+		for _, present := range []bool{n.Port != 0, n.TLSPort != 0, n.Hostname != ""} {
+			if present {
+				fields++
+			}
+		}
+		c.writeMap(fields)
+		c.writeBulkString("id")
+		c.writeBulkString(n.ID)
+		if n.Port != 0 {
+			c.writeBulkString("port")
+			c.writeInt(n.Port)
+		}
+		if n.TLSPort != 0 {
+			c.writeBulkString("tls-port")
+			c.writeInt(n.TLSPort)
+		}
+		c.writeBulkString("ip")
+		c.writeBulkString(n.IP)
+		c.writeBulkString("endpoint")
+		c.writeBulkString(n.IP)
+		if n.Hostname != "" {
+			c.writeBulkString("hostname")
+			c.writeBulkString(n.Hostname)
+		}
+		c.writeBulkString("role")
+		c.writeBulkString("master")
+		c.writeBulkString("replication-offset")
+		c.writeInt(0)
+		c.writeBulkString("health")
+		c.writeBulkString("online")
+	}
+	return nil
+}
+
+// cmdClusterNodes is CLUSTER NODES: a line per node in Redis's format.
+// The bus port after @ is Redis's default, port + 10000: there is no
+// cluster bus (etcd is the manager), and clients do not use it.
+func cmdClusterNodes(s *Server, c *client, args [][]byte) error {
+	v, err := s.cluster()
+	if err != nil {
+		return err
+	}
+	spans := v.spans()
+	var b strings.Builder
+	for _, n := range v.nodes() {
+		port := clientPort(n)
+		fmt.Fprintf(&b, "%s %s:%d@%d", n.ID, n.IP, port, port+10000)
+		if n.Hostname != "" {
+			b.WriteString("," + n.Hostname)
+		}
+		flags := "master"
+		if n.ID == v.self {
+			flags = "myself,master"
+		}
+		fmt.Fprintf(&b, " %s - 0 0 %d connected", flags, n.ConfigEpoch)
+		for _, sp := range spans {
+			switch {
+			case sp.owner != n.ID:
+			case sp.first == sp.last:
+				fmt.Fprintf(&b, " %d", sp.first)
+			default:
+				fmt.Fprintf(&b, " %d-%d", sp.first, sp.last)
+			}
+		}
+		b.WriteByte('\n')
+	}
+	c.writeVerbatim([]byte(b.String()))
+	return nil
+}
+
+var errInvalidSlot = replyerr.New(replyerr.ERR, "Invalid slot")
+
+func cmdClusterCountKeys(s *Server, c *client, args [][]byte) error {
+	if _, err := s.cluster(); err != nil {
+		return err
+	}
+	slot, ok := parseInt(args[2])
+	if !ok {
+		return errNotInteger
+	}
+	if slot < 0 || slot >= slots.N {
+		return errInvalidSlot
+	}
+	return s.walkKeys(c, inSlot(int(slot)), -1, func(c *client, keys []string, n int) { c.writeInt(n) })
+}
+
+func cmdClusterGetKeys(s *Server, c *client, args [][]byte) error {
+	if _, err := s.cluster(); err != nil {
+		return err
+	}
+	slot, ok1 := parseInt(args[2])
+	count, ok2 := parseInt(args[3])
+	if !ok1 || !ok2 {
+		return errNotInteger
+	}
+	if slot < 0 || slot >= slots.N || count < 0 {
+		return replyerr.New(replyerr.ERR, "Invalid slot or number of keys")
+	}
+	return s.walkKeys(c, inSlot(int(slot)), int(min(count, 1<<20)), func(c *client, keys []string, n int) {
+		c.writeArray(len(keys))
+		for _, k := range keys {
+			c.writeBulkString(k)
+		}
+	})
+}
+
+func inSlot(slot int) func(key string) bool {
+	return func(key string) bool { return slots.Of([]byte(key)) == slot }
+}
+
+// walkKeys has reply answer with up to limit of the keys keep keeps
+// (none kept for limit -1) and how many it kept. idserver keeps no index
+// of keys by slot, so it walks every key, off the loop, a chunk at a
+// time.
+func (s *Server) walkKeys(c *client, keep func(key string) bool, limit int, reply func(c *client, keys []string, n int)) error {
+	seq, err := s.sequences()
+	if err != nil {
+		reply(c, nil, 0)
+		return nil
+	}
+	var keys []string
+	n := 0
+	c.later(waiting{
+		off: func() error {
+			for cursor := uint64(0); ; {
+				chunk, next, err := seq.Scan(cursor, 10000)
+				if err != nil {
+					return err
+				}
+				for _, k := range chunk {
+					if keep(k) {
+						n++
+						if len(keys) < limit {
+							keys = append(keys, k)
+						}
+					}
+				}
+				if cursor = next; cursor == 0 || limit >= 0 && len(keys) == limit {
+					return nil
+				}
+			}
+		},
+		then: func(c *client, err error) error {
+			if err == nil {
+				reply(c, keys, n)
+			}
+			return err
+		},
+	})
+	return nil
+}
+
+var errCrossSlot = replyerr.New(replyerr.CROSSSLOT, "Keys in request don't hash to the same slot")
+
+// route checks that this node serves the keys of a command: all in one
+// slot, which it owns and which is not moving, as Redis Cluster's
+// getNodeByQuery decides. slot carries the slot of the keys seen so far
+// across the commands of a transaction (-1: none yet).
+func (v view) route(cmd *command, args [][]byte, slot *int) error {
+	for i := range cmd.keyIndexes(len(args)) {
+		ks := slots.Of(args[i])
+		switch {
+		case *slot == -1:
+			*slot = ks
+		case *slot != ks:
+			return errCrossSlot
+		}
+	}
+	if *slot == -1 {
+		return nil
+	}
+	switch verdict, n := v.m.Route(v.self, *slot); verdict {
+	case slots.Moved:
+		return replyerr.Newf(replyerr.MOVED, "%d %s:%d", *slot, n.IP, clientPort(n))
+	case slots.TryAgain:
+		return errTryAgain
+	case slots.Unassigned:
+		return errSlotNotServed
+	}
+	return nil
+}
+
+var (
+	// errTryAgain is Redis's reply for keys of a slot being moved
+	// (clusterRedirectClient, CLUSTER_REDIR_UNSTABLE): clients retry
+	// after a pause.
+	errTryAgain      = replyerr.New(replyerr.TRYAGAIN, "Multiple keys request during rehashing of slot")
+	errSlotNotServed = replyerr.New(replyerr.CLUSTERDOWN, "Hash slot not served")
+)
+
+// route is the check of one command's keys, nil for a command without
+// keys or with cluster-enabled no.
+func (s *Server) route(cmd *command, args [][]byte) error {
+	if s.opts.Slots == nil || cmd.keys.first == 0 {
+		return nil
+	}
+	slot := -1
+	return view{s.opts.Slots.Map(), s.opts.Slots.Self()}.route(cmd, args, &slot)
+}
+
+// routeTransaction is EXEC's check of every queued command's keys
+// together, as Redis's: one slot for the whole transaction, served here.
+func (s *Server) routeTransaction(tx *transaction) error {
+	if s.opts.Slots == nil {
+		return nil
+	}
+	v := view{s.opts.Slots.Map(), s.opts.Slots.Self()}
+	slot := -1
+	var scratch [][]byte
+	for _, q := range tx.cmds {
+		if q.cmd.keys.first == 0 {
+			continue
+		}
+		if err := v.route(q.cmd, tx.args(q, scratch[:0]), &slot); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// keyIndexes yields the indexes of the keys in a call of cmd with n
+// arguments, by its key positions (a last of -1: up to the last).
+func (cmd *command) keyIndexes(n int) func(yield func(int) bool) {
+	return func(yield func(int) bool) {
+		k := cmd.keys
+		if k.first == 0 {
+			return
+		}
+		last := k.last
+		if last < 0 {
+			last += n
+		}
+		for i := k.first; i <= last && i < n; i += max(k.step, 1) {
+			if !yield(i) {
+				return
+			}
+		}
+	}
+}
+
+// notOwn is DBSIZE's, SCAN's and KEYS's filter with cluster-enabled yes:
+// it says whether a key is of a slot another node owns (or none does),
+// so that a cluster client summing over the nodes counts each key once.
+// nil when this node owns every key: cluster-enabled no, or it owns
+// every slot.
+func (s *Server) notOwn() func(key string) bool {
+	if s.opts.Slots == nil {
+		return nil
+	}
+	m, self := s.opts.Slots.Map(), s.opts.Slots.Self()
+	if m.OwnsAll(self) {
+		return nil
+	}
+	return func(key string) bool {
+		n := m.Owner(slots.Of([]byte(key)))
+		return n == nil || n.ID != self
+	}
+}
