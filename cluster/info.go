@@ -30,7 +30,6 @@ func (m *Member) Info() []stats.Field {
 		ttlLeft, id = max(l.left().Milliseconds(), 0), l.id
 	}
 	return append([]stats.Field{
-		stats.G("cluster_enabled", 1, "1 in cluster mode: server-ids claimed from etcd."),
 		stats.T("etcd_endpoints", strings.Join(m.cfg.Endpoints, ",")),
 		stats.T("etcd_prefix", m.k.scope),
 		stats.T("cluster_state", state.String()),

@@ -221,10 +221,10 @@ func fmtAny(v any) string {
 
 // TestClusterDisabled: with cluster-enabled no, the cluster commands get
 // Redis's reply and nothing claims to be a cluster, in etcd's cluster
-// mode either (its fields, cluster.Member.Info's, say cluster_enabled:1).
+// mode either (its fields, cluster.Member.Info's, follow cluster_enabled:0).
 func TestClusterDisabled(t *testing.T) {
 	etcdFields := func() []stats.Field {
-		return []stats.Field{stats.G("cluster_enabled", 1, ""), stats.T("etcd_prefix", "/idserver/")}
+		return []stats.Field{stats.T("etcd_prefix", "/idserver/")}
 	}
 	_, addr := startServer(t, idgen.Settings{}, Options{Cluster: etcdFields})
 	c := dialRaw(t, addr)

@@ -277,9 +277,7 @@ func (s *Server) infoPersistence() []stats.Field {
 
 // infoCluster is Redis's cluster_enabled, 1 only with cluster-enabled
 // yes (a Redis Cluster node: tools read it so), then cluster mode's
-// fields (etcd's) if any. (cluster.Member.Info's own cluster_enabled,
-// which says 1 for etcd whether or not this is a Redis Cluster, is left
-// out.)
+// fields (etcd's) if any.
 func (s *Server) infoCluster() []stats.Field {
 	enabled := int64(0)
 	if s.opts.Slots != nil {
@@ -287,11 +285,7 @@ func (s *Server) infoCluster() []stats.Field {
 	}
 	fields := []stats.Field{stats.G("cluster_enabled", enabled, "1 with cluster-enabled yes: a Redis Cluster node.")}
 	if s.opts.Cluster != nil {
-		for _, f := range s.opts.Cluster() {
-			if f.Name != "cluster_enabled" {
-				fields = append(fields, f)
-			}
-		}
+		fields = append(fields, s.opts.Cluster()...)
 	}
 	return fields
 }
