@@ -106,7 +106,7 @@ func runMode(cfg *conf.Config, tc *tls.Config, log zerolog.Logger) int {
 		return 1
 	}
 	defer m.finish()
-	if cfg.ClusterEnabled == conf.Yes {
+	if cfg.ClusterEnabled == conf.Yes && opts.Slots == nil {
 		if opts.Slots, err = oneNodeCluster(cfg, lns); err != nil {
 			log.Error().Err(err).Msg("refusing to start")
 			return 1
@@ -156,14 +156,23 @@ func addrOf(lns *listeners) string {
 }
 
 // oneNodeCluster is the Redis Cluster of cluster-enabled yes without
-// etcd: this node, with the ID kept in dir, owns every slot. Clients are
-// told the cluster-announce-* address and ports, or the first address
-// and ports it listens on (no address when that is every address: then
-// clients use the one they reached, as with Redis).
+// etcd: this node (announced) owns every slot.
 func oneNodeCluster(cfg *conf.Config, lns *listeners) (slots.Source, error) {
-	id, err := slots.LoadID(cfg.Dir)
+	self, err := announced(cfg, lns)
 	if err != nil {
 		return nil, err
+	}
+	return slots.NewStatic(self.ID, slots.Single(self)), nil
+}
+
+// announced is this node as cluster clients are told of it, with the ID
+// kept in dir: the cluster-announce-* address and ports, or the first
+// address and ports it listens on (no address when that is every
+// address: then clients use the one they reached, as with Redis).
+func announced(cfg *conf.Config, lns *listeners) (slots.Node, error) {
+	id, err := slots.LoadID(cfg.Dir)
+	if err != nil {
+		return slots.Node{}, err
 	}
 	self := slots.Node{ID: id, IP: cfg.ClusterAnnounceIP, Port: cfg.ClusterAnnouncePort,
 		TLSPort: cfg.ClusterAnnounceTLSPort, Hostname: cfg.ClusterAnnounceHostname}
@@ -187,7 +196,7 @@ func oneNodeCluster(cfg *conf.Config, lns *listeners) (slots.Source, error) {
 	if self.TLSPort == 0 && tls != nil {
 		self.TLSPort = tls.Port
 	}
-	return slots.NewStatic(id, slots.Single(self)), nil
+	return self, nil
 }
 
 // logReady logs the line that says the server serves, where, and where

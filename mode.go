@@ -190,6 +190,17 @@ func (m *clusterMode) reserve(lns *listeners) (respserver.Options, error) {
 	if cfg.ServerIDSet {
 		pinned = int64(cfg.ServerID)
 	}
+	var src *cluster.SlotSource
+	var slotsCfg *cluster.SlotsConfig
+	if cfg.ClusterEnabled == conf.Yes {
+		self, err := announced(cfg, lns)
+		if err != nil {
+			return respserver.Options{}, err
+		}
+		src = cluster.NewSlotSource(self)
+		slotsCfg = &cluster.SlotsConfig{Node: cluster.Node{ID: self.ID, IP: self.IP, Port: self.Port,
+			TLSPort: self.TLSPort, Hostname: self.Hostname}, Serve: src.Serve}
+	}
 	m.member = cluster.New(cluster.Config{
 		Endpoints:    strings.Split(cfg.EtcdEndpoints, ","),
 		Prefix:       cfg.EtcdPrefix,
@@ -207,12 +218,13 @@ func (m *clusterMode) reserve(lns *listeners) (respserver.Options, error) {
 		Addr:         addrOf(lns),
 		StatePath:    filepath.Join(cfg.Dir, cfg.StateFile),
 		Log:          m.log,
+		Slots:        slotsCfg,
 	})
 	m.backend = m.member.Sequences(m.seqFile)
 	m.seqs = sequence.New(seqOptions(cfg, m.log), m.backend, m.seqKnown)
 	m.seqKnown = nil
 	m.backend.Follow(m.seqs)
-	return respserver.Options{
+	opts := respserver.Options{
 		Layout:       cfg.Layout(),
 		Epoch:        cfg.Epoch(),
 		ClockOffset:  cfg.DebugClockOffset.Duration,
@@ -222,7 +234,11 @@ func (m *clusterMode) reserve(lns *listeners) (respserver.Options, error) {
 			return slices.Concat(m.member.Persistence(), sequence.Info(stats.T("seq_etcd_prefix", cfg.EtcdPrefix+"seq/"), m.seqs, nil))
 		},
 		Cluster: m.member.Info,
-	}, nil
+	}
+	if src != nil {
+		opts.Slots = src
+	}
+	return opts, nil
 }
 
 func (m *clusterMode) attach(srv *respserver.Server) { m.member.Start(srv) }
