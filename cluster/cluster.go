@@ -144,6 +144,9 @@ type Member struct {
 
 	cancel context.CancelFunc
 	done   chan struct{}
+
+	slotMu  sync.Mutex // keeping, and the standby's publishing (observeSlots)
+	keeping bool       // a slot keeper runs: it publishes what is served
 }
 
 // New returns a Member for cfg that claims nothing until Start; its
@@ -166,6 +169,9 @@ func (m *Member) Start(target Target) {
 	target.Standby(errors.New("no server-id held yet: connecting to etcd"))
 	go m.run(ctx)
 	go m.pollEtcd(ctx)
+	if m.cfg.Slots != nil {
+		go m.observeSlots(ctx)
+	}
 }
 
 // Close gives the id up: the final reservation is stored and the lease
@@ -477,8 +483,10 @@ func (m *Member) keepSlots(ctx context.Context, id int64, l *lease) (stop func()
 	k := &slotKeeper{cli: m.cli, k: slotKeys{prefix: m.cfg.Prefix}, id: id, l: l, self: m.cfg.Slots.Node,
 		ttl: m.cfg.LeaseTTL, log: m.log, publish: m.cfg.Slots.Serve}
 	done := make(chan struct{})
+	m.setKeeping(true)
 	go func() {
 		defer close(done)
+		defer m.setKeeping(false)
 		k.run(kctx)
 	}()
 	return func() {

@@ -78,6 +78,9 @@ type Sequences struct {
 	restoring bool // writing back this server's marks after etcd went back
 	lossLog   ratelog.ByText
 	deletes   deletes // the marks the watch saw deleted lately
+
+	clustered bool      // a Redis Cluster node: takes check slots (ServeSlots)
+	slots     slotTerms // of a Redis Cluster node
 }
 
 // takers bounds the transactions one Take runs at once.
@@ -86,7 +89,8 @@ const takers = 16
 // Sequences returns the sequences' backend of the etcd m uses, keeping
 // this server's copy of its marks in local (nil: none).
 func (m *Member) Sequences(local *sequence.File) *Sequences {
-	return &Sequences{client: m.etcd, dial: m.newClient, prefix: m.cfg.Prefix + "seq/", local: local, hist: m.hist, log: m.log}
+	return &Sequences{client: m.etcd, dial: m.newClient, prefix: m.cfg.Prefix + "seq/", local: local, hist: m.hist, log: m.log,
+		clustered: m.cfg.Slots != nil}
 }
 
 // etcd is the client, once connected.
@@ -116,7 +120,18 @@ func (s *Sequences) Take(ctx context.Context, ts []sequence.Take) {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			ts[i].Err = s.take(ctx, cli, &ts[i])
+			if !s.clustered {
+				ts[i].Err = s.take(ctx, cli, &ts[i])
+				return
+			}
+			term := s.slots.begin(ts[i].Key)
+			if !s.slots.still(ts[i].Key, term) {
+				ts[i].Err = sequence.ErrNotServed
+				return
+			}
+			if ts[i].Err = s.take(ctx, cli, &ts[i]); ts[i].Err == nil && !s.slots.still(ts[i].Key, term) {
+				ts[i].Err = sequence.ErrNotServed // its mark stays in etcd: the values are skipped
+			}
 		})
 	}
 	wg.Wait()

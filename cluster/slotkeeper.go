@@ -124,7 +124,7 @@ const leaseMargin = 10 // a tenth
 // command's value is taken, before its reply: a value taken and then
 // found unserved is not given (the slot may be another's by then).
 func (s *Serving) Has(slot int) bool {
-	return s != nil && s.served[slot] && s.l.left() > s.l.ttl/leaseMargin
+	return s != nil && s.served[slot] && s.alive()
 }
 
 // leave hands the server's slots over, at a graceful stop: it takes its
@@ -183,4 +183,38 @@ func (s *slotKeeper) ready(lease int64) bool {
 		return false
 	}
 	return time.Since(first) >= s.ttl
+}
+
+// setKeeping records whether a slot keeper runs.
+func (m *Member) setKeeping(on bool) {
+	m.slotMu.Lock()
+	m.keeping = on
+	m.slotMu.Unlock()
+}
+
+// observeSlots publishes, while no slot keeper runs (the server holds no
+// server-id), the assignment as it stands with no slot served, every
+// quarter of a TTL: a standby answers CLUSTER SLOTS as the others do, and
+// sends every key to its owner.
+func (m *Member) observeSlots(ctx context.Context) {
+	k := slotKeys{prefix: m.cfg.Prefix}
+	tick := time.NewTicker(m.cfg.LeaseTTL / 4)
+	defer tick.Stop()
+	for {
+		if cli, err := m.etcd(); err == nil {
+			rctx, cancel := context.WithTimeout(ctx, m.cfg.DialTimeout)
+			v, err := readSlots(rctx, cli, k)
+			cancel()
+			m.slotMu.Lock()
+			if err == nil && !m.keeping {
+				m.cfg.Slots.Serve(&Serving{v: v, served: make([]bool, slotCount)})
+			}
+			m.slotMu.Unlock()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
 }

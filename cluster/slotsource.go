@@ -63,8 +63,8 @@ func (src *SlotSource) Serve(s *Serving) {
 }
 
 // alive reports whether s's lease has time left by its holder's deadline,
-// but for the margin.
-func (s *Serving) alive() bool { return s.l.left() > s.l.ttl/leaseMargin }
+// but for the margin; a standby's has none.
+func (s *Serving) alive() bool { return s.l != nil && s.l.left() > s.l.ttl/leaseMargin }
 
 // slotMap is s's assignment as a Redis Cluster map, with the ranges of the
 // owners keep accepts: every live node, and the ranges of live owners;
