@@ -198,8 +198,12 @@ func (m *clusterMode) reserve(lns *listeners) (respserver.Options, error) {
 			return respserver.Options{}, err
 		}
 		src = cluster.NewSlotSource(self)
+		// What the server serves reaches its sequences first (they drop
+		// the values they hold of slots that become its), then the map it
+		// answers from.
 		slotsCfg = &cluster.SlotsConfig{Node: cluster.Node{ID: self.ID, IP: self.IP, Port: self.Port,
-			TLSPort: self.TLSPort, Hostname: self.Hostname}, Serve: src.Serve}
+			TLSPort: self.TLSPort, Hostname: self.Hostname},
+			Serve: func(s *cluster.Serving) { m.backend.ServeSlots(s, m.seqs); src.Serve(s) }}
 	}
 	m.member = cluster.New(cluster.Config{
 		Endpoints:    strings.Split(cfg.EtcdEndpoints, ","),

@@ -83,7 +83,7 @@ type Config struct {
 	EtcdUsername    string  `key:"etcd-username" default:"" usage:"cluster mode: etcd user"`
 	EtcdPassword    string  `key:"etcd-password" default:"" secret:"yes" usage:"cluster mode: the etcd user's password"`
 
-	ClusterEnabled          YesNo  `key:"cluster-enabled" default:"no" usage:"yes: answer as a Redis Cluster node (CLUSTER SLOTS, SHARDS, NODES, INFO, MYID, KEYSLOT; -MOVED, -TRYAGAIN and -CROSSSLOT for keys), so that cluster clients connect; without etcd-endpoints a cluster of one node owning every slot (several nodes over etcd: not yet)"`
+	ClusterEnabled          YesNo  `key:"cluster-enabled" default:"no" usage:"yes: answer as a Redis Cluster node (CLUSTER SLOTS, SHARDS, NODES, INFO, MYID, KEYSLOT; -MOVED, -TRYAGAIN and -CROSSSLOT for keys), so that cluster clients connect; with etcd-endpoints the slots are divided among the servers holding a server-id (docs/cluster.md); without, a cluster of one node owning every slot"`
 	ClusterAnnounceIP       string `key:"cluster-announce-ip" default:"" usage:"cluster-enabled: the address clients are told to reach this node at; empty = the first address bound, or, bound to every address, none (clients use the one they reached)"`
 	ClusterAnnouncePort     int    `key:"cluster-announce-port" default:"0" usage:"cluster-enabled: the plain port clients are told; 0 = port"`
 	ClusterAnnounceTLSPort  int    `key:"cluster-announce-tls-port" default:"0" usage:"cluster-enabled: the TLS port clients are told; 0 = tls-port"`
@@ -554,9 +554,6 @@ func (c *Config) validateEtcd() error {
 // check: CLUSTER NODES and SHARDS show it as is), an address without
 // spaces.
 func (c *Config) validateCluster() error {
-	if c.ClusterEnabled == Yes && c.EtcdEndpoints != "" {
-		return errors.New("cluster-enabled yes with etcd-endpoints is not supported yet (a Redis Cluster of several nodes over etcd); without etcd-endpoints it is a cluster of one node")
-	}
 	if err := inRange("cluster-announce-port", int64(c.ClusterAnnouncePort), 0, 65535); err != nil {
 		return err
 	}

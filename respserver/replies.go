@@ -64,6 +64,8 @@ func reply(err error) *replyerr.Error {
 			msg += " (the write to the state file, or to etcd in cluster mode, is slow or failing)"
 		}
 		return replyerr.New(replyerr.BUSY, msg+"; retry shortly")
+	case errors.Is(err, sequence.ErrNotServed): // a Redis Cluster's slot moved while the key's take ran
+		return errTryAgain
 	case errors.Is(err, sequence.ErrOverflow): // before ErrNotReserved: a failed take may wrap it
 		return errOverflow
 	case errors.Is(err, sequence.ErrNotReserved):

@@ -242,7 +242,7 @@ func (t *Table) take(batch []*entry, w *writer) (failed bool) {
 		sh := t.shardOfEntry(e)
 		sh.mu.Lock()
 		err := t.granted(e, &ts[i])
-		failed = failed || err != nil && !errors.As(err, new(*LostError)) // a lost key is no store failing: no back-off
+		failed = failed || err != nil && !errors.As(err, new(*LostError)) && !errors.Is(err, ErrNotServed) // no store failing: no back-off
 		e.took(err)
 		if e.born && !e.has(durable) && err == nil {
 			t.ask(e) // born after its record was made: the next write records it
