@@ -366,13 +366,26 @@ func (s *Sequences) parse(key string, kvs []*mvccpb.KeyValue) (seen, error) {
 	return seen{mark: mark, rev: kvs[0].ModRevision, lost: flag != ""}, nil
 }
 
-// Set stores v as key's mark if no server took a value above it, with
-// mode's condition on the key's existence.
-func (s *Sequences) Set(ctx context.Context, key string, v int64, mode sequence.SetMode) error {
+// Set stores each value of ss as its key's mark if no server took a
+// value above it, with its mode's condition on the key's existence: one
+// etcd transaction each (a compare on the key's own revision), then this
+// server's copy of those stored, in one write.
+func (s *Sequences) Set(ctx context.Context, ss []sequence.Setting) {
 	cli, err := s.client()
-	if err != nil {
-		return err
+	for i := range ss {
+		if err != nil {
+			ss[i].Err = err
+			continue
+		}
+		ss[i].Err = s.set(ctx, cli, ss[i].Key, ss[i].Value, ss[i].Mode)
 	}
+	if s.local != nil {
+		s.local.Set(ctx, ss) // those etcd refused keep their error
+	}
+}
+
+// set stores v as key's mark in etcd, as Set does.
+func (s *Sequences) set(ctx context.Context, cli *clientv3.Client, key string, v int64, mode sequence.SetMode) error {
 	k := s.prefix + key
 	for {
 		sent := s.hist.at()
@@ -400,13 +413,9 @@ func (s *Sequences) Set(ctx context.Context, key string, v int64, mode sequence.
 		if err != nil {
 			return etcdError(err)
 		}
-		if !tx.Succeeded {
-			continue
+		if tx.Succeeded {
+			return nil
 		}
-		if s.local != nil {
-			return s.local.Set(ctx, key, v, mode)
-		}
-		return nil
 	}
 }
 

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"testing"
@@ -61,5 +62,62 @@ func TestMadeAnewAboveADelete(t *testing.T) {
 		if mark, _ := strconv.ParseInt(string(resp.Kvs[0].Value), 10, 64); mark < ts[0].Last {
 			t.Fatalf("%s: etcd's mark %d, below the segment taken %d..%d", key, mark, ts[0].First, ts[0].Last)
 		}
+	}
+}
+
+// TestSetsTogether: the SETs a table writes together are each checked
+// against etcd on its own (one refused does not refuse the others), and
+// those etcd took are in this server's copy, in one write.
+func TestSetsTogether(t *testing.T) {
+	e := testetcd.Start(t)
+	cli := e.Client()
+	defer cli.Close()
+	ctx := context.Background()
+	path := t.TempDir() + "/idserver.seq.cluster"
+	local, _, _, err := sequence.OpenFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &Member{cfg: Config{Prefix: "/test/", Endpoints: []string{e.Endpoint}, DialTimeout: 5 * time.Second}, cli: cli, hist: &history{}, log: zerolog.Nop()}
+	s := m.Sequences(local)
+	for _, k := range []string{"below", "exists"} {
+		if _, err := cli.Put(ctx, s.prefix+k, "50"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ss := []sequence.Setting{
+		{Key: "new", Value: 10},
+		{Key: "below", Value: 40},
+		{Key: "exists", Value: 60, Mode: sequence.IfNew},
+		{Key: "missing", Value: 5, Mode: sequence.IfOld},
+		{Key: "fresh", Value: 7, Mode: sequence.IfNew},
+	}
+	s.Set(ctx, ss)
+	var below *sequence.BelowError
+	switch {
+	case ss[0].Err != nil, ss[4].Err != nil:
+		t.Fatalf("SETs etcd should take: %v, %v", ss[0].Err, ss[4].Err)
+	case !errors.As(ss[1].Err, &below) || below.At != 50:
+		t.Fatalf("SET below etcd's mark 50: %v", ss[1].Err)
+	case !errors.Is(ss[2].Err, sequence.ErrExists), !errors.Is(ss[3].Err, sequence.ErrMissing):
+		t.Fatalf("SET NX of a key in etcd, XX of one not: %v, %v", ss[2].Err, ss[3].Err)
+	}
+	for k, want := range map[string]string{"new": "10", "below": "50", "exists": "50", "fresh": "7"} {
+		resp, err := cli.Get(ctx, s.prefix+k)
+		if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != want {
+			t.Fatalf("etcd's %s: %v %v, want %s", k, resp, err, want)
+		}
+	}
+	local.Close()
+	_, known, _, err := sequence.OpenFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for _, mk := range known {
+		got[mk.Key] = mk.Value
+	}
+	if len(got) != 2 || got["new"] != 10 || got["fresh"] != 7 {
+		t.Fatalf("this server's copy: %v, want new 10 and fresh 7", got)
 	}
 }

@@ -23,6 +23,7 @@ type client struct {
 	wait   waiting     // the command that waits off the loop
 	finish func(error) // finished for c, made once: conns.Conn.Wait's then
 	batch  batch       // the commands run since the last read, for their latency
+	held   seqHeld     // what the batch's replies wait for (conns.Conn.Hold)
 }
 
 // session is what a client's commands set and read.
@@ -128,6 +129,7 @@ type handler struct{ *Server }
 func (h handler) Open(cn *conns.Conn[*client]) *client {
 	c := &client{Conn: cn}
 	c.finish = func(err error) { h.finished(c, err) }
+	c.held.await, c.held.then, c.held.waitFor = c.awaitHeld, func(err error) { h.settleHeld(c) }, c.waitsForSets
 	c.setAuthed(h.opts.RequirePass == "")
 	c.stringIDs = h.opts.GetIDReply == GetIDString
 	c.refreshShown()

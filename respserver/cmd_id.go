@@ -11,13 +11,13 @@ import (
 
 // idCommands are the commands that issue and explain IDs.
 var idCommands = []*command{
-	{name: "getid", arity: 1, flags: []string{"write", "fast"}, run: cmdGetID, takes: takesID, doc: doc{
+	{name: "getid", arity: 1, flags: []string{"write", "fast"}, run: cmdGetID, besideSets: true, takes: takesID, doc: doc{
 		summary:    "Returns a new unique ID: an integer, or a bulk string for JavaScript clients (getid-reply).",
 		since:      idserverSince,
 		group:      "idserver",
 		complexity: "O(1)",
 	}},
-	{name: "mgetid", arity: 2, flags: []string{"write"}, run: cmdMGetID, takes: (*Server).takesIDs, doc: doc{
+	{name: "mgetid", arity: 2, flags: []string{"write"}, run: cmdMGetID, besideSets: true, takes: (*Server).takesIDs, doc: doc{
 		summary:    "Returns count new unique IDs, consecutive and increasing, as bulk strings.",
 		since:      idserverSince,
 		group:      "idserver",

@@ -18,12 +18,12 @@ import (
 // never goes back, so the writes that would move one back or remove it
 // are refused (refusedCommands).
 var seqCommands = []*command{
-	{name: "incr", arity: 2, flags: []string{"write", "denyoom", "fast"}, run: cmdIncr, takes: takesIncr, doc: doc{
+	{name: "incr", arity: 2, flags: []string{"write", "denyoom", "fast"}, run: cmdIncr, besideSets: true, takes: takesIncr, doc: doc{
 		summary: "Returns the key's next value: 1 for a new key. Values never repeat, through crashes and restarts.",
 		since:   "1.0.0", group: "string", complexity: "O(1)",
 		args: []arg{{name: "key", typ: "key"}},
 	}},
-	{name: "incrby", arity: 3, flags: []string{"write", "denyoom", "fast"}, run: cmdIncrBy, takes: (*Server).takesIncrBy, doc: doc{
+	{name: "incrby", arity: 3, flags: []string{"write", "denyoom", "fast"}, run: cmdIncrBy, besideSets: true, takes: (*Server).takesIncrBy, doc: doc{
 		summary: "Reserves the key's next increment values and returns the last of them (1 <= increment <= seq-max-incrby).",
 		since:   "1.0.0", group: "string", complexity: "O(1)",
 		args: []arg{{name: "key", typ: "key"}, {name: "increment", typ: "integer"}},
@@ -38,12 +38,12 @@ var seqCommands = []*command{
 		since:   "1.0.0", group: "string", complexity: "O(N) where N is the number of keys to retrieve.",
 		args: []arg{{name: "key", typ: "key", flags: multiple}},
 	}},
-	{name: "set", arity: -3, flags: []string{"write", "denyoom", "no_multi"}, run: cmdSet, doc: doc{
+	{name: "set", arity: -3, flags: []string{"write", "denyoom", "no_multi"}, run: cmdSet, besideSets: true, doc: doc{
 		summary: "Sets the key's value, only upward: the next INCR returns value + 1 (to start above an existing MAX(id)).",
 		since:   "1.0.0", group: "string", complexity: "O(1)",
 		args: []arg{{name: "key", typ: "key"}, {name: "value", typ: "integer"}, oneOf("condition", optional, "NX", "XX")},
 	}},
-	{name: "setnx", arity: 3, flags: []string{"write", "denyoom", "fast", "no_multi"}, run: cmdSetNX, doc: doc{
+	{name: "setnx", arity: 3, flags: []string{"write", "denyoom", "fast", "no_multi"}, run: cmdSetNX, besideSets: true, doc: doc{
 		summary: "Sets the value of a new key; 1 if it was set, 0 if the key exists.",
 		since:   "1.0.0", group: "string", complexity: "O(1)",
 		args: []arg{{name: "key", typ: "key"}, {name: "value", typ: "integer"}},
@@ -182,6 +182,47 @@ func (s *Server) incr(c *client, key []byte, n int64) error {
 	return nil
 }
 
+// seqHeld is what the replies of a batch wait for (conns.Conn.Hold): the
+// keys born in it, and its SETs. Its await and then are made once per
+// client: a batch holds with no allocation of its own. Between the Hold
+// and then, the goroutine running await owns it.
+type seqHeld struct {
+	seq     *sequence.Table
+	births  bool                     // keys were born in the batch
+	sets    []heldSet                // its SETs, in order
+	err     error                    // why awaiting the last SET ended before its write did
+	await   func() error             // c.awaitHeld
+	then    func(error)              // settleHeld for c
+	waitFor func(args [][]byte) bool // c.waitsForSets
+}
+
+// heldSet is a SET of the batch whose write is under way, and where its
+// reply is in c.Out: written as if it succeeds, and corrected if not.
+type heldSet struct {
+	p     sequence.PendingSet
+	at    int  // where its reply begins in c.Out
+	setNX bool // SETNX: 1 or 0, rather than OK or nil
+}
+
+// hold has the batch's replies wait for what c.held lists.
+func (c *client) hold(seq *sequence.Table) {
+	c.held.seq = seq
+	c.Hold(c.held.await, c.held.then, c.held.waitFor)
+}
+
+// waitsForSets reports whether the command args must run only once the
+// batch's SETs are written: all but those that see no SET under way
+// (IDs) or that see it as it is (SET and INCR of its key wait for it;
+// the table knows it is under way), so that a GET, an EXISTS or a WATCH
+// pipelined after a SET sees it done, as in Redis.
+func (c *client) waitsForSets(args [][]byte) bool {
+	if len(c.held.sets) == 0 {
+		return false
+	}
+	cmd, err := c.lookup(args)
+	return err != nil || !cmd.besideSets
+}
+
 // holdForBirths holds the batch's replies until the keys born in it are
 // durable (a pipelined INCR's key, prepared ahead, got its first value):
 // no client is given a value of a key a crash would forget. The values
@@ -189,7 +230,54 @@ func (s *Server) incr(c *client, key []byte, n int64) error {
 // time, the replies go out all the same (the values are reserved, so
 // none repeats) and the failure is counted as the store's.
 func (c *client) holdForBirths(seq *sequence.Table) {
-	c.Hold(seq.AwaitBirths)
+	c.held.births = true
+	c.hold(seq)
+}
+
+// awaitHeld waits, off the loop, for what the batch's replies wait for:
+// the keys born in it, and the write of its last SET (the writer writes
+// them in order: the others' writes have ended too).
+func (c *client) awaitHeld() error {
+	if c.held.births {
+		c.held.seq.AwaitBirths()
+	}
+	if n := len(c.held.sets); n > 0 {
+		c.held.err = c.held.seq.AwaitSet(c.held.sets[n-1].p)
+	}
+	return nil
+}
+
+// settleHeld, on the loop once awaitHeld returned, puts right the reply
+// of each of the batch's SETs that did not succeed (a failed write, or,
+// in cluster mode, etcd's refusal), and empties c.held.
+func (s *Server) settleHeld(c *client) {
+	for i := len(c.held.sets) - 1; i >= 0; i-- { // from the last: the earlier ones' places stay
+		h := c.held.sets[i]
+		err := c.held.err
+		if h.p.Done() {
+			err = h.p.Err()
+		}
+		if err == nil {
+			continue
+		}
+		tail := slices.Clone(c.Out[h.at+len(setOK(h.setNX)):])
+		c.Out = c.Out[:h.at]
+		if notMet(err) {
+			c.writeSetReply(false, h.setNX)
+		} else {
+			cmd := commands["set"]
+			if h.setNX {
+				cmd = commands["setnx"]
+			}
+			s.fail(c, cmd, err)
+		}
+		c.Out = append(c.Out, tail...)
+	}
+	clear(c.held.sets)
+	c.held.sets, c.held.births, c.held.err = c.held.sets[:0], false, nil
+	if cap(c.held.sets) > keepBuf/32 {
+		c.held.sets = nil
+	}
 }
 
 // incrLater is incr's wait, off the loop. (Its own function: what its
@@ -322,8 +410,8 @@ func (c *client) writeValue(v int64, ok bool) {
 }
 
 // cmdSet is SET key value [NX|XX]: the write is durable before the
-// reply, so it finishes off the loop. Redis's other options set an
-// expiry or read the old value, as GETSET does: refused.
+// reply (see set). Redis's other options set an expiry or read the old
+// value, as GETSET does: refused.
 func cmdSet(s *Server, c *client, args [][]byte) error {
 	mode := sequence.Always
 	for _, opt := range args[3:] {
@@ -338,22 +426,48 @@ func cmdSet(s *Server, c *client, args [][]byte) error {
 			return errSyntax
 		}
 	}
-	return s.set(c, args[1], args[2], mode, func(c *client, set bool) {
-		if set {
-			c.writeString("OK")
-		} else {
-			c.writeNull()
-		}
-	})
+	return s.set(c, args[1], args[2], mode, false)
 }
 
 func cmdSetNX(s *Server, c *client, args [][]byte) error {
-	return s.set(c, args[1], args[2], sequence.IfNew, func(c *client, set bool) { c.writeInt(map[bool]int{true: 1}[set]) })
+	return s.set(c, args[1], args[2], sequence.IfNew, true)
 }
 
-// set stores value as key's value under mode, off the loop (the write is
-// durable before the reply), and has reply say whether it did.
-func (s *Server) set(c *client, key, value []byte, mode sequence.SetMode, reply func(c *client, set bool)) error {
+// setOK is the reply of a SET (SETNX if setNX) that set its key.
+func setOK(setNX bool) string {
+	if setNX {
+		return ":1\r\n"
+	}
+	return "+OK\r\n"
+}
+
+// writeSetReply writes the reply of a SET (SETNX if setNX) that set its
+// key, or whose condition was not met: OK or nil, 1 or 0.
+func (c *client) writeSetReply(set, setNX bool) {
+	switch {
+	case set:
+		c.Out = append(c.Out, setOK(setNX)...)
+	case setNX:
+		c.writeInt(0)
+	default:
+		c.writeNull()
+	}
+}
+
+// notMet reports whether err is SET's NX or XX not met: a nil reply (0
+// for SETNX), as in Redis.
+func notMet(err error) bool {
+	return errors.Is(err, sequence.ErrExists) || errors.Is(err, sequence.ErrMissing)
+}
+
+// set stores value as key's value under mode, and replies once it is
+// durable: the SET is queued for the table's writer, which writes the
+// SETs queued together in one write, and its reply, written now as if it
+// succeeds, is held with the batch's until that write ended
+// (settleHeld puts it right if it failed). The SETs pipelined behind it
+// run meanwhile and join the same write. Where a take or a SET of the
+// key is under way, it waits for it off the loop (setLater).
+func (s *Server) set(c *client, key, value []byte, mode sequence.SetMode, setNX bool) error {
 	seq, err := s.sequences()
 	if err != nil {
 		return err
@@ -362,23 +476,40 @@ func (s *Server) set(c *client, key, value []byte, mode sequence.SetMode, reply 
 	if !ok {
 		return replyerr.New(replyerr.ERR, "value is not an integer or out of range (a sequence holds an integer)")
 	}
-	k := string(key)
+	p, err := seq.TrySet(key, v, mode)
+	switch {
+	case err == nil:
+		c.held.sets = append(c.held.sets, heldSet{p: p, at: len(c.Out), setNX: setNX})
+		c.writeSetReply(true, setNX)
+		c.hold(seq)
+	case notMet(err):
+		c.writeSetReply(false, setNX)
+	case errors.Is(err, sequence.ErrWouldWait):
+		c.setLater(seq, string(key), v, mode, setNX)
+	default:
+		return err
+	}
+	return nil
+}
+
+// setLater is set's wait, off the loop, for a take or SET of the key
+// under way: then Table.Set writes it as TrySet would have.
+func (c *client) setLater(seq *sequence.Table, key string, v int64, mode sequence.SetMode, setNX bool) {
 	set := false
 	c.later(waiting{
 		off: func() error {
-			err := seq.Set(k, v, mode)
+			err := seq.Set(key, v, mode)
 			set = err == nil
-			if errors.Is(err, sequence.ErrExists) || errors.Is(err, sequence.ErrMissing) {
-				return nil // NX or XX not met: a nil reply, as in Redis
+			if notMet(err) {
+				return nil
 			}
 			return err
 		},
 		then: func(c *client, err error) error {
 			if err == nil {
-				reply(c, set)
+				c.writeSetReply(set, setNX)
 			}
 			return err
 		},
 	})
-	return nil
 }

@@ -323,3 +323,95 @@ func TestPipelinedIncrsWaitTogether(t *testing.T) {
 		t.Errorf("%d writes for %d pipelined new keys: the keys behind the first were not prepared", n, keys)
 	}
 }
+
+// TestPipelinedSetsShareWrites: a pipeline of SETs (redis-cli --pipe's
+// mass insertion) is written in a few writes, not one per SET (100,000
+// took 84 s so), and every reply is the one each command gets alone: a
+// SET's OK, SETNX's 0, XX's nil and the refusal of a SET below, a GET
+// right behind SETs sees them, an INCR after a SET of its key is above
+// it, in order.
+func TestPipelinedSetsShareWrites(t *testing.T) {
+	opts := withSequences(t, Options{})
+	_, addr := startServer(t, idgen.Settings{}, opts)
+	const keys = 2000
+	var in strings.Builder
+	var want []any
+	for i := range keys {
+		k, v := "s"+strconv.Itoa(i), int64(10*i+10)
+		in.WriteString(encode("SET", k, strconv.FormatInt(v, 10)))
+		want = append(want, "OK")
+		if i%10 == 0 {
+			in.WriteString(encode("SETNX", k, "1") + encode("SET", "x"+k, "1", "XX") + encode("SETNX", "n"+k, "3") + encode("GETID"))
+			want = append(want, int64(0), nil, int64(1), anID{})
+		}
+		if i%500 == 0 {
+			in.WriteString(encode("GET", k) + encode("EXISTS", "n"+k))
+			want = append(want, strconv.FormatInt(v, 10), int64(1))
+		}
+	}
+	for i := 0; i < keys; i += 10 {
+		in.WriteString(encode("INCR", "s"+strconv.Itoa(i)))
+		want = append(want, int64(10*i+11))
+	}
+	// A second SET of a key waits for the first's write (it is refused,
+	// or not, by the value the first leaves).
+	in.WriteString(encode("SET", "twice", "20") + encode("SET", "twice", "10") + encode("SET", "twice", "30"))
+	want = append(want, "OK", respError(`ERR sequences only go up: "twice" is at 20 (idserver never reuses a number)`), "OK")
+	before := opts.Sequences.Stats().Takes
+	c := dialRaw(t, addr)
+	c.send(in.String())
+	for i, w := range want {
+		got := c.reply()
+		if _, id := got.(int64); w == (anID{}) && id {
+			continue
+		}
+		if got != w {
+			t.Fatalf("reply %d: %#v, want %#v", i, got, w)
+		}
+	}
+	writes := opts.Sequences.Stats().Takes - before
+	if writes > keys/20 {
+		t.Errorf("%d writes for %d pipelined SETs (and %d SETNXs, %d INCRs)", writes, keys, keys/10*2, keys/10)
+	}
+	t.Logf("%d SETs, %d SETNXs, %d INCRs after a SET in one pipeline: %d writes", keys, keys/10*2, keys/10, writes)
+}
+
+// anID is GETID's reply, any integer, among those a test wants.
+type anID struct{}
+
+// failingSets is a File whose writes of SETs of keys that begin with
+// "bad" fail; the others are written.
+type failingSets struct{ *sequence.File }
+
+func (f failingSets) Set(ctx context.Context, ss []sequence.Setting) {
+	for i := range ss {
+		if strings.HasPrefix(ss[i].Key, "bad") {
+			ss[i].Err = errors.New("no space left on device")
+		}
+	}
+	f.File.Set(ctx, ss)
+}
+
+// TestPipelinedSetFails: a SET whose write fails replies with the error,
+// in its place among the replies of the pipeline (written with the
+// others', as if it succeeded, and put right once the write ended); the
+// SETs written with it reply OK.
+func TestPipelinedSetFails(t *testing.T) {
+	f, marks, _, err := sequence.OpenFile(filepath.Join(t.TempDir(), "idserver.seq"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq := sequence.New(sequence.Options{}, failingSets{f}, marks)
+	t.Cleanup(func() { seq.Stop(context.Background()); f.Close() })
+	_, addr := startServer(t, idgen.Settings{}, Options{Sequences: seq})
+	c := dialRaw(t, addr)
+	c.send(encode("SET", "a", "10") + encode("SET", "bad1", "10") + encode("PING") +
+		encode("SETNX", "bad2", "3") + encode("SET", "b", "20", "NX") + encode("SET", "bad3", "1", "XX") +
+		encode("GET", "a") + encode("GET", "bad1") + encode("INCR", "b"))
+	failed := respError("ERR no space left on device")
+	for i, w := range []any{"OK", failed, "PONG", failed, "OK", nil, "10", nil, int64(21)} {
+		if got := c.reply(); got != w {
+			t.Fatalf("reply %d: %#v, want %#v", i, got, w)
+		}
+	}
+}

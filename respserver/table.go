@@ -46,9 +46,13 @@ type command struct {
 	// noMonitor keeps it out of MONITOR's stream: the flag admin, as
 	// in Redis.
 	noMonitor bool
-	aclCats   []string // every ACL category, "@read", in Redis's order
-	bySub     map[string]*command
-	id        int // its figures' index in Server.calls
+	// besideSets: it may run while SETs pipelined before it are being
+	// written (waitsForSets): it reads nothing they change, or waits
+	// for them itself.
+	besideSets bool
+	aclCats    []string // every ACL category, "@read", in Redis's order
+	bySub      map[string]*command
+	id         int // its figures' index in Server.calls
 }
 
 // calls are a server's figures of one command (each server its own: a

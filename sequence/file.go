@@ -483,9 +483,28 @@ func (f *File) Keep(ts []Take) {
 	}
 }
 
-// Set stores v as key's mark; the Table checked that it goes up.
-func (f *File) Set(ctx context.Context, key string, v int64, mode SetMode) error {
-	return f.write(dirty, func(rec []byte) []byte { return appendRecord(rec, key, record{v, v, true, false}) })
+// Set stores each value of ss as its key's mark, all in one write; the
+// Table checked that each goes up. If the write fails, each s gets its
+// error.
+func (f *File) Set(ctx context.Context, ss []Setting) {
+	if !slices.ContainsFunc(ss, func(s Setting) bool { return s.Err == nil }) {
+		return
+	}
+	err := f.write(dirty, func(rec []byte) []byte {
+		for _, s := range ss {
+			if s.Err == nil {
+				rec = appendRecord(rec, s.Key, record{s.Value, s.Value, true, false})
+			}
+		}
+		return rec
+	})
+	if err != nil {
+		for i := range ss {
+			if ss[i].Err == nil {
+				ss[i].Err = err
+			}
+		}
+	}
 }
 
 // Release stores the marks of a graceful stop, and that it was one: in

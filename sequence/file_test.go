@@ -53,8 +53,9 @@ func TestFileRestarts(t *testing.T) {
 	if ts[0].Err != nil || ts[0].First != 1 || ts[0].Last != 10 || ts[1].First != 6 || ts[1].Last != 10 {
 		t.Fatalf("takes: %+v", ts)
 	}
-	if err := f.Set(context.Background(), "c", 42, Always); err != nil {
-		t.Fatal(err)
+	ss := []Setting{{Key: "c", Value: 42}}
+	if f.Set(context.Background(), ss); ss[0].Err != nil {
+		t.Fatal(ss[0].Err)
 	}
 	ts = []Take{{Key: "a", After: 10, N: 100, Issued: 7, Born: true}, {Key: "prepared2", N: 4}}
 	f.Take(context.Background(), ts)
@@ -591,7 +592,9 @@ func TestFoldLetsWritesGoOn(t *testing.T) {
 		f.Take(context.Background(), ts)
 		err := errors.Join(ts[0].Err, ts[1].Err)
 		if err == nil {
-			err = f.Set(context.Background(), "d", 100, Always)
+			ss := []Setting{{Key: "d", Value: 100}}
+			f.Set(context.Background(), ss)
+			err = ss[0].Err
 		}
 		// Entries of many pieces, more than a transaction of the fold's
 		// carries.

@@ -77,11 +77,14 @@ type Backend interface {
 	// pass the largest int64 (the Table asks for none past it). It sets
 	// t.First and t.Last, or t.Err (ErrOverflow if none is left).
 	Take(ctx context.Context, ts []Take)
-	// Set stores v as key's reservation if v is at least every value
-	// ever given for key; with IfNew, only if key has none. It reports
-	// whether it did, and if not, the key's reservation (ErrBelow,
-	// ErrExists).
-	Set(ctx context.Context, key string, v int64, mode SetMode) error
+	// Set stores, durably before it returns, each s of ss's Value as
+	// its key's reservation if it is at least every value ever given for
+	// the key; with IfNew, only if the key has none; with IfOld, only if
+	// it has one. Where it did not, it sets s.Err (a *BelowError with the
+	// key's reservation, ErrExists, ErrMissing, or the store's failure).
+	// The Table gives it the SETs queued together (many keys, each at
+	// most once), so that they share one write.
+	Set(ctx context.Context, ss []Setting)
 	// Release stores marks at a graceful stop, each the last value its
 	// key handed out: the values reserved above it were not, and a
 	// restart need not skip them.
@@ -213,7 +216,10 @@ type Table struct {
 	births births // keys born whose existence is not durable yet
 
 	queueMu sync.Mutex
-	queue   []*entry      // keys whose next segment is asked for
+	queue   []*entry // keys whose next segment is asked for
+	setMu   sync.Mutex
+	round   *setRound     // the SETs the writer's next write stores; nil if none
+	setWake chan struct{} // a SET is queued
 	wake    chan struct{} // a take is queued
 	urgent  chan struct{} // and a request waits for it
 	stop    chan struct{}
@@ -374,7 +380,7 @@ func New(opts Options, backend Backend, known []Mark) *Table {
 		opts.now = time.Now
 	}
 	t := &Table{opts: opts, backend: backend, seed: maphash.MakeSeed(),
-		wake: make(chan struct{}, 1), urgent: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+		wake: make(chan struct{}, 1), urgent: make(chan struct{}, 1), setWake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	resume := t.resumes(known)
 	for _, m := range known {
 		_, h := t.shardOf(m.Key)
@@ -914,7 +920,7 @@ func (t *Table) each(f func(e *entry)) {
 type Stats struct {
 	Keys      int
 	Bytes     int64  // what the keys cost in memory, about
-	Takes     uint64 // writes of reservations (each of many keys)
+	Takes     uint64 // writes of reservations and SETs (each of many keys)
 	Taken     uint64 // values reserved
 	Failures  uint64 // keys whose take failed
 	Waits     uint64 // requests that waited for a take

@@ -31,8 +31,11 @@ type memBackend struct {
 	marks  map[string]int64
 	borns  map[string]bool // keys held as born
 	writes int
-	fail   error         // every write fails with it while set
-	slow   chan struct{} // writes wait for it while set
+	// setWrites counts the calls of Set: writes of SETs, each of many.
+	setWrites int
+	setsHeld  int           // the SETs of writes that waited for slow
+	fail      error         // every write fails with it while set
+	slow      chan struct{} // writes wait for it while set
 }
 
 func newMem() *memBackend { return &memBackend{marks: map[string]int64{}, borns: map[string]bool{}} }
@@ -70,15 +73,29 @@ func (m *memBackend) born(key string) bool {
 	return m.borns[key]
 }
 
-func (m *memBackend) Set(ctx context.Context, key string, v int64, mode SetMode) error {
+func (m *memBackend) Set(ctx context.Context, ss []Setting) {
+	m.mu.Lock()
+	slow := m.slow
+	if slow != nil {
+		m.setsHeld += len(ss)
+	}
+	m.mu.Unlock()
+	if slow != nil {
+		<-slow
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.fail != nil {
-		return m.fail
+	m.setWrites++
+	for i := range ss {
+		if m.fail != nil {
+			ss[i].Err = m.fail
+			continue
+		}
+		m.marks[ss[i].Key], m.borns[ss[i].Key] = ss[i].Value, true
 	}
-	m.writes++
-	m.marks[key], m.borns[key] = v, true
-	return nil
+	if m.fail == nil {
+		m.writes++
+	}
 }
 
 func (m *memBackend) Release(ctx context.Context, marks []Mark) error {
@@ -643,15 +660,16 @@ func (m *foldingMem) FoldDue(keys int) bool { return true }
 // Set counts a SET as seen once it is written, before the Table applies
 // it: a fold between its write and the Table's answer must keep it. It
 // takes a while, as a disk's write does, so that folds queue behind it.
-func (m *foldingMem) Set(ctx context.Context, key string, v int64, mode SetMode) error {
+func (m *foldingMem) Set(ctx context.Context, ss []Setting) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	time.Sleep(100 * time.Microsecond)
-	m.marks[key] = v
 	m.seenMu.Lock()
-	m.seen[key] = max(m.seen[key], v)
-	m.seenMu.Unlock()
-	return nil
+	defer m.seenMu.Unlock()
+	for _, s := range ss {
+		m.marks[s.Key] = s.Value
+		m.seen[s.Key] = max(m.seen[s.Key], s.Value)
+	}
 }
 
 func (m *foldingMem) Fold(snapshot func() []Mark) <-chan error {

@@ -127,12 +127,17 @@ func (t *Table) AwaitBirths() error {
 type writer struct {
 	spare    []*entry // the queue's other buffer
 	ts       []Take
+	sets     []Setting
 	gathered *time.Timer
 }
 
-// run takes the segments asked for, many keys in one Take, until Stop.
+// run takes the segments asked for, many keys in one Take, and writes
+// the SETs queued, many in one write, until Stop. A SET is written at
+// once (its reply waits), whatever the takes do: before them, and while
+// they back off after a failure.
 func (t *Table) run() {
 	defer close(t.done)
+	defer t.failSets()
 	w := writer{gathered: time.NewTimer(time.Hour)}
 	w.gathered.Stop()
 	backoff := time.Duration(0)
@@ -144,10 +149,14 @@ func (t *Table) run() {
 		case <-t.wake:
 		case <-t.urgent:
 			urgent = true
+		case <-t.setWake:
+			t.sets(&w)
+			continue
 		}
 		if !urgent && !w.gather(t) {
 			return
 		}
+		t.sets(&w)
 		batch := w.swap(t)
 		if len(batch) == 0 {
 			continue
@@ -158,12 +167,32 @@ func (t *Table) run() {
 			backoff = 0
 			t.fold()
 		}
-		if backoff > 0 {
-			select {
-			case <-t.stop:
-				return
-			case <-time.After(backoff):
-			}
+		if backoff > 0 && !w.backOff(t, backoff) {
+			return
+		}
+	}
+}
+
+// sets writes the SETs queued, and folds after a write that succeeded.
+func (t *Table) sets(w *writer) {
+	if wrote, ok := t.writeSets(w); wrote && ok {
+		t.fold()
+	}
+}
+
+// backOff waits d before the next take, writing the SETs that come
+// meanwhile; false if t stops.
+func (w *writer) backOff(t *Table, d time.Duration) bool {
+	w.gathered.Reset(d)
+	defer w.gathered.Stop()
+	for {
+		select {
+		case <-t.stop:
+			return false
+		case <-w.gathered.C:
+			return true
+		case <-t.setWake:
+			t.sets(w)
 		}
 	}
 }
@@ -195,6 +224,7 @@ func (w *writer) gather(t *Table) bool {
 	case <-t.stop:
 		return false
 	case <-t.urgent:
+	case <-t.setWake: // written with the takes gathered so far
 	case <-w.gathered.C:
 	}
 	return true

@@ -44,10 +44,14 @@ type Conn[S any] struct {
 	quit      bool            // close once the replies are out
 	start     time.Time
 
-	busy bool         // a command cannot finish on the loop: it runs off it
-	off  func() error // that command's part off the loop
-	then func(error)  // and its end, on the loop again
-	hold func() error // the batch's replies are written once it returned (Hold)
+	busy     bool         // a command cannot finish on the loop: it runs off it
+	off      func() error // that command's part off the loop
+	then     func(error)  // and its end, on the loop again
+	hold     func() error // the batch's replies are written once it returned (Hold)
+	holdThen func(error)  // and once this ran on the loop with its error (Hold)
+	// holdFor reports whether a command must run only after the hold
+	// ended (Hold); nil: none must.
+	holdFor func(args [][]byte) bool
 
 	paused bool // its loop does not read it: it waits (stopReading)
 	pollFD int  // its loop's epoll descriptor, once found; -1 if it cannot be
@@ -120,12 +124,19 @@ func (c *Conn[S]) Wait(off func() error, then func(error)) {
 }
 
 // Hold has the replies of the batch running now written only once off,
-// run on a goroutine of its own, has returned (whatever it returns): for
-// a reply that may be sent only once something is durable. c's later
-// commands wait for it, as for Wait. A second Hold in the same batch
-// replaces the first, so off must cover all of them. On c's loop, from
-// Handler.Command.
-func (c *Conn[S]) Hold(off func() error) { c.hold = off }
+// run on a goroutine of its own, has returned, and then then (if not
+// nil) has run on the loop with off's error, before any later command's
+// reply: for replies that may be sent only once something is durable,
+// and that then may correct in c.Out (a write that failed). c's later
+// commands wait for it, as for Wait; the batch's commands after this one
+// run meanwhile, but for the first for which waitFor (if not nil)
+// reports true: it and those after it run once then has (a command that
+// must see what the held ones did). A second Hold in the same batch
+// replaces the first, so its functions must cover all of them. On c's
+// loop, from Handler.Command.
+func (c *Conn[S]) Hold(off func() error, then func(error), waitFor func(args [][]byte) bool) {
+	c.hold, c.holdThen, c.holdFor = off, then, waitFor
+}
 
 // Close closes c from any goroutine; what was written to it is sent
 // first.
@@ -242,13 +253,18 @@ func (s *Server[S]) runBatch(c *Conn[S], data []byte) gnet.Action {
 		// sends them with what follows. A command that waits (one the
 		// batch ran into after the Hold) runs its part off the loop
 		// after hold, its reply after theirs.
-		hold := c.hold
-		c.hold = nil
+		hold, held := c.hold, c.holdThen
+		c.hold, c.holdThen, c.holdFor = nil, nil, nil
+		if held == nil {
+			held = func(error) {}
+		}
 		if c.busy {
-			off := c.off
-			c.off = func() error { hold(); return off() }
+			off, then := c.off, c.then
+			var err error
+			c.off = func() error { err = hold(); return off() }
+			c.then = func(e error) { held(err); then(e) }
 		} else {
-			c.busy, c.off, c.then = true, hold, func(error) {}
+			c.busy, c.off, c.then = true, hold, held
 			s.blocked.Add(1)
 		}
 		s.stopReading(c)
@@ -360,10 +376,17 @@ func (s *Server[S]) runCommands(c *Conn[S], buf []byte, room int) []byte {
 			c.bad = err
 			return nil
 		}
-		buf = rest
 		if len(args) == 0 {
+			buf = rest
 			continue // an empty line
 		}
+		if c.holdFor != nil && c.holdFor(args) {
+			// It runs once the hold ended, as a command that waited.
+			c.busy, c.off, c.then = true, nop, func(error) {}
+			s.blocked.Add(1)
+			return buf
+		}
+		buf = rest
 		c.next = buf
 		s.h.Command(c, args)
 		c.next = nil
@@ -374,6 +397,8 @@ func (s *Server[S]) runCommands(c *Conn[S], buf []byte, room int) []byte {
 	}
 	return buf
 }
+
+func nop() error { return nil }
 
 // aheadMax bounds the commands one Ahead reads: its work stays bounded
 // however deep the pipeline.
