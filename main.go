@@ -142,7 +142,7 @@ func serve(cfg *conf.Config, log zerolog.Logger, srv *respserver.Server, lns *li
 		defer serveMetrics(lns.metrics, h, lim, log)()
 	}
 	logProtectedMode(cfg, lns, log)
-	return serveUntilStopped(srv, lns, stop, log, func() { logReady(log, cfg, lns, m) })
+	return serveUntilStopped(srv, lns, stop, log, func() { logReady(log, cfg, lns, m) }, m.handOver)
 }
 
 // addrOf is the address clients reach this server at, for its claim:
@@ -340,7 +340,7 @@ func newServer(cfg *conf.Config, log zerolog.Logger, opts respserver.Options) *r
 // stops gracefully. It calls ready once the server serves (the ready
 // line: /readyz can then say so too). It reports false if the server
 // stopped by itself.
-func serveUntilStopped(srv *respserver.Server, lns *listeners, stopRequested stopper, log zerolog.Logger, ready func()) bool {
+func serveUntilStopped(srv *respserver.Server, lns *listeners, stopRequested stopper, log zerolog.Logger, ready, handOver func()) bool {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	serving := len(lns.plain) + len(lns.tls)
@@ -370,6 +370,7 @@ func serveUntilStopped(srv *respserver.Server, lns *listeners, stopRequested sto
 		srv.Close()
 		return false
 	}
+	handOver()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(ctx); err != nil {

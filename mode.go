@@ -32,6 +32,10 @@ type mode interface {
 	reserve(addrs *listeners) (respserver.Options, error)
 	// attach hands the reservation's generators to srv.
 	attach(srv *respserver.Server)
+	// handOver, at a graceful stop, gives other servers what they can
+	// serve in this one's place (a Redis Cluster node's slots) while it
+	// still answers, so that its clients are redirected.
+	handOver()
 	// finish stores the final reservation and gives the server-id up; it
 	// reports false if the final reservation could not be stored. It may
 	// be called more than once.
@@ -147,6 +151,8 @@ func (m *singleMode) reserve(*listeners) (respserver.Options, error) {
 
 func (m *singleMode) attach(*respserver.Server) {}
 
+func (m *singleMode) handOver() {}
+
 func (m *singleMode) finish() bool { return m.finished == nil || m.finished() }
 
 func (m *singleMode) close() {
@@ -246,6 +252,19 @@ func (m *clusterMode) reserve(lns *listeners) (respserver.Options, error) {
 }
 
 func (m *clusterMode) attach(srv *respserver.Server) { m.member.Start(srv) }
+
+func (m *clusterMode) handOver() {
+	if m.cfg.ClusterEnabled == conf.Yes {
+		m.member.HandOver()
+		time.Sleep(handOverGrace) // clients of the slots are told -MOVED
+	}
+}
+
+// handOverGrace is how long a Redis Cluster node still answers, once it
+// handed its slots over at a graceful stop, before it closes its ports:
+// time for the clients sending to it to be told -MOVED, and so read the
+// slots again (go-redis does only every minute otherwise).
+const handOverGrace = 250 * time.Millisecond
 
 func (m *clusterMode) finish() bool {
 	m.closing.Do(func() {

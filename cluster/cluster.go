@@ -145,8 +145,8 @@ type Member struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	slotMu  sync.Mutex // keeping, and the standby's publishing (observeSlots)
-	keeping bool       // a slot keeper runs: it publishes what is served
+	slotMu  sync.Mutex  // keeping, and the standby's publishing (observeSlots)
+	keeping *slotKeeper // the slot keeper that runs: it publishes what is served
 }
 
 // New returns a Member for cfg that claims nothing until Start; its
@@ -481,12 +481,13 @@ func (m *Member) keepSlots(ctx context.Context, id int64, l *lease) (stop func()
 	}
 	kctx, cancel := context.WithCancel(ctx)
 	k := &slotKeeper{cli: m.cli, k: slotKeys{prefix: m.cfg.Prefix}, id: id, l: l, self: m.cfg.Slots.Node,
-		ttl: m.cfg.LeaseTTL, log: m.log, publish: m.cfg.Slots.Serve}
+		ttl: m.cfg.LeaseTTL, log: m.log, publish: m.cfg.Slots.Serve,
+		handing: make(chan chan struct{}), ended: make(chan struct{})}
 	done := make(chan struct{})
-	m.setKeeping(true)
+	m.setKeeping(k)
 	go func() {
 		defer close(done)
-		defer m.setKeeping(false)
+		defer m.setKeeping(nil)
 		k.run(kctx)
 	}()
 	return func() {

@@ -31,11 +31,26 @@ type slotKeeper struct {
 
 	mu        sync.Mutex
 	goneSince map[int64]time.Time // by lease: when it was first seen gone
+
+	handing chan chan struct{} // a hand-over asked for (handOver), closed when done
+	ended   chan struct{}      // closed when run returns
+}
+
+// handOver has the keeper hand the server's slots over now (leave),
+// while the server still answers, and waits for it.
+func (s *slotKeeper) handOver() {
+	done := make(chan struct{})
+	select {
+	case s.handing <- done:
+		<-done
+	case <-s.ended:
+	}
 }
 
 // run keeps the server in the assignment until ctx ends or its lease is
 // lost; it publishes then that it serves nothing.
 func (s *slotKeeper) run(ctx context.Context) {
+	defer close(s.ended)
 	defer s.publish(nil)
 	slotsW := s.cli.Watch(ctx, s.k.slots())
 	nodesW := s.cli.Watch(ctx, s.k.nodes(), clientv3.WithPrefix())
@@ -54,6 +69,14 @@ func (s *slotKeeper) run(ctx context.Context) {
 			}
 			return
 		case <-s.l.lost:
+			return
+		case done := <-s.handing:
+			s.leave()
+			close(done)
+			select { // its slots are the others' now: it answers -MOVED for them
+			case <-ctx.Done():
+			case <-s.l.lost:
+			}
 			return
 		case <-tick.C:
 		case _, ok := <-slotsW:
@@ -185,11 +208,25 @@ func (s *slotKeeper) ready(lease int64) bool {
 	return time.Since(first) >= s.ttl
 }
 
-// setKeeping records whether a slot keeper runs.
-func (m *Member) setKeeping(on bool) {
+// setKeeping records the slot keeper that runs, nil when none does.
+func (m *Member) setKeeping(k *slotKeeper) {
 	m.slotMu.Lock()
-	m.keeping = on
+	m.keeping = k
 	m.slotMu.Unlock()
+}
+
+// HandOver has this server hand its hash slots to the others now, while
+// it still answers: at a graceful stop, its clients are then told -MOVED
+// rather than find its port closed (go-redis reads the slots again only
+// every minute, or on -MOVED). It returns once the slots are the others',
+// or the hand-over's bound has passed.
+func (m *Member) HandOver() {
+	m.slotMu.Lock()
+	k := m.keeping
+	m.slotMu.Unlock()
+	if k != nil {
+		k.handOver()
+	}
 }
 
 // observeSlots publishes, while no slot keeper runs (the server holds no
@@ -206,7 +243,7 @@ func (m *Member) observeSlots(ctx context.Context) {
 			v, err := readSlots(rctx, cli, k)
 			cancel()
 			m.slotMu.Lock()
-			if err == nil && !m.keeping {
+			if err == nil && m.keeping == nil {
 				m.cfg.Slots.Serve(&Serving{v: v, served: make([]bool, slotCount)})
 			}
 			m.slotMu.Unlock()

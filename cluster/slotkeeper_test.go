@@ -43,6 +43,7 @@ func TestSlotKeepers(t *testing.T) {
 		}
 		u := &keeperUnderTest{id: id, stop: cancel, l: l}
 		s := &slotKeeper{cli: cli, k: k, id: id, l: l, ttl: ttl, log: zerolog.Nop(),
+			handing: make(chan chan struct{}), ended: make(chan struct{}),
 			self: Node{ID: strconv.FormatInt(id, 10), IP: "127.0.0.1", Port: 7000 + int(id)},
 			publish: func(s *Serving) {
 				if !u.frozen.Load() {
