@@ -48,10 +48,10 @@ func (s *Server[S]) accept(ln net.Listener, cfg *tls.Config) error {
 		}
 		backoff = 0
 		if cfg != nil {
-			go s.admitTLS(nc, cfg)
+			go s.admitTLS(nc, cfg, s.nextID.Add(1))
 			continue
 		}
-		fds.handOver(nc)
+		fds.handOver(nc, s.nextID.Add(1)) // the id now: ids follow the accepts, as in Redis
 	}
 }
 
@@ -62,7 +62,7 @@ func (s *Server[S]) accept(ln net.Listener, cfg *tls.Config) error {
 // never finished keeps no client out of the plain port. Past it, a
 // connection is closed unanswered (a reply before the handshake would be
 // noise to it).
-func (s *Server[S]) admitTLS(nc net.Conn, cfg *tls.Config) {
+func (s *Server[S]) admitTLS(nc net.Conn, cfg *tls.Config, id int64) {
 	if s.handshakes.Add(1) > s.pending {
 		s.handshakes.Add(-1)
 		s.rejected.Add(1)
@@ -84,7 +84,7 @@ func (s *Server[S]) admitTLS(nc net.Conn, cfg *tls.Config) {
 		nc.Close()
 		return
 	}
-	if err := s.admit(nc, t); err != nil {
+	if err := s.admit(nc, t, id); err != nil {
 		s.log.Debug().Err(err).Str("client", nc.RemoteAddr().String()).Msg("TLS connection not served")
 	}
 }
@@ -148,7 +148,7 @@ func (s *Server[S]) turnAway(nc net.Conn, t *tlsConn, reply *replyerr.Error) {
 // admit hands a new connection to an event loop, or refuses it. t is its
 // TLS state, nil for plain TCP. It returns the error of the hand-over, if
 // it failed.
-func (s *Server[S]) admit(nc net.Conn, t *tlsConn) error {
+func (s *Server[S]) admit(nc net.Conn, t *tlsConn, id int64) error {
 	// Counted at once: hand-overs run side by side (handOvers), and
 	// maxclients holds for them together.
 	if s.clients.Add(1) > int64(s.opts.MaxClients) {
@@ -163,7 +163,7 @@ func (s *Server[S]) admit(nc net.Conn, t *tlsConn) error {
 			return nil
 		}
 	}
-	c := s.newConn(nc.RemoteAddr().String(), nc.LocalAddr().String())
+	c := s.newConn(id, nc.RemoteAddr().String(), nc.LocalAddr().String())
 	if t != nil {
 		t.detach()
 		c.tls = t
@@ -199,12 +199,12 @@ func (s *Server[S]) admit(nc net.Conn, t *tlsConn) error {
 	return nil
 }
 
-// newConn is the state of a new connection from addr to laddr, with its
+// newConn is the state of connection id from addr to laddr, with its
 // handler's session.
-func (s *Server[S]) newConn(addr, laddr string) *Conn[S] {
+func (s *Server[S]) newConn(id int64, addr, laddr string) *Conn[S] {
 	c := &Conn[S]{
 		s:     s,
-		id:    s.nextID.Add(1),
+		id:    id,
 		addr:  addr,
 		laddr: laddr,
 		born:  s.tick.Load(),

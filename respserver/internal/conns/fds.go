@@ -150,11 +150,11 @@ func (r *fdReserve[S]) refusePending(ln net.Listener) bool {
 // and a loop busy with other clients takes one at each round, so that one
 // at a time, the 20th of 20 clients connecting at once waited 20 rounds
 // (see handOvers).
-func (r *fdReserve[S]) handOver(nc net.Conn) {
+func (r *fdReserve[S]) handOver(nc net.Conn, id int64) {
 	r.s.handing <- struct{}{}
 	go func() {
 		defer func() { <-r.s.handing }()
-		if err := r.s.admit(nc, nil); outOfFDs(err) {
+		if err := r.s.admit(nc, nil, id); outOfFDs(err) {
 			r.s.rejected.Add(1) // gnet has closed it already
 			r.refused()
 		}

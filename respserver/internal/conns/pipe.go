@@ -15,7 +15,7 @@ type Pipe[S any] struct {
 
 // Pipe opens a connection from addr to laddr without a socket.
 func (s *Server[S]) Pipe(addr, laddr string) *Pipe[S] {
-	c := s.newConn(addr, laddr)
+	c := s.newConn(s.nextID.Add(1), addr, laddr)
 	m := &memLink{finished: make(chan gnet.AsyncCallback, 1)}
 	c.link, c.opened = m, true
 	s.clients.Add(1)
