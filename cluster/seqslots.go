@@ -39,28 +39,33 @@ func (st *slotTerms) still(key string, term uint32) bool {
 // their keys; from then on, takes check the slot of each key (see
 // slotTerms). nil serves nothing.
 func (s *Sequences) ServeSlots(sv *Serving, table *sequence.Table) {
-	st := &s.slots
-	st.mu.Lock()
-	defer st.mu.Unlock()
 	var now []bool
 	if sv != nil {
 		now = sv.served
 	}
-	before := st.served.Load()
-	gained := make([]bool, slotCount)
-	any := false
-	for i := range gained {
-		gained[i] = i < len(now) && now[i] && (before == nil || !(*before)[i])
-		if gained[i] {
-			st.term[i].Add(1)
-			any = true
-		}
+	if gained := s.slots.serve(now); gained != nil {
+		table.Drop(func(key string) bool { return gained[slots.Of([]byte(key))] })
 	}
+}
+
+// serve makes now the slots served (nil: none) and returns those that
+// became served, each with a new term; nil if none did.
+func (st *slotTerms) serve(now []bool) (gained []bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
 	if now == nil {
 		now = make([]bool, slotCount)
 	}
-	st.served.Store(&now)
-	if any {
-		table.Drop(func(key string) bool { return gained[slots.Of([]byte(key))] })
+	before := st.served.Load()
+	for i, on := range now {
+		if on && (before == nil || !(*before)[i]) {
+			if gained == nil {
+				gained = make([]bool, slotCount)
+			}
+			gained[i] = true
+			st.term[i].Add(1)
+		}
 	}
+	st.served.Store(&now)
+	return gained
 }

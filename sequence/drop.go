@@ -10,14 +10,15 @@ import "errors"
 // handed out, and no store failed.
 var ErrNotServed = errors.New("the key's hash slot is not this server's")
 
-// Drop lets go the values in hand of every key for which drop is true:
-// the next value of each is taken anew from the backend, above what any
-// server reserved. A server of a Redis Cluster drops the keys of the
-// slots that become its: what it held of them was reserved before
+// Drop skips the values in hand of every key for which drop is true, as
+// if they were handed out: the next value of each is taken anew, above
+// everything reserved for it. A server of a Redis Cluster drops the keys
+// of the slots that become its: what it held of them was reserved before
 // another server may have handed out larger values.
 func (t *Table) Drop(drop func(key string) bool) {
 	t.each(func(e *entry) {
 		if e.left() > 0 && drop(e.key) {
+			e.issued = e.end()
 			e.limit, e.next = e.issued, segment{}
 		}
 	})

@@ -837,3 +837,29 @@ func TestOverflowAtOnce(t *testing.T) {
 		t.Fatalf("%d writes for the refused INCRs", b.writes-writes)
 	}
 }
+
+// TestDropLetsValuesGo: Drop lets go the values in hand of the keys it is
+// asked to, and only those: their next value waits for a take above
+// what was reserved, the others' do not.
+func TestDropLetsValuesGo(t *testing.T) {
+	m := newMem()
+	tb := newTable(t, m, Options{}, nil)
+	for _, k := range []string{"a", "b"} {
+		if _, err := tb.Incr(k, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tb.Drop(func(key string) bool { return key == "a" })
+	if _, err := tb.TryIncr([]byte("a"), 1); !errors.Is(err, ErrWouldWait) {
+		t.Fatalf("a dropped key's next value: %v; want it to wait for a take", err)
+	}
+	if v, err := tb.TryIncr([]byte("b"), 1); err != nil || v != 2 {
+		t.Fatalf("a key not dropped: %d, %v; want 2 at once", v, err)
+	}
+	m.mu.Lock()
+	reserved := m.marks["a"]
+	m.mu.Unlock()
+	if v, err := tb.Incr("a", 1); err != nil || v <= reserved {
+		t.Fatalf("a dropped key's next value: %d, %v; want above %d, reserved before", v, err, reserved)
+	}
+}
