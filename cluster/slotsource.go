@@ -13,7 +13,7 @@ import (
 // server paused past its lease serves no slot when it wakes, whatever it
 // read before.
 type SlotSource struct {
-	self string
+	self slots.Node
 	cur  atomic.Pointer[sourceMaps]
 	none *slots.Map // while it serves nothing: no slot assigned
 }
@@ -29,11 +29,11 @@ type sourceMaps struct {
 // until Serve gives it what it serves.
 func NewSlotSource(self slots.Node) *SlotSource {
 	none, _ := slots.NewMap(0, []slots.Node{self}, nil)
-	return &SlotSource{self: self.ID, none: none}
+	return &SlotSource{self: self, none: none}
 }
 
 // Self is this node's ID.
-func (src *SlotSource) Self() string { return src.self }
+func (src *SlotSource) Self() string { return src.self.ID }
 
 // Map is the current map.
 func (src *SlotSource) Map() *slots.Map {
@@ -53,8 +53,8 @@ func (src *SlotSource) Serve(s *Serving) {
 		src.cur.Store(nil)
 		return
 	}
-	m := s.slotMap(func(id int64) bool { return true })
-	lost := s.slotMap(func(id int64) bool { return s.v.nodes[id].ID != src.self })
+	m := s.slotMap(src.self, func(id int64) bool { return true })
+	lost := s.slotMap(src.self, func(id int64) bool { return s.v.nodes[id].ID != src.self.ID })
 	if m == nil || lost == nil {
 		src.cur.Store(nil) // an assignment no map can show: serve nothing
 		return
@@ -67,14 +67,19 @@ func (src *SlotSource) Serve(s *Serving) {
 func (s *Serving) alive() bool { return s.l != nil && s.l.left() > s.l.ttl/leaseMargin }
 
 // slotMap is s's assignment as a Redis Cluster map, with the ranges of the
-// owners keep accepts: every live node, and the ranges of live owners;
-// a range moving, or whose owner is gone, is shown moving, or not at all.
-// Nil if a node's ID is not one.
-func (s *Serving) slotMap(keep func(id int64) bool) *slots.Map {
+// owners keep accepts: every live node, and self (a standby announces
+// none), and the ranges of live owners; a range moving is shown moving,
+// one whose owner is gone not at all. Nil if a node's ID is not one.
+func (s *Serving) slotMap(self slots.Node, keep func(id int64) bool) *slots.Map {
 	var nodes []slots.Node
+	listed := false
 	for _, n := range s.v.nodes {
 		nodes = append(nodes, slots.Node{ID: n.ID, IP: n.IP, Port: n.Port, TLSPort: n.TLSPort,
 			Hostname: n.Hostname, ConfigEpoch: uint64(s.v.a.Version)})
+		listed = listed || n.ID == self.ID
+	}
+	if !listed {
+		nodes = append(nodes, self)
 	}
 	var ranges []slots.Range
 	for _, r := range s.v.a.Ranges {
