@@ -254,8 +254,7 @@ func (m *clusterMode) reserve(lns *listeners) (respserver.Options, error) {
 func (m *clusterMode) attach(srv *respserver.Server) { m.member.Start(srv) }
 
 func (m *clusterMode) handOver() {
-	if m.cfg.ClusterEnabled == conf.Yes {
-		m.member.HandOver()
+	if m.cfg.ClusterEnabled == conf.Yes && m.member.HandOver() {
 		time.Sleep(handOverGrace) // clients of the slots are told -MOVED
 	}
 }

@@ -99,7 +99,7 @@ func (s *slotKeeper) reconcile(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.publish(&Serving{v: v, served: v.served(s.id, int64(s.l.id)), l: s.l}) // first: what moves from it is served no more
+	s.publishView(v) // first: what moves from it is served no more
 	if n, ok := v.nodes[s.id]; !ok || n.Node != s.self || n.lease != int64(s.l.id) {
 		return s.announce(rctx)
 	}
@@ -166,7 +166,7 @@ func (s *slotKeeper) leave() {
 		if err != nil {
 			return
 		}
-		s.publish(&Serving{v: v, served: v.served(s.id, int64(s.l.id)), l: s.l})
+		s.publishView(v)
 		if op := v.release(s.k, s.id, int64(s.l.id)); op != nil {
 			v.commit(ctx, s.cli, s.k, *op)
 			continue
@@ -180,6 +180,11 @@ func (s *slotKeeper) leave() {
 		case <-w:
 		}
 	}
+}
+
+// publishView publishes what the server serves in v.
+func (s *slotKeeper) publishView(v slotView) {
+	s.publish(&Serving{v: v, served: v.served(s.id, int64(s.l.id)), l: s.l})
 }
 
 // announce puts the server's node key, bound to its lease.
@@ -219,14 +224,16 @@ func (m *Member) setKeeping(k *slotKeeper) {
 // it still answers: at a graceful stop, its clients are then told -MOVED
 // rather than find its port closed (go-redis reads the slots again only
 // every minute, or on -MOVED). It returns once the slots are the others',
-// or the hand-over's bound has passed.
-func (m *Member) HandOver() {
+// or the hand-over's bound has passed, and reports whether it had any
+// to hand (a standby has none).
+func (m *Member) HandOver() bool {
 	m.slotMu.Lock()
 	k := m.keeping
 	m.slotMu.Unlock()
 	if k != nil {
 		k.handOver()
 	}
+	return k != nil
 }
 
 // observeSlots publishes, while no slot keeper runs (the server holds no
