@@ -76,8 +76,11 @@ type Sequences struct {
 	mu        sync.Mutex
 	scans     scans
 	restoring bool // writing back this server's marks after etcd went back
-	lossLog   ratelog.ByText
-	deletes   deletes // the marks the watch saw deleted lately
+	// restored is the going back (history's error, the same until an
+	// operator confirms) whose write-back succeeded: one per going back.
+	restored error
+	lossLog  ratelog.ByText
+	deletes  deletes // the marks the watch saw deleted lately
 
 	clustered bool      // a Redis Cluster node: takes check slots (ServeSlots)
 	slots     slotTerms // of a Redis Cluster node
@@ -228,7 +231,7 @@ func (s *Sequences) answered(sent mark, resp any, err error) error {
 		hdr = r.Header
 	}
 	if err := s.hist.observe(sent, hdr); err != nil {
-		s.restore()
+		s.restore(err)
 		return err
 	}
 	return nil
@@ -265,20 +268,26 @@ func (s *Sequences) lose(ctx context.Context, cli *clientv3.Client, key string, 
 // lostFlag follows the mark of a key flagged lost in etcd.
 const lostFlag = " lost"
 
-// restore writes back, once etcd went back in time, every mark of this
-// server's above etcd's, off the request path.
-func (s *Sequences) restore() {
+// restore writes back, once etcd went back in time (back), every mark
+// of this server's above etcd's, off the request path; again only if
+// that failed, or etcd went back again after an operator confirmed.
+func (s *Sequences) restore(back error) {
 	s.mu.Lock()
-	if s.restoring || s.table == nil {
+	if s.restoring || s.table == nil || s.restored == back {
 		s.mu.Unlock()
 		return
 	}
 	s.restoring = true
 	s.mu.Unlock()
 	go func() {
-		defer func() { s.mu.Lock(); s.restoring = false; s.mu.Unlock() }()
 		marks := s.table.Marks()
 		raised, err := s.raise(marks)
+		s.mu.Lock()
+		s.restoring = false
+		if err == nil {
+			s.restored = back
+		}
+		s.mu.Unlock()
 		ev := s.log.Warn()
 		if err != nil {
 			ev = s.log.Error().Err(err)

@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/idserver/idserver/internal/await"
 	"github.com/idserver/idserver/internal/testetcd"
 	"github.com/idserver/idserver/sequence"
 )
@@ -20,12 +21,42 @@ import (
 // any).
 func newFollowing(t *testing.T, e *testetcd.Server, cli *clientv3.Client) *Sequences {
 	t.Helper()
+	s, _ := newFollowingTable(t, e, cli)
+	return s
+}
+
+// newFollowingTable is newFollowing with the table it serves.
+func newFollowingTable(t *testing.T, e *testetcd.Server, cli *clientv3.Client) (*Sequences, *sequence.Table) {
+	t.Helper()
 	m := &Member{cfg: Config{Prefix: "/test/", Endpoints: []string{e.Endpoint}, DialTimeout: 5 * time.Second}, cli: cli, hist: &history{}, log: zerolog.Nop()}
 	s := m.Sequences(nil)
 	tb := sequence.New(sequence.Options{}, s, nil)
 	s.Follow(tb)
 	t.Cleanup(func() { tb.Stop(context.Background()); s.Stop() })
-	return s
+	return s, tb
+}
+
+// TestGoneBackFoundWithoutTakes: a server that takes nothing (it serves
+// a segment in hand) still finds etcd restored from an older snapshot,
+// and writes its mark back above the restored one by itself, before an
+// operator confirms: found only by a take, another server, confirmed
+// first, took the key from the restored mark, below values this one had
+// handed out (TestClusterSequencesEtcdLosesData, one run in several).
+func TestGoneBackFoundWithoutTakes(t *testing.T) {
+	e := testetcd.Start(t)
+	cli := e.Client()
+	defer cli.Close()
+	s, tb := newFollowingTable(t, e, cli)
+	backup := e.Backup()
+	if _, err := tb.Incr("k", 1); err != nil {
+		t.Fatal(err)
+	}
+	mark, _ := tb.Reserved("k")
+	e.Restore(backup)
+	await.True(t, 30*time.Second, "k's mark written back", func() bool {
+		resp, err := cli.Get(context.Background(), s.prefix+"k")
+		return err == nil && len(resp.Kvs) == 1 && string(resp.Kvs[0].Value) == strconv.FormatInt(mark, 10)
+	})
 }
 
 // TestMadeAnewAboveADelete: a server with no copy of a key takes it right

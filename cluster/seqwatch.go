@@ -30,6 +30,14 @@ import (
 //     segment in any server's hand, and an operator's SET at or above it
 //     cannot give a value a server still holds.
 
+//   - etcd gone back in time (restored from an older snapshot): each
+//     server asks etcd where it stands every historyCheck, whether it
+//     takes or not (checkHistory), so every server that runs finds it
+//     within a second or so, refuses takes and writes its marks back
+//     (restore), before an operator confirms. Found only by a take, a
+//     server serving from segments in hand found it after the operator
+//     had confirmed on the others, which took its keys from etcd below
+//     what it had handed out.
 //   - A key made anew by a server that has no copy of it (a take from
 //     nothing), after a delete this server's watch had not yet brought:
 //     the take waits until the watch has passed its own write, and if a
@@ -42,7 +50,43 @@ import (
 func (s *Sequences) Follow(t *sequence.Table) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.table, s.cancel, s.done = t, cancel, make(chan struct{})
-	go s.follow(ctx)
+	go func() {
+		defer close(s.done)
+		var wg sync.WaitGroup
+		wg.Go(func() { s.follow(ctx) })
+		wg.Go(func() { s.checkHistory(ctx) })
+		wg.Wait()
+	}()
+}
+
+// historyCheck is how often a server asks etcd where it stands.
+const historyCheck = time.Second
+
+// checkHistory reads one key every historyCheck, a read that costs etcd
+// the same at any number of keys, for its header: answered compares it
+// with what this server saw before, and writes the marks back if etcd
+// went back.
+func (s *Sequences) checkHistory(ctx context.Context) {
+	tick := time.NewTicker(historyCheck)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		cli, err := s.client()
+		if err != nil {
+			continue
+		}
+		sent := s.hist.at()
+		rctx, cancel := context.WithTimeout(ctx, historyCheck)
+		resp, err := cli.Get(rctx, s.prefix)
+		cancel()
+		if err == nil {
+			s.answered(sent, resp, nil)
+		}
+	}
 }
 
 // Stop ends Follow.
@@ -57,7 +101,6 @@ func (s *Sequences) Stop() {
 // and reads again when the watch breaks (etcd compacted past it, or was
 // replaced).
 func (s *Sequences) follow(ctx context.Context) {
-	defer close(s.done)
 	var backoff time.Duration
 	var cli *clientv3.Client
 	defer func() {

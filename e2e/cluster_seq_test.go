@@ -168,11 +168,7 @@ func TestClusterSequencesEtcdLosesData(t *testing.T) {
 	logged := func(s string) int {
 		n := 0
 		for _, p := range servers.all() {
-			for _, l := range p.Lines() {
-				if strings.Contains(l, s) {
-					n++
-				}
-			}
+			n += countLines(p, s)
 		}
 		return n
 	}
@@ -200,23 +196,38 @@ func TestClusterSequencesEtcdLosesData(t *testing.T) {
 		"etcd restored from an older snapshot": func() {
 			backup := e.Backup()
 			progress("after a backup")
-			before := logged("wrote back this server's marks above etcd's")
-			e.Restore(backup)
-			// A server that took values since the backup finds etcd
-			// behind what it saw, refuses, and writes its marks back.
-			if !await.Within(time.Minute, func() bool { return logged("wrote back this server's marks above etcd's") > before }) {
-				t.Fatal("no server found etcd gone back after the restore, or none wrote its marks back")
+			for i, p := range servers.all() { // each takes past the backup
+				if wentBack(p, -1-i) {
+					t.Fatalf("server %d refuses takes before the restore", i)
+				}
 			}
-			// The operator confirms on every server that refuses (one that
-			// saw the restore only after a first confirmation refuses
-			// then), then sets the keys a server found below its copy.
-			await.True(t, time.Minute, "every server serves once the restore is confirmed", func() bool {
+			const wroteBack = "wrote back this server's marks above etcd's"
+			before := make([]int, len(servers.all()))
+			for i, p := range servers.all() {
+				before[i] = countLines(p, wroteBack)
+			}
+			e.Restore(backup)
+			// Every server took values since the backup: each finds
+			// etcd gone back within a second or so, whether it takes or
+			// not, refuses, and writes its marks back; then the operator
+			// confirms on each.
+			await.True(t, time.Minute, "every server found etcd gone back and wrote its marks back", func() bool {
+				for i, p := range servers.all() {
+					if countLines(p, wroteBack) <= before[i] {
+						return false
+					}
+				}
+				return true
+			})
+			probes := 0
+			await.True(t, time.Minute, "every server takes values once the restore is confirmed", func() bool {
 				for _, dir := range dirs {
 					if err := os.Remove(filepath.Join(dir, "idserver.state.etcd")); err != nil && !errors.Is(err, os.ErrNotExist) {
 						t.Fatal(err)
 					}
 				}
-				return !slices.ContainsFunc(servers.all(), wentBack)
+				probes++
+				return !slices.ContainsFunc(servers.all(), func(p *process) bool { return wentBack(p, probes) })
 			})
 			setAbove(t, set, servers, keys)
 		},
@@ -237,12 +248,24 @@ func TestClusterSequencesEtcdLosesData(t *testing.T) {
 }
 
 // wentBack reports whether p refuses sequence values because etcd went
-// back in time (a probe INCR says so).
-func wentBack(p *process) bool {
+// back in time: an INCR of a new key (probe n: a take, not a value of a
+// segment in hand) says so.
+func wentBack(p *process, n int) bool {
 	c := redis.NewClient(&redis.Options{Addr: p.Addr, MaxRetries: -1})
 	defer c.Close()
-	err := c.Incr(context.Background(), "probe:went-back").Err()
+	err := c.Incr(context.Background(), fmt.Sprintf("probe:went-back:%d", n)).Err()
 	return err != nil && strings.Contains(err.Error(), "went back in time")
+}
+
+// countLines counts p's log lines that hold s.
+func countLines(p *process, s string) int {
+	n := 0
+	for _, l := range p.Lines() {
+		if strings.Contains(l, s) {
+			n++
+		}
+	}
+	return n
 }
 
 // allDown kills every server of f, runs lose while none runs (no delete
