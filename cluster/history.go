@@ -155,6 +155,7 @@ func (h *history) wentBack(why string) error {
 // once the file is removed.
 func (h *history) reload() error {
 	if h.path == "" {
+		h.loaded = true // nothing to read: what was seen is all there is
 		return nil
 	}
 	data, err := os.ReadFile(h.path)

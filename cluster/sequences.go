@@ -106,9 +106,13 @@ func (m *Member) etcd() (*clientv3.Client, error) {
 	return m.cli, nil
 }
 
-// Take takes each segment in its own transaction, takers at a time,
-// then keeps what it took in this server's copy, in one write, before
-// any of it is handed out.
+// Take takes the segments of keys whose mark this server knows (After:
+// a refill) txnKeys to a transaction, and each other segment in its own,
+// takers transactions at a time, then keeps what it took in this
+// server's copy, in one write, before any of it is handed out. A
+// transaction of many keys, each compared with its mark, is all or
+// nothing: if any mark moved (another server took the key, or etcd lost
+// it), each key of it is taken on its own, which finds out why.
 func (s *Sequences) Take(ctx context.Context, ts []sequence.Take) {
 	cli, err := s.client()
 	if err != nil {
@@ -119,27 +123,104 @@ func (s *Sequences) Take(ctx context.Context, ts []sequence.Take) {
 	}
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, takers)
-	for i := range ts {
+	run := func(f func()) {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			if !s.clustered {
-				ts[i].Err = s.take(ctx, cli, &ts[i])
-				return
-			}
-			term := s.slots.begin(ts[i].Key)
-			if !s.slots.still(ts[i].Key, term) {
-				ts[i].Err = sequence.ErrNotServed
-				return
-			}
-			if ts[i].Err = s.take(ctx, cli, &ts[i]); ts[i].Err == nil && !s.slots.still(ts[i].Key, term) {
-				ts[i].Err = sequence.ErrNotServed // its mark stays in etcd: the values are skipped
-			}
+			f()
 		})
+	}
+	var refills []*sequence.Take
+	for i := range ts {
+		t := &ts[i]
+		switch {
+		case t.After > 0 && t.After < math.MaxInt64:
+			if refills = append(refills, t); len(refills) == txnKeys {
+				batch := refills
+				run(func() { s.takeAll(ctx, cli, batch) })
+				refills = nil
+			}
+		default:
+			run(func() { s.takeServed(ctx, cli, t) })
+		}
+	}
+	if len(refills) > 0 {
+		run(func() { s.takeAll(ctx, cli, refills) })
 	}
 	wg.Wait()
 	if s.local != nil {
 		s.local.Keep(ts)
+	}
+}
+
+// txnKeys is how many keys' marks one transaction moves: etcd refuses a
+// transaction of more than --max-txn-ops (128 by default) comparisons or
+// puts.
+const txnKeys = 128
+
+// takeAll takes the segments of ts, each above its After, in one
+// transaction; if a mark moved, or etcd allows fewer operations, each on
+// its own.
+func (s *Sequences) takeAll(ctx context.Context, cli *clientv3.Client, all []*sequence.Take) {
+	ts := make([]*sequence.Take, 0, len(all))
+	terms := make([]uint32, 0, len(all))
+	for _, t := range all {
+		if !s.clustered {
+			ts = append(ts, t)
+			continue
+		}
+		if term := s.slots.begin(t.Key); s.slots.still(t.Key, term) {
+			ts, terms = append(ts, t), append(terms, term)
+		} else {
+			t.Err = sequence.ErrNotServed
+		}
+	}
+	cmps := make([]clientv3.Cmp, len(ts))
+	puts := make([]clientv3.Op, len(ts))
+	for i, t := range ts {
+		k := s.prefix + t.Key
+		cmps[i] = clientv3.Compare(clientv3.Value(k), "=", strconv.FormatInt(t.After, 10))
+		puts[i] = clientv3.OpPut(k, strconv.FormatInt(lastOf(t), 10))
+	}
+	sent := s.hist.at()
+	resp, err := cli.Txn(ctx).If(cmps...).Then(puts...).Commit()
+	if errors.Is(err, rpctypes.ErrTooManyOps) || err == nil && !resp.Succeeded {
+		for _, t := range ts {
+			s.takeServed(ctx, cli, t)
+		}
+		return
+	}
+	err = s.answered(sent, resp, err)
+	for i, t := range ts {
+		switch {
+		case err != nil:
+			t.Err = err
+		case s.clustered && !s.slots.still(t.Key, terms[i]):
+			t.Err = sequence.ErrNotServed // its mark stays in etcd: the values are skipped
+		default:
+			t.First, t.Last, t.Born = t.After+1, lastOf(t), true
+		}
+	}
+}
+
+// lastOf is the last value of a refill of t: N above After, but for the
+// largest value.
+func lastOf(t *sequence.Take) int64 { return t.After + min(t.N, math.MaxInt64-t.After) }
+
+// takeServed takes t on its own; on a Redis Cluster node, only if its
+// key's slot is served all the while.
+func (s *Sequences) takeServed(ctx context.Context, cli *clientv3.Client, t *sequence.Take) {
+	if !s.clustered {
+		t.Err = s.take(ctx, cli, t)
+		return
+	}
+	term := s.slots.begin(t.Key)
+	if !s.slots.still(t.Key, term) {
+		t.Err = sequence.ErrNotServed
+		return
+	}
+	if t.Err = s.take(ctx, cli, t); t.Err == nil && !s.slots.still(t.Key, term) {
+		t.Err = sequence.ErrNotServed // its mark stays in etcd: the values are skipped
 	}
 }
 

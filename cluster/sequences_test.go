@@ -152,3 +152,42 @@ func TestSetsTogether(t *testing.T) {
 		t.Fatalf("this server's copy: %v, want new 10 and fresh 7", got)
 	}
 }
+
+// TestTakeAllFallsBack: refills of many keys go in transactions of
+// txnKeys; a transaction in which one mark moved (another server took
+// that key) is taken again key by key: every key gets a segment right
+// above etcd's mark, and etcd's mark is its end.
+func TestTakeAllFallsBack(t *testing.T) {
+	e := testetcd.Start(t)
+	cli := e.Client()
+	defer cli.Close()
+	ctx := context.Background()
+	s := newFollowing(t, e, cli)
+	const keys = 3*txnKeys + 7
+	moved := map[int]bool{5: true, txnKeys + 1: true, keys - 1: true}
+	ts := make([]sequence.Take, keys)
+	for i := range ts {
+		mark := "10"
+		if moved[i] {
+			mark = "50"
+		}
+		ts[i] = sequence.Take{Key: fmt.Sprintf("k%d", i), After: 10, N: 5, Born: true}
+		if _, err := cli.Put(ctx, s.prefix+ts[i].Key, mark); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Take(ctx, ts)
+	for i, tk := range ts {
+		want := int64(11)
+		if moved[i] {
+			want = 51
+		}
+		if tk.Err != nil || tk.First != want || tk.Last != want+4 {
+			t.Fatalf("%s: %d..%d, %v; want %d..%d", tk.Key, tk.First, tk.Last, tk.Err, want, want+4)
+		}
+		resp, err := cli.Get(ctx, s.prefix+tk.Key)
+		if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != strconv.FormatInt(tk.Last, 10) {
+			t.Fatalf("%s: etcd holds %v, %v; want %d", tk.Key, resp.Kvs, err, tk.Last)
+		}
+	}
+}

@@ -20,6 +20,13 @@
 #                                   measure them warm)
 #   INCR k vs INCR k, appendfsync always, -c 1   the durable way, one client:
 #                                   Redis cannot share an fsync among clients
+#   Redis Cluster: GETID, INCR k and INCR key:__rand_int__ -r 100000 at
+#                                   -c 50 -P 16 against a node with
+#                                   cluster-enabled yes over a real etcd
+#                                   (Debian's etcd-server), owning every
+#                                   slot, vs redis-server with
+#                                   cluster-enabled yes owning every slot:
+#                                   what checking each key's slot costs
 # MGETID rows use a second idserver with id-range 2 shard-range 19
 # random-range 0 (the default layout caps a server at 512 IDs per ms).
 # Last, once: GETID -P 16 against a default-layout idserver with
@@ -37,10 +44,10 @@ cd "$(dirname "$0")/.."
 rounds=${1:-3}
 
 need=()
-for tool in redis-server redis-benchmark redis-cli openssl; do command -v "$tool" >/dev/null || need+=("$tool"); done
+for tool in redis-server redis-benchmark redis-cli openssl etcd; do command -v "$tool" >/dev/null || need+=("$tool"); done
 if [ ${#need[@]} -gt 0 ]; then
 	sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
-	$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq redis-server redis-tools openssl >/dev/null
+	$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq redis-server redis-tools openssl etcd-server >/dev/null
 fi
 
 tmp=$(mktemp -d)
@@ -59,7 +66,8 @@ wait_port() {
 	for _ in $(seq 100); do redis-cli -p "$1" ping >/dev/null 2>&1 && return 0; sleep 0.1; done
 	echo "server on port $1 did not start" >&2; exit 1
 }
-info() { redis-cli -p "$1" info "$2" | tr -d '\r' | awk -F: -v k="$3" '$1 == k { print $2 }'; }
+info_cmd() { redis-cli -p "$1" "${@:2:$#-2}" | tr -d '\r' | awk -F: -v k="${!#}" '$1 == k { print $2 }'; } # port cmd... field
+info() { info_cmd "$1" info "$2" "$3"; }
 
 # A CA, and a server and a client certificate it signed, for the TLS rows.
 certs() {
@@ -93,7 +101,22 @@ pid_of[$rp]=$!
 pid_of[$rtp]=$!
 redis-server --port "$ap" --bind 127.0.0.1 --save "" --appendonly yes --appendfsync always --dir "$tmp" >"$tmp/aof.log" & pids+=($!)
 pid_of[$ap]=$!
-for p in "$ip" "$wp" "$rp" "$ap" "$lp"; do wait_port "$p"; done
+# Redis Cluster: an idserver over etcd and a redis-server, each a node
+# owning every slot.
+ep=$(free_port); epp=$(free_port); cp=$(free_port); rcp=$(free_port)
+etcd --name bench --data-dir "$tmp/etcd" --listen-client-urls "http://127.0.0.1:$ep" --advertise-client-urls "http://127.0.0.1:$ep" \
+	--listen-peer-urls "http://127.0.0.1:$epp" --initial-advertise-peer-urls "http://127.0.0.1:$epp" \
+	--initial-cluster "bench=http://127.0.0.1:$epp" >"$tmp/etcd.log" 2>&1 & pids+=($!)
+start_idserver "$cp" "$tmp/cluster" --cluster-enabled yes --etcd-endpoints "127.0.0.1:$ep"
+redis-server --port "$rcp" --bind 127.0.0.1 --save "" --appendonly no --cluster-enabled yes \
+	--cluster-config-file "$tmp/nodes.conf" >"$tmp/redis-cluster.log" & pids+=($!)
+pid_of[$rcp]=$!
+for p in "$ip" "$wp" "$rp" "$ap" "$lp" "$cp" "$rcp"; do wait_port "$p"; done
+redis-cli -p "$rcp" cluster addslotsrange 0 16383 >/dev/null
+for p in "$cp" "$rcp"; do
+	for _ in $(seq 300); do [ "$(info_cmd "$p" cluster info cluster_slots_ok)" = 16384 ] && break; sleep 0.1; done
+	[ "$(info_cmd "$p" cluster info cluster_slots_ok)" = 16384 ] || { echo "the cluster node on port $p does not own every slot" >&2; exit 1; }
+done
 # 100 numbers of 18 digits, the shape of an MGETID 100 reply.
 redis-cli -p "$rp" rpush ids $(seq 787082868470841634 787082868470841733) >/dev/null
 bp=""; bwp=""
@@ -125,6 +148,9 @@ rows=(
 	"INCR 100k keys, -c 50|ip|INCR key:__rand_int__|rp|INCR key:__rand_int__|-c 50 -r 100000|200000"
 	"INCR 100k keys, -c 50 -P 16|ip|INCR key:__rand_int__|rp|INCR key:__rand_int__|-c 50 -P 16 -r 100000|1000000"
 	"INCR vs appendfsync always, -c 1|ip|INCR k|ap|INCR k|-c 1|5000"
+	"Redis Cluster: GETID vs INCR, -P 16|cp|GETID|rcp|INCR k|-c 50 -P 16|1000000"
+	"Redis Cluster: INCR one key, -P 16|cp|INCR k|rcp|INCR k|-c 50 -P 16|1000000"
+	"Redis Cluster: INCR 100k keys, -P 16|cp|INCR key:__rand_int__|rcp|INCR key:__rand_int__|-c 50 -P 16 -r 100000|300000"
 )
 
 # cpu_ticks PID prints the process's user + system CPU time in clock ticks.
@@ -149,6 +175,8 @@ bench() {
 new_keys() { bench "$1" 400000 "-c 50 -r 100000" INCR key:__rand_int__; }
 read -r new_id_rps _ _ new_id_cpu <<<"$(new_keys "$ip")"
 read -r new_r_rps _ _ new_r_cpu <<<"$(new_keys "$rp")"
+new_keys "$cp" >/dev/null
+new_keys "$rcp" >/dev/null
 
 results="$tmp/results"
 : >"$results"
@@ -160,7 +188,7 @@ for round in $(seq "$rounds"); do
 		for side in $order; do
 			if [ "$side" = id ]; then
 				echo "$i id $(bench "${!iv}" "$n" "$opts" $icmd)" >>"$results"
-				if [ -n "$bp" ] && [ "$iv" != itp ] && [[ $icmd != INCR* ]]; then # the baseline may predate TLS and sequences
+				if [ -n "$bp" ] && [ "$iv" != itp ] && [ "$iv" != cp ] && [[ $icmd != INCR* ]]; then # the baseline may predate TLS, sequences and Redis Cluster
 					basev=bp; [ "$iv" = wp ] && basev=bwp
 					echo "$i base $(bench "${!basev}" "$n" "$opts" $icmd)" >>"$results"
 				fi
