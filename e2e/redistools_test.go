@@ -67,14 +67,15 @@ func TestRedisToolsOverEtcd(t *testing.T) {
 	}
 	for _, run := range []struct {
 		cmd  string // the command whose calls it makes
+		n    int    // requests: fewer of new keys, each a write to etcd
 		args []string
 	}{
-		{"incr", []string{"-t", "incr"}},
-		{"incr", []string{"-t", "incr", "-r", "1000"}},
-		{"getid", []string{"GETID"}},
-		{"incr", []string{"-r", "1000", "INCR", "bench:{tag}:__rand_int__"}},
+		{"incr", 3000, []string{"-t", "incr"}},
+		{"incr", 1000, []string{"-t", "incr", "-r", "1000"}},
+		{"getid", 3000, []string{"GETID"}},
+		{"incr", 1000, []string{"-r", "1000", "INCR", "bench:{tag}:__rand_int__"}},
 	} {
-		const n = 3000
+		n := run.n
 		before := make([]calls, len(nodes))
 		for i, p := range nodes {
 			before[i] = cmdCalls(t, p, run.cmd)
@@ -163,9 +164,22 @@ func TestRedisToolsOverEtcd(t *testing.T) {
 			t.Errorf("redis-cli -c: INCR %s three times: %v, want 1 2 3", k, vs)
 		}
 	}
+	// One-shot, as typed: a key of node 2, through node 0 (which would
+	// answer -MOVED); one-shot, redis-cli does not print the redirection.
+	oneShot := ""
+	for i := 0; owners[slots.Of([]byte(oneShot))] != addrs[2]; i++ {
+		oneShot = "one:" + strconv.Itoa(i)
+	}
+	for want := 1; want <= 2; want++ {
+		out, err := exec.CommandContext(ctx, cli, "-c", "-h", host, "-p", port, "INCR", oneShot).CombinedOutput()
+		if err != nil || string(out) != strconv.Itoa(want)+"\n" {
+			t.Errorf("redis-cli -c -p %s INCR %s: %v\n%s", port, oneShot, err, out)
+		}
+	}
 
 	// Node 1 killed -9 while redis-benchmark --cluster runs: the tool
-	// stops ("Error: Server closed the connection"): it sends each of its
+	// stops ("Error: Server closed the connection", or "Connection reset
+	// by peer"): it sends each of its
 	// clients to one master for the whole run and reads CLUSTER SLOTS
 	// again only on -MOVED, -ASK or -CLUSTERDOWN, so a master gone ends it
 	// (its code, not idserver's: the same against Redis).
