@@ -22,7 +22,9 @@ type command struct {
 	// that read them (go-redis's dynamic resolver) fan DBSIZE, KEYS and
 	// PING out to every node, sum what DBSIZE answers and split MGET by
 	// slot. The refused writes carry none: they take no key here and are
-	// refused alike on every node.
+	// refused alike on every node, and a client splitting DEL by its
+	// multi_shard tip would find no key and fail before the server says
+	// why (go-redis: "multi-shard command del has no key arguments").
 	tips []string
 	// acl is the ACL categories Redis gives the command beside those its
 	// flags and group imply (aclCategories): "dangerous", "keyspace".
