@@ -208,3 +208,34 @@ func runNodeCluster(t *testing.T, lib string) {
 	}
 	t.Log(strings.TrimSpace(string(out)))
 }
+
+// TestGoRedisClusterTips: go-redis v9 routes by the COMMAND tips only
+// when told to (its default resolver knows module commands alone); with
+// its dynamic resolver, MGET of keys of several slots (tip
+// request_policy:multi_shard) is split by slot and answered in order,
+// where the node itself says CROSSSLOT, and DBSIZE (all_shards,
+// agg_sum) is summed over the nodes.
+func TestGoRedisClusterTips(t *testing.T) {
+	addr := startClusterServer(t)
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{addr}})
+	t.Cleanup(func() { c.Close() })
+	ctx := t.Context()
+	keys := []any{"tips:a", "tips:b", "tips:c", "tips:d"}
+	for i, k := range keys {
+		if err := c.IncrBy(ctx, k.(string), int64(i+1)).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mget := append([]any{"MGET"}, keys...)
+	if err := c.Do(ctx, mget...).Err(); err == nil || !strings.HasPrefix(err.Error(), "CROSSSLOT") {
+		t.Fatalf("MGET across slots, default resolver: %v; want the node's CROSSSLOT", err)
+	}
+	c.SetCommandInfoResolver(c.NewDynamicResolver())
+	got, err := c.Do(ctx, mget...).Result()
+	if fmt.Sprint(got) != "[1 2 3 4]" || err != nil {
+		t.Fatalf("MGET across slots, by the tips: %v, %v; want [1 2 3 4]", got, err)
+	}
+	if n, err := c.Do(ctx, "DBSIZE").Int64(); n != 4 || err != nil {
+		t.Errorf("DBSIZE by the tips: %d, %v", n, err)
+	}
+}

@@ -2,6 +2,7 @@ package respserver
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net"
 	"reflect"
@@ -245,7 +246,7 @@ func TestClusterDisabled(t *testing.T) {
 // redis-server 7's key positions and key spec (cluster clients route by
 // them), SET's flags aside (Redis's RW access update variable_flags
 // come from its GET option, which idserver refuses); the ID commands
-// have no keys.
+// have no keys, and no request_policy tip.
 func TestKeySpecsLikeRedis(t *testing.T) {
 	redis := dialRaw(t, rediscluster.Start(t))
 	_, addr := startServer(t, idgen.Settings{}, Options{})
@@ -271,6 +272,11 @@ func TestKeySpecsLikeRedis(t *testing.T) {
 			got := c.do("COMMAND", "INFO", name).([]any)[0].([]any)
 			if got[3] != int64(0) || reflect.ValueOf(got[8]).Len() != 0 {
 				t.Errorf("COMMAND INFO %s: first key %v, key specs %v; want none", name, got[3], got[8])
+			}
+			// Sent to one node of the client's choice: no request_policy.
+			if tips := fmt.Sprint(got[7]); strings.Contains(tips, "request_policy") ||
+				strings.Contains(tips, "nondeterministic_output") != (name == "getid" || name == "mgetid") {
+				t.Errorf("COMMAND INFO %s: tips %v", name, tips)
 			}
 		}
 	}

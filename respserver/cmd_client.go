@@ -31,7 +31,7 @@ var clientCommand = &command{
 		{name: "client|id", arity: 2, flags: []string{"noscript", "loading", "stale"}, run: cmdClientID, doc: doc{
 			summary: "Returns the unique client ID of the connection.", since: "5.0.0", group: "connection", complexity: "O(1)",
 		}},
-		{name: "client|info", arity: 2, flags: []string{"noscript", "loading", "stale"}, run: cmdClientInfo, doc: doc{
+		{name: "client|info", arity: 2, flags: []string{"noscript", "loading", "stale"}, tips: nondeterministic, run: cmdClientInfo, doc: doc{
 			summary: "Returns information about the connection, including how GETID replies to it (getid-reply).", since: "6.2.0", group: "connection", complexity: "O(1)",
 		}},
 		{name: "client|kill", arity: -3, flags: []string{"admin", "noscript", "loading", "stale"}, run: cmdClientKill, doc: doc{
@@ -48,7 +48,7 @@ var clientCommand = &command{
 				}},
 			}}},
 		}},
-		{name: "client|list", arity: -2, flags: []string{"admin", "noscript", "loading", "stale"}, run: cmdClientList, doc: doc{
+		{name: "client|list", arity: -2, flags: []string{"admin", "noscript", "loading", "stale"}, tips: nondeterministic, run: cmdClientList, doc: doc{
 			summary: "Lists open connections.", since: "2.4.0", group: "connection", complexity: "O(N) where N is the number of client connections",
 			args: []arg{
 				{name: "client-type", typ: "oneof", token: "TYPE", flags: optional, args: []arg{token("NORMAL"), token("MASTER"), token("REPLICA"), token("PUBSUB")}},

@@ -27,14 +27,14 @@ var clusterCommands = []*command{
 			summary: "Returns the number of keys of this node in the hash slot.", since: "3.0.0", group: "cluster", complexity: "O(N) where N is the number of keys (idserver keeps no index by slot)",
 			args: []arg{{name: "slot", typ: "integer"}},
 		}},
-		{name: "cluster|getkeysinslot", arity: 4, flags: []string{"stale"}, run: cmdClusterGetKeys, doc: doc{
+		{name: "cluster|getkeysinslot", arity: 4, flags: []string{"stale"}, tips: nondeterministic, run: cmdClusterGetKeys, doc: doc{
 			summary: "Returns up to count key names of this node in the hash slot.", since: "3.0.0", group: "cluster", complexity: "O(N) where N is the number of keys (idserver keeps no index by slot)",
 			args: []arg{{name: "slot", typ: "integer"}, {name: "count", typ: "integer"}},
 		}},
 		{name: "cluster|help", arity: 2, flags: []string{"loading", "stale"}, run: cmdHelp, doc: doc{
 			summary: "Returns helpful text about the different subcommands.", since: "5.0.0", group: "cluster", complexity: "O(1)",
 		}},
-		{name: "cluster|info", arity: 2, flags: []string{"stale"}, run: cmdClusterInfo, doc: doc{
+		{name: "cluster|info", arity: 2, flags: []string{"stale"}, tips: nondeterministic, run: cmdClusterInfo, doc: doc{
 			summary: "Returns information about the state of a node.", since: "3.0.0", group: "cluster", complexity: "O(1)",
 		}},
 		{name: "cluster|keyslot", arity: 3, flags: []string{"stale"}, run: cmdClusterKeySlot, doc: doc{
@@ -44,13 +44,13 @@ var clusterCommands = []*command{
 		{name: "cluster|myid", arity: 2, flags: []string{"stale"}, run: cmdClusterMyID, doc: doc{
 			summary: "Returns the ID of a node.", since: "3.0.0", group: "cluster", complexity: "O(1)",
 		}},
-		{name: "cluster|nodes", arity: 2, flags: []string{"stale"}, run: cmdClusterNodes, doc: doc{
+		{name: "cluster|nodes", arity: 2, flags: []string{"stale"}, tips: nondeterministic, run: cmdClusterNodes, doc: doc{
 			summary: "Returns the cluster configuration for a node.", since: "3.0.0", group: "cluster", complexity: "O(N) where N is the total number of Cluster nodes",
 		}},
-		{name: "cluster|shards", arity: 2, flags: []string{"stale"}, run: cmdClusterShards, doc: doc{
+		{name: "cluster|shards", arity: 2, flags: []string{"stale"}, tips: nondeterministic, run: cmdClusterShards, doc: doc{
 			summary: "Returns the mapping of cluster slots to shards.", since: "7.0.0", group: "cluster", complexity: "O(N) where N is the total number of cluster nodes",
 		}},
-		{name: "cluster|slots", arity: 2, flags: []string{"stale"}, run: cmdClusterSlots, doc: doc{
+		{name: "cluster|slots", arity: 2, flags: []string{"stale"}, tips: nondeterministic, run: cmdClusterSlots, doc: doc{
 			summary: "Returns the mapping of cluster slots to nodes.", since: "3.0.0", group: "cluster", complexity: "O(N) where N is the total number of Cluster nodes",
 		}},
 	}},

@@ -122,7 +122,7 @@ func findCommand(name string) *command {
 // writeCommandInfo writes Redis 7's COMMAND entry for cmd: the positions
 // of its keys (the sequences' commands and WATCH take keys; the ID
 // commands none, so cluster clients send them to any node), its ACL
-// categories, no tips, and the key spec of its keys. As Redis 7.0 does
+// categories, its tips, and the key spec of its keys. As Redis 7.0 does
 // in RESP3, the flags, categories, tips and key specs are sets, and so
 // is the list of subcommands when empty (an array otherwise).
 func (c *client) writeCommandInfo(cmd *command) {
@@ -134,7 +134,10 @@ func (c *client) writeCommandInfo(cmd *command) {
 	c.writeInt(cmd.keys.last)
 	c.writeInt(cmd.keys.step)
 	c.writeFlags(cmd.aclCats)
-	c.writeSet(0) // tips
+	c.writeSet(len(cmd.tips)) // bulk strings, unlike the flags, as Redis writes them
+	for _, tip := range cmd.tips {
+		c.writeBulkString(tip)
+	}
 	c.writeKeySpecs(cmd)
 	if len(cmd.subs) == 0 {
 		c.writeSet(0)

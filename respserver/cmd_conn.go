@@ -9,7 +9,7 @@ import (
 // connectionCommands are the commands about the connection itself, which
 // client libraries send on connect and tools such as redis-cli use.
 var connectionCommands = []*command{
-	{name: "ping", arity: -1, flags: []string{"fast"}, run: cmdPing, doc: doc{
+	{name: "ping", arity: -1, flags: []string{"fast"}, tips: []string{"request_policy:all_shards", "response_policy:all_succeeded"}, run: cmdPing, doc: doc{
 		summary: "Returns the server's liveliness response.", since: "1.0.0", group: "connection", complexity: "O(1)",
 		args: []arg{{name: "message", typ: "string", flags: optional}},
 	}},

@@ -9,15 +9,21 @@ import (
 	"github.com/idserver/idserver/internal/replyerr"
 )
 
-// idCommands are the commands that issue and explain IDs.
+// idCommands are the commands that issue and explain IDs. Their tips:
+// no request_policy, so that a cluster client sends each to one node of
+// its choice (Redis's default for a command without keys): any node's
+// IDs are unique cluster-wide, and all_shards would take IDs on every
+// node to return one node's. GETID and MGETID nondeterministic_output,
+// as TIME: no two calls answer alike. DECODEID and IDRANGE compute from
+// their arguments and the layout the nodes share: none.
 var idCommands = []*command{
-	{name: "getid", arity: 1, flags: []string{"write", "fast"}, run: cmdGetID, besideSets: true, takes: takesID, doc: doc{
+	{name: "getid", arity: 1, flags: []string{"write", "fast"}, tips: nondeterministic, run: cmdGetID, besideSets: true, takes: takesID, doc: doc{
 		summary:    "Returns a new unique ID: an integer, or a bulk string for JavaScript clients (getid-reply).",
 		since:      idserverSince,
 		group:      "idserver",
 		complexity: "O(1)",
 	}},
-	{name: "mgetid", arity: 2, flags: []string{"write"}, run: cmdMGetID, besideSets: true, takes: (*Server).takesIDs, doc: doc{
+	{name: "mgetid", arity: 2, flags: []string{"write"}, tips: nondeterministic, run: cmdMGetID, besideSets: true, takes: (*Server).takesIDs, doc: doc{
 		summary:    "Returns count new unique IDs, consecutive and increasing, as bulk strings.",
 		since:      idserverSince,
 		group:      "idserver",

@@ -33,7 +33,7 @@ var seqCommands = []*command{
 		since:   "1.0.0", group: "string", complexity: "O(1)",
 		args: []arg{{name: "key", typ: "key"}},
 	}},
-	{name: "mget", arity: -2, flags: []string{"readonly", "fast"}, run: cmdMGet, doc: doc{
+	{name: "mget", arity: -2, flags: []string{"readonly", "fast"}, tips: []string{"request_policy:multi_shard"}, run: cmdMGet, doc: doc{
 		summary: "Returns the values of the keys, as GET does each.",
 		since:   "1.0.0", group: "string", complexity: "O(N) where N is the number of keys to retrieve.",
 		args: []arg{{name: "key", typ: "key", flags: multiple}},
@@ -48,7 +48,7 @@ var seqCommands = []*command{
 		since:   "1.0.0", group: "string", complexity: "O(1)",
 		args: []arg{{name: "key", typ: "key"}, {name: "value", typ: "integer"}},
 	}},
-	{name: "exists", arity: -2, flags: []string{"readonly", "fast"}, run: cmdExists, doc: doc{
+	{name: "exists", arity: -2, flags: []string{"readonly", "fast"}, tips: []string{"request_policy:multi_shard", "response_policy:agg_sum"}, run: cmdExists, doc: doc{
 		summary: "Returns how many of the keys exist (a key named twice counts twice).",
 		since:   "1.0.0", group: "generic", complexity: "O(N) where N is the number of keys to check.",
 		args: []arg{{name: "key", typ: "key", flags: multiple}},
@@ -63,22 +63,22 @@ var seqCommands = []*command{
 		since:   "2.2.0", group: "string", complexity: "O(1)",
 		args: []arg{{name: "key", typ: "key"}},
 	}},
-	{name: "ttl", arity: 2, flags: []string{"readonly", "fast"}, run: cmdTTL, doc: doc{
+	{name: "ttl", arity: 2, flags: []string{"readonly", "fast"}, tips: nondeterministic, run: cmdTTL, doc: doc{
 		summary: "Returns -1 for a sequence (they never expire), -2 for a key that does not exist.",
 		since:   "1.0.0", group: "generic", complexity: "O(1)",
 		args: []arg{{name: "key", typ: "key"}},
 	}},
-	{name: "pttl", arity: 2, flags: []string{"readonly", "fast"}, run: cmdTTL, doc: doc{
+	{name: "pttl", arity: 2, flags: []string{"readonly", "fast"}, tips: nondeterministic, run: cmdTTL, doc: doc{
 		summary: "Returns -1 for a sequence (they never expire), -2 for a key that does not exist.",
 		since:   "2.6.0", group: "generic", complexity: "O(1)",
 		args: []arg{{name: "key", typ: "key"}},
 	}},
-	{name: "touch", arity: -2, flags: []string{"readonly", "fast"}, run: cmdExists, doc: doc{
+	{name: "touch", arity: -2, flags: []string{"readonly", "fast"}, tips: []string{"request_policy:multi_shard", "response_policy:agg_sum"}, run: cmdExists, doc: doc{
 		summary: "Returns how many of the keys exist (nothing else changes: sequences have no access time).",
 		since:   "3.2.1", group: "generic", complexity: "O(N) where N is the number of keys that will be touched.",
 		args: []arg{{name: "key", typ: "key", flags: multiple}},
 	}},
-	{name: "keys", arity: 2, flags: []string{"readonly"}, acl: []string{"dangerous"}, run: cmdKeys, doc: doc{
+	{name: "keys", arity: 2, flags: []string{"readonly"}, tips: []string{"request_policy:all_shards", "nondeterministic_output_order"}, acl: []string{"dangerous"}, run: cmdKeys, doc: doc{
 		summary: "Returns the keys that match the pattern (it examines every key: prefer SCAN).",
 		since:   "1.0.0", group: "generic", complexity: "O(N) with N being the number of keys in the database",
 		args: []arg{{name: "pattern", typ: "pattern"}},

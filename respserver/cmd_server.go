@@ -19,24 +19,24 @@ var connection = []string{"connection"}
 // tools, and the operator's DEBUG and SHUTDOWN. (DBSIZE and SCAN are in
 // cmd_keys.go, with KEYS.)
 var serverCommands = []*command{
-	{name: "command", arity: -1, flags: []string{"loading", "stale"}, acl: connection, run: cmdCommand, doc: doc{
+	{name: "command", arity: -1, flags: []string{"loading", "stale"}, tips: nondeterministicOrder, acl: connection, run: cmdCommand, doc: doc{
 		summary: "Returns detailed information about all commands.", since: "2.8.13", group: "server", complexity: "O(N) where N is the total number of commands",
 	}, subs: []*command{
 		{name: "command|count", arity: 2, flags: []string{"loading", "stale"}, acl: connection, run: cmdCommandCount, doc: doc{
 			summary: "Returns a count of commands.", since: "2.8.13", group: "server", complexity: "O(1)",
 		}},
-		{name: "command|docs", arity: -2, flags: []string{"loading", "stale"}, acl: connection, run: cmdCommandDocs, doc: doc{
+		{name: "command|docs", arity: -2, flags: []string{"loading", "stale"}, tips: nondeterministicOrder, acl: connection, run: cmdCommandDocs, doc: doc{
 			summary: "Returns documentary information about one, multiple or all commands.", since: "7.0.0", group: "server", complexity: "O(N) where N is the number of commands to look up",
 			args: []arg{{name: "command-name", typ: "string", flags: optMulti}},
 		}},
 		{name: "command|help", arity: 2, flags: []string{"loading", "stale"}, acl: connection, run: cmdHelp, doc: doc{
 			summary: "Returns helpful text about the different subcommands.", since: "5.0.0", group: "server", complexity: "O(1)",
 		}},
-		{name: "command|info", arity: -2, flags: []string{"loading", "stale"}, acl: connection, run: cmdCommandInfo, doc: doc{
+		{name: "command|info", arity: -2, flags: []string{"loading", "stale"}, tips: nondeterministicOrder, acl: connection, run: cmdCommandInfo, doc: doc{
 			summary: "Returns information about one, multiple or all commands.", since: "2.8.13", group: "server", complexity: "O(N) where N is the number of commands to look up",
 			args: []arg{{name: "command-name", typ: "string", flags: optMulti}},
 		}},
-		{name: "command|list", arity: -2, flags: []string{"loading", "stale"}, acl: connection, run: cmdCommandList, doc: doc{
+		{name: "command|list", arity: -2, flags: []string{"loading", "stale"}, tips: nondeterministicOrder, acl: connection, run: cmdCommandList, doc: doc{
 			summary: "Returns a list of command names.", since: "7.0.0", group: "server", complexity: "O(N) where N is the total number of commands",
 		}},
 	}},
@@ -50,19 +50,19 @@ var serverCommands = []*command{
 		{name: "config|help", arity: 2, flags: []string{"loading", "stale"}, run: cmdHelp, doc: doc{
 			summary: "Returns helpful text about the different subcommands.", since: "5.0.0", group: "server", complexity: "O(1)",
 		}},
-		{name: "config|set", arity: -4, flags: []string{"admin", "noscript", "loading", "stale"}, run: cmdConfigSet, doc: doc{
+		{name: "config|set", arity: -4, flags: []string{"admin", "noscript", "loading", "stale"}, tips: []string{"request_policy:all_nodes", "response_policy:all_succeeded"}, run: cmdConfigSet, doc: doc{
 			summary: "Sets configuration parameters in-flight (idserver refuses: it reads its configuration at start).", since: "2.0.0", group: "server", complexity: "O(N) when N is the number of configuration parameters provided",
 			args: []arg{{name: "data", typ: "block", flags: multiple, args: []arg{{name: "parameter", typ: "string"}, {name: "value", typ: "string"}}}},
 		}},
 	}},
-	{name: "info", arity: -1, flags: []string{"loading", "stale"}, acl: []string{"dangerous"}, run: cmdInfo, doc: doc{
+	{name: "info", arity: -1, flags: []string{"loading", "stale"}, tips: []string{"nondeterministic_output", "request_policy:all_shards", "response_policy:special"}, acl: []string{"dangerous"}, run: cmdInfo, doc: doc{
 		summary: "Returns information and statistics about the server.", since: "1.0.0", group: "server", complexity: "O(1)",
 		args: []arg{{name: "section", typ: "string", flags: optMulti}},
 	}},
-	{name: "dbsize", arity: 1, flags: []string{"readonly", "fast"}, acl: []string{"keyspace"}, run: cmdDBSize, doc: doc{
+	{name: "dbsize", arity: 1, flags: []string{"readonly", "fast"}, tips: []string{"request_policy:all_shards", "response_policy:agg_sum"}, acl: []string{"keyspace"}, run: cmdDBSize, doc: doc{
 		summary: "Returns the number of keys in the database: the sequences.", since: "1.0.0", group: "server", complexity: "O(1)",
 	}},
-	{name: "scan", arity: -2, flags: []string{"readonly"}, run: cmdScan, doc: doc{
+	{name: "scan", arity: -2, flags: []string{"readonly"}, tips: []string{"nondeterministic_output", "request_policy:special"}, run: cmdScan, doc: doc{
 		summary: "Iterates over the key names in the database: the sequences, each once, new ones last.", since: "2.8.0", group: "generic", complexity: "O(1) for every call. O(N) for a complete iteration.",
 		args: []arg{
 			{name: "cursor", typ: "integer"},
@@ -74,7 +74,7 @@ var serverCommands = []*command{
 	{name: "role", arity: 1, flags: []string{"noscript", "loading", "stale", "fast"}, acl: []string{"admin", "dangerous"}, run: cmdRole, doc: doc{
 		summary: "Returns the replication role: a primary with no replicas.", since: "2.8.12", group: "server", complexity: "O(1)",
 	}},
-	{name: "time", arity: 1, flags: []string{"loading", "stale", "fast"}, run: cmdTime, doc: doc{
+	{name: "time", arity: 1, flags: []string{"loading", "stale", "fast"}, tips: nondeterministic, run: cmdTime, doc: doc{
 		summary: "Returns the server time.", since: "2.6.0", group: "server", complexity: "O(1)",
 	}},
 	{name: "debug", arity: -2, flags: []string{"admin", "noscript", "loading", "stale"}, run: cmdDebug, doc: doc{

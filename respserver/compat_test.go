@@ -126,6 +126,8 @@ var rawLikeRedis = []string{
 	`ECHO 'it\'s'` + "\r\n", `ECHO 'a\nb'` + "\r\n", `ECHO x"a b"y` + "\r\n", `ECHO "a"b` + "\r\n",
 	`ECHO "abc` + "\r\n", `ECHO 'abc` + "\r\n", `ECHO "a\` + "\r\n", "ECHO \"a\"\v\r\n",
 	`ECHO ""` + "\r\n", "ECHO ''\r\n", "\x01\x02 \x03\n",
+	// Tips are bulk strings where flags are simple ones.
+	"COMMAND INFO dbsize keys scan ping exists touch ttl time\r\n",
 }
 
 // TestRawLikeRedis sends each of rawLikeRedis, then a PING, to

@@ -17,6 +17,15 @@ type command struct {
 	// name (and the subcommand's); negative means at least -arity.
 	arity int
 	flags []string // Redis's command flags, as COMMAND lists them
+	// tips are Redis 7's command tips, exactly as redis-server gives
+	// them for a command of that name, in its order: cluster clients
+	// that read them (go-redis's dynamic resolver) fan DBSIZE, KEYS and
+	// PING out to every node, sum what DBSIZE answers and split MGET by
+	// slot. The refused writes carry none: they take no key here and are
+	// refused alike on every node, and a client splitting DEL by its
+	// multi_shard tip would find no key and fail before the server says
+	// why (go-redis: "multi-shard command del has no key arguments").
+	tips []string
 	// acl is the ACL categories Redis gives the command beside those its
 	// flags and group imply (aclCategories): "dangerous", "keyspace".
 	acl  []string
@@ -104,6 +113,9 @@ var (
 	optional = []string{"optional"}
 	multiple = []string{"multiple"}
 	optMulti = []string{"optional", "multiple"}
+
+	nondeterministic      = []string{"nondeterministic_output"}
+	nondeterministicOrder = []string{"nondeterministic_output_order"}
 )
 
 func token(t string) arg { return arg{name: strings.ToLower(t), typ: "pure-token", token: t} }
