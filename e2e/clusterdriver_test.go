@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -66,7 +67,7 @@ type driver struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
 	out    string
-	stderr bytes.Buffer
+	stderr lockedBuffer
 	done   chan error // its exit, once
 	exit   error
 	ended  bool
@@ -93,6 +94,24 @@ func startDriver(t *testing.T, name, dir, seed string, keys int, argv ...string)
 	return d
 }
 
+// lockedBuffer is a driver's output, read while it runs.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
 // stop closes the driver's stdin and waits for it to exit, 30 s at most
 // (then kills it), and returns why it failed, nil if it exited 0.
 func (d *driver) stop() error {
@@ -111,6 +130,12 @@ func (d *driver) stop() error {
 		return fmt.Errorf("%s: %v\n%s", d.name, d.exit, d.stderr.String())
 	}
 	return nil
+}
+
+// answered reports whether the driver has written an INCR's reply.
+func (d *driver) answered() bool {
+	b, _ := os.ReadFile(d.out)
+	return bytes.HasPrefix(b, []byte("incr ")) || bytes.Contains(b, []byte("\nincr "))
 }
 
 // read adds the driver's replies and errors to log.

@@ -185,6 +185,13 @@ func TestRedisClusterOverEtcd(t *testing.T) {
 		}
 	}
 	progress("at first")
+	// Faults begin once every driver has a client that works: one that
+	// never had an INCR answered fails the test.
+	for _, d := range drivers {
+		if !await.Within(time.Minute, d.answered) {
+			t.Fatalf("%s had no INCR answered in a minute:\n%s", d.name, d.stderr.String())
+		}
+	}
 
 	events := []struct {
 		name   string
