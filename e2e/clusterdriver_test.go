@@ -255,8 +255,9 @@ func clusterLoad(client string, c clusterCalls, log *opLog, rnd *rand.Rand, keys
 func goRedisCluster(addr string) (clusterCalls, func()) {
 	// go-redis reads the slots again every ClusterStateReloadInterval (60
 	// s by default) or on a MOVED: a client whose map sends a slot to a
-	// server gone (killed, or stopped: the test keeps its port, so that it
-	// answers nothing) errs on it until then. 5 s keeps the test short;
+	// server gone (killed, stopped or paused: its port takes connections
+	// nobody answers until it is back) errs on it until then, or until
+	// the server serves again. 5 s keeps the test short;
 	// the figures on defaults are in docs/cluster.md.
 	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{addr}, ReadTimeout: time.Second, WriteTimeout: time.Second,
 		ClusterStateReloadInterval: 5 * time.Second})

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idserver/idserver/internal/await"
+	"github.com/idserver/idserver/internal/testbin"
 	"github.com/idserver/idserver/internal/testetcd"
 	"github.com/idserver/idserver/internal/testseed"
 	"github.com/idserver/idserver/slots"
@@ -139,7 +140,12 @@ func TestRedisClusterOverEtcd(t *testing.T) {
 	seed := testseed.Get(t)
 	rnd := rand.New(rand.NewPCG(seed, 5))
 	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir(), t.TempDir()}
-	server := func(i int) *process { return member(t, e, "--dir", dirs[i], "--cluster-enabled", "yes") }
+	// A server started again serves its old port, as one its service
+	// manager restarts: a port kept listening by no server would take a
+	// client's connection and never answer, and a client without a read
+	// timeout (redis-py's, ioredis's defaults) would wait on it forever.
+	ports := []testbin.Socket{testbin.Listen(t, "port"), testbin.Listen(t, "port"), testbin.Listen(t, "port"), testbin.Listen(t, "port")}
+	server := func(i int) *process { return memberAt(t, e, ports[i], "--dir", dirs[i], "--cluster-enabled", "yes") }
 	servers := newFleet(server(0), server(1), server(2))
 	log := newOpLog()
 	stop := make(chan struct{})
