@@ -22,6 +22,7 @@ import (
 	"github.com/idserver/idserver/idgen"
 	"github.com/idserver/idserver/internal/await"
 	"github.com/idserver/idserver/internal/redisinfo"
+	"github.com/idserver/idserver/internal/testbin"
 	"github.com/idserver/idserver/internal/testetcd"
 	"github.com/idserver/idserver/internal/testpki"
 	"github.com/idserver/idserver/internal/testseed"
@@ -48,8 +49,22 @@ var (
 // member starts a server in cluster mode against e.
 func member(t *testing.T, e *testetcd.Server, args ...string) *process {
 	t.Helper()
-	return start(t, nil, append([]string{"--etcd-endpoints", e.Endpoint, "--etcd-lease-ttl", "2",
-		"--id-range", "1", "--shard-range", "10", "--enable-debug-command", "yes"}, args...)...)
+	return start(t, nil, append(memberArgs(e), args...)...)
+}
+
+// memberAt starts a server in cluster mode against e serving the socket
+// s (args name its --dir): started again at the same s, it is a server
+// its service manager restarted at its address, where clients' requests
+// wait unanswered while it is down and are served once it is back.
+func memberAt(t *testing.T, e *testetcd.Server, s testbin.Socket, args ...string) *process {
+	t.Helper()
+	return testbin.Start(t, nil, []testbin.Socket{s}, binary, append(memberArgs(e), append(args, "--port", s.Port)...)...)
+}
+
+// memberArgs are the arguments member gives a server.
+func memberArgs(e *testetcd.Server) []string {
+	return []string{"--etcd-endpoints", e.Endpoint, "--etcd-lease-ttl", "2",
+		"--id-range", "1", "--shard-range", "10", "--enable-debug-command", "yes"}
 }
 
 // clusterInfo is the INFO cluster field of p named field, "" if p does

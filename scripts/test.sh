@@ -8,7 +8,10 @@
 # redis-benchmark, replies and the glob matcher are checked against
 # redis-server's, the client matrix (clients/) runs the Go clients,
 # redis-py, the Node clients (the versions people pin), hiredis, redis-rb, phpredis, Predis and Perl's Redis, the
-# cluster tests run etcd, and -race needs cgo and a C compiler, so Debian's
+# cluster tests run etcd (e2e's Redis Cluster test also runs redis-py's
+# RedisCluster, from python3-redis 4.3.4, and ioredis's, node-redis's and
+# Valkey GLIDE's cluster clients, from the lock file, as drivers:
+# e2e/clusterdriver_test.go), and -race needs cgo and a C compiler, so Debian's
 # redis-tools, redis-server, python3-redis, nodejs, libhiredis-dev,
 # ruby-redis, php-cli, php-redis, php-predis, libredis-perl, etcd-server,
 # iproute2 and gcc are installed first when missing, and the Node clients
