@@ -13,7 +13,7 @@ final class Check {
   private Check() {}
 
   static void run(String name, HostAndPort seed) {
-    try (IdClient c = Main.open(name, seed)) {
+    try (IdClient c = Main.open(name, seed, false)) {
       long id = c.getId();
       expect(id > 0, "GETID %d, want a positive integer", id);
       List<String> ids = c.mgetId(3);

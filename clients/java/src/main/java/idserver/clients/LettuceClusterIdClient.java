@@ -14,6 +14,7 @@ import io.lettuce.core.output.ValueListOutput;
 import io.lettuce.core.protocol.CommandArgs;
 import io.lettuce.core.protocol.ProtocolKeyword;
 import java.nio.charset.StandardCharsets;
+import java.time.Duration;
 import java.util.List;
 
 /**
@@ -57,8 +58,16 @@ final class LettuceClusterIdClient implements IdClient {
   private final StatefulRedisClusterConnection<String, String> conn;
   private final RedisAdvancedClusterCommands<String, String> sync;
 
-  LettuceClusterIdClient(String host, int port) {
-    client = RedisClusterClient.create(RedisURI.create(host, port));
+  /**
+   * LettuceClusterIdClient connects, with a command timeout of timeout, or Lettuce's default
+   * (60 s) if null.
+   */
+  LettuceClusterIdClient(String host, int port, Duration timeout) {
+    RedisURI uri = RedisURI.create(host, port);
+    if (timeout != null) {
+      uri.setTimeout(timeout);
+    }
+    client = RedisClusterClient.create(uri);
     conn = client.connect();
     sync = conn.sync();
   }

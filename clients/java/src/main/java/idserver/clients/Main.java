@@ -9,13 +9,18 @@ import redis.clients.jedis.HostAndPort;
 public final class Main {
   private Main() {}
 
-  /** open connects the client named name to a cluster, given one node's address. */
-  static IdClient open(String name, HostAndPort seed) {
+  /**
+   * open connects the client named name to a cluster, given one node's address, on the
+   * library's defaults, or for failover where a default cannot recover from a node that stops
+   * answering (Load's comment says which and why).
+   */
+  static IdClient open(String name, HostAndPort seed, boolean failover) {
     switch (name) {
       case "jedis":
         return new JedisClusterIdClient(seed);
       case "lettuce":
-        return new LettuceClusterIdClient(seed.getHost(), seed.getPort());
+        return new LettuceClusterIdClient(seed.getHost(), seed.getPort(),
+            failover ? Load.lettuceTimeout : null);
       default:
         throw new IllegalArgumentException("unknown client " + name + " (jedis, lettuce)");
     }
