@@ -32,7 +32,7 @@ func needJavaJar(t *testing.T) string {
 
 // TestJedisCluster and TestLettuceCluster run clients/java's cluster
 // checks (Check.java): Jedis's JedisCluster and Lettuce's
-// RedisClusterClient (RESP3) on their defaults, given the one node's
+// RedisClusterClient on their defaults (RESP3 both), given the one node's
 // address, each also through its other way of sending a custom command.
 func TestJedisCluster(t *testing.T)   { runJavaCluster(t, "jedis") }
 func TestLettuceCluster(t *testing.T) { runJavaCluster(t, "lettuce") }
