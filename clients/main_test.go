@@ -2,15 +2,17 @@
 // people use, each on its defaults: go-redis v9 (RESP2 and RESP3) and v8,
 // rueidis, valkey-go, redigo, radix v4, redis-py, the JavaScript clients
 // in the versions people pin (ioredis 4, 5.3, 5.7 and 6, iovalkey 0.4,
-// node-redis 3, 4 and 6, Valkey GLIDE), hiredis (C), redis-rb (Ruby),
+// node-redis 3, 4 and 6, Valkey GLIDE), Jedis and Lettuce (Java, cluster
+// clients), hiredis (C), redis-rb (Ruby),
 // phpredis and Predis (PHP), Perl's Redis, redis-cli and redis-benchmark.
 // Typed clients must get GETID as an integer, JavaScript ones as a
 // string; sequences (INCR, INCRBY, GET, SET, ...) answer every client
 // as Redis does. Every test starts the real binary on 127.0.0.1 and
 // stops it.
 //
-// The Python and Node tests need /usr/bin/python3 with Debian's
-// python3-redis, and node with `npm ci` run in clients/node; the others
+// The Python, Node and Java tests need /usr/bin/python3 with Debian's
+// python3-redis, node with `npm ci` run in clients/node, and java with
+// the jar of clients/java (`mvn -q package` there); the others
 // (scripts_test.go) need Debian's libhiredis-dev and gcc, ruby-redis,
 // php-cli with php-redis and php-predis, and libredis-perl;
 // scripts/test.sh installs all of it. Without them a test is skipped,
