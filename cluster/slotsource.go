@@ -1,6 +1,9 @@
 package cluster
 
 import (
+	"maps"
+	"slices"
+	"sync"
 	"sync/atomic"
 
 	"github.com/idserver/idserver/slots"
@@ -9,17 +12,23 @@ import (
 // SlotSource is the Redis Cluster map a server answers from
 // (slots.Source), kept by its slot keeper: the assignment in etcd as last
 // read, in which this server owns the slots it serves. Past its lease's
-// deadline (Serving.Has) it owns none: Map checks that at each call, so a
-// server paused past its lease serves no slot when it wakes, whatever it
-// read before.
+// deadline (Serving.Has) it serves none: Map checks that at each call, so
+// a server paused past its lease serves no slot when it wakes, whatever
+// it read before. The map lists every range of the assignment with its
+// owner, whether or not the owner can serve it (slots.Down), as Redis
+// lists a failing master's: clients keep a map that covers every slot.
 type SlotSource struct {
 	self slots.Node
 	cur  atomic.Pointer[sourceMaps]
-	none *slots.Map // while it serves nothing: no slot assigned
+	none *slots.Map // before any assignment was read
+
+	mu    sync.Mutex
+	last  slotView             // the last assignment served from
+	known map[int64]slots.Node // by server-id, as last announced: owners gone stay listed
 }
 
-// sourceMaps are the maps of one Serving: as read, and without this
-// server's slots, for once its lease's deadline has passed.
+// sourceMaps are the maps of one Serving: as read, and with this
+// server's slots down, for once its lease's deadline has passed.
 type sourceMaps struct {
 	s       *Serving
 	m, lost *slots.Map
@@ -29,7 +38,7 @@ type sourceMaps struct {
 // until Serve gives it what it serves.
 func NewSlotSource(self slots.Node) *SlotSource {
 	none, _ := slots.NewMap(0, []slots.Node{self}, nil)
-	return &SlotSource{self: self, none: none}
+	return &SlotSource{self: self, none: none, known: map[int64]slots.Node{}}
 }
 
 // Self is this node's ID.
@@ -47,14 +56,20 @@ func (src *SlotSource) Map() *slots.Map {
 	return c.m
 }
 
-// Serve makes s what the source answers from (nil: nothing served).
+// Serve makes s what the source answers from; nil: nothing served, the
+// last assignment read still shown, this server's slots down.
 func (src *SlotSource) Serve(s *Serving) {
+	src.mu.Lock()
+	defer src.mu.Unlock()
 	if s == nil {
-		src.cur.Store(nil)
-		return
+		s = &Serving{v: src.last, served: make([]bool, slotCount)}
 	}
-	m := s.slotMap(src.self, func(id int64) bool { return true })
-	lost := s.slotMap(src.self, func(id int64) bool { return s.v.nodes[id].ID != src.self.ID })
+	src.last = s.v
+	for id, n := range s.v.nodes {
+		src.known[id] = nodeOf(n.Node, s.v.a.Version)
+	}
+	m := s.slotMap(src.self, src.known, s.served)
+	lost := s.slotMap(src.self, src.known, nil)
 	if m == nil || lost == nil {
 		src.cur.Store(nil) // an assignment no map can show: serve nothing
 		return
@@ -66,36 +81,47 @@ func (src *SlotSource) Serve(s *Serving) {
 // but for the margin; a standby's has none.
 func (s *Serving) alive() bool { return s.l != nil && s.l.left() > s.l.ttl/leaseMargin }
 
-// slotMap is s's assignment as a Redis Cluster map, with the ranges of the
-// owners keep accepts: every live node, and self (a standby announces
-// none), and the ranges of live owners; a range moving is shown moving,
-// one whose owner is gone not at all. Nil if a node's ID is not one.
-func (s *Serving) slotMap(self slots.Node, keep func(id int64) bool) *slots.Map {
-	var nodes []slots.Node
-	listed := false
+// slotMap is s's assignment as a Redis Cluster map: every node live, or
+// gone but owning a range (as known: an owner this server never saw is
+// left out), and self (a standby announces none); each range Owned by
+// its owner if served says this server serves it or another live node
+// holds it, Moving if it moves, Down if its owner cannot serve it. Nil if
+// a node's ID is not one.
+func (s *Serving) slotMap(self slots.Node, known map[int64]slots.Node, served []bool) *slots.Map {
+	byID := map[string]slots.Node{self.ID: self}
 	for _, n := range s.v.nodes {
-		nodes = append(nodes, slots.Node{ID: n.ID, IP: n.IP, Port: n.Port, TLSPort: n.TLSPort,
-			Hostname: n.Hostname, ConfigEpoch: uint64(s.v.a.Version)})
-		listed = listed || n.ID == self.ID
-	}
-	if !listed {
-		nodes = append(nodes, self)
+		byID[n.ID] = nodeOf(n.Node, s.v.a.Version)
 	}
 	var ranges []slots.Range
 	for _, r := range s.v.a.Ranges {
 		n, live := s.v.nodes[r.Owner]
-		if !live || n.lease != r.Lease || !keep(r.Owner) {
-			continue
-		}
+		owner := nodeOf(n.Node, s.v.a.Version)
 		state := slots.Owned
-		if r.From >= 0 {
+		switch {
+		case !live || n.lease != r.Lease:
+			k, ok := known[r.Owner]
+			if !ok {
+				continue
+			}
+			owner, state = k, slots.Down
+			if _, listed := byID[k.ID]; !listed {
+				byID[k.ID] = k
+			}
+		case r.From >= 0:
 			state = slots.Moving
+		case n.ID == self.ID && (served == nil || !served[r.First]):
+			state = slots.Down
 		}
-		ranges = append(ranges, slots.Range{First: r.First, Last: r.Last, Owner: n.ID, State: state})
+		ranges = append(ranges, slots.Range{First: r.First, Last: r.Last, Owner: owner.ID, State: state})
 	}
-	m, err := slots.NewMap(uint64(s.v.a.Version), nodes, ranges)
+	m, err := slots.NewMap(uint64(s.v.a.Version), slices.Collect(maps.Values(byID)), ranges)
 	if err != nil {
 		return nil
 	}
 	return m
+}
+
+// nodeOf is n as clients are told of it, in an assignment of version.
+func nodeOf(n Node, version int64) slots.Node {
+	return slots.Node{ID: n.ID, IP: n.IP, Port: n.Port, TLSPort: n.TLSPort, Hostname: n.Hostname, ConfigEpoch: uint64(version)}
 }

@@ -3,6 +3,7 @@ package cluster
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idserver/idserver/slots"
 )
@@ -21,4 +22,56 @@ func TestStandbyListsItself(t *testing.T) {
 	if m.Node(self.ID) == nil || m.Owner(0) == nil || m.Owner(0).ID != other.ID || m.Owns(self.ID) != 0 {
 		t.Fatalf("a standby's map: nodes %+v, slot 0's owner %+v", m.Nodes, m.Owner(0))
 	}
+}
+
+// TestMapCoversEverySlot: whatever a server can serve, its map lists
+// every range of the assignment with its owner, as Redis lists a failing
+// master's slots: a range whose owner is gone (with the address it last
+// announced), this server's own once its lease's deadline has passed,
+// and every range once it serves nothing (lease lost) are Down, routed
+// to -CLUSTERDOWN by every node, but listed. redis-py's and node-redis's
+// cluster clients fail every command for good after reading a map with
+// a hole in it.
+func TestMapCoversEverySlot(t *testing.T) {
+	self := slots.Node{ID: strings.Repeat("a", 40), IP: "127.0.0.1", Port: 7001}
+	other := Node{ID: strings.Repeat("b", 40), IP: "127.0.0.1", Port: 7002}
+	gone := Node{ID: strings.Repeat("c", 40), IP: "127.0.0.1", Port: 7003}
+	a := assignment{Version: 4, Ranges: []slotRange{
+		{First: 0, Last: 99, Owner: 0, Lease: 10, From: -1},
+		{First: 100, Last: 199, Owner: 1, Lease: 11, From: -1},
+		{First: 200, Last: slotCount - 1, Owner: 2, Lease: 12, From: -1},
+	}}
+	mine := Node{ID: self.ID, IP: self.IP, Port: self.Port}
+	all := map[int64]liveNode{0: {Node: mine, lease: 10}, 1: {Node: other, lease: 11}, 2: {Node: gone, lease: 12}}
+	src := NewSlotSource(self)
+	l := &lease{ttl: 10 * time.Second, deadline: time.Now().Add(time.Minute)}
+	serve := func(nodes map[int64]liveNode) {
+		v := slotView{a: a, nodes: nodes, alive: map[int64]bool{}}
+		src.Serve(&Serving{v: v, served: v.served(0, 10), l: l})
+	}
+	check := func(what string, want map[int]slots.Verdict) {
+		t.Helper()
+		m := src.Map()
+		if m.Assigned() != slotCount {
+			t.Fatalf("%s: %d slots listed, want every one; ranges %+v", what, m.Assigned(), m.Ranges)
+		}
+		for slot, v := range want {
+			if got, _ := m.Route(self.ID, slot); got != v {
+				t.Errorf("%s: slot %d routed %d, want %d", what, slot, got, v)
+			}
+		}
+		if owner := m.Owner(300); owner == nil || owner.ID != gone.ID || owner.Port != gone.Port {
+			t.Errorf("%s: slot 300's owner %+v, want the node gone, as it announced itself", what, owner)
+		}
+	}
+	serve(all)
+	check("all live", map[int]slots.Verdict{0: slots.Serve, 100: slots.Moved, 300: slots.Moved})
+	serve(map[int64]liveNode{0: all[0], 1: all[1]}) // 2's node key gone with its lease
+	check("an owner gone", map[int]slots.Verdict{0: slots.Serve, 100: slots.Moved, 300: slots.Unassigned})
+	l.mu.Lock()
+	l.deadline = time.Now() // past the margin
+	l.mu.Unlock()
+	check("this server past its lease's deadline", map[int]slots.Verdict{0: slots.Unassigned, 100: slots.Moved, 300: slots.Unassigned})
+	src.Serve(nil) // the lease lost: the slot keeper ended
+	check("serving nothing", map[int]slots.Verdict{0: slots.Unassigned, 100: slots.Moved, 300: slots.Unassigned})
 }

@@ -304,7 +304,13 @@ var driverCommands = []struct {
 	{"ioredis", "../clients/node", []string{"node", "clusterdriver.js", "ioredis"}},
 	{"node-redis", "../clients/node", []string{"node", "clusterdriver.js", "redis"}},
 	{"glide", "../clients/node", []string{"node", "clusterdriver.js", "glide"}},
+	{"jedis", "../clients/java", []string{"java", "-jar", javaJar, "load", "jedis"}},
+	{"lettuce", "../clients/java", []string{"java", "-jar", javaJar, "load", "lettuce"}},
 }
+
+// javaJar is the Java clients' jar, from clients/java (mvn package, which
+// scripts/test.sh runs).
+const javaJar = "target/idserver-clients.jar"
 
 // systemPython is the interpreter that sees Debian's python3-redis (the
 // client matrix's redis-py 4.3.4); the python3 first on PATH may be
@@ -327,6 +333,9 @@ func needDrivers(t *testing.T) {
 		if _, err := os.Stat(filepath.Join("../clients/node/node_modules", m, "package.json")); err != nil {
 			missing = append(missing, "clients/node/node_modules/"+m+" (npm ci in clients/node)")
 		}
+	}
+	if _, err := os.Stat(filepath.Join("../clients/java", javaJar)); err != nil {
+		missing = append(missing, "clients/java/"+javaJar+" (mvn -q package in clients/java)")
 	}
 	if len(missing) == 0 {
 		return

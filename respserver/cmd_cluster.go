@@ -114,7 +114,7 @@ func cmdClusterKeySlot(s *Server, c *client, args [][]byte) error {
 // is no cluster bus: no messages, no links, no failure reports.
 func (v view) infoText() string {
 	state := "ok"
-	if v.m.Assigned() < slots.N {
+	if v.m.Assigned() < slots.N || v.m.Downs() > 0 {
 		state = "fail"
 	}
 	myEpoch := uint64(0)
@@ -126,8 +126,8 @@ func (v view) infoText() string {
 		k string
 		v any
 	}{
-		{"cluster_state", state}, {"cluster_slots_assigned", v.m.Assigned()}, {"cluster_slots_ok", v.m.Assigned()},
-		{"cluster_slots_pfail", 0}, {"cluster_slots_fail", 0}, {"cluster_known_nodes", len(v.m.Nodes)},
+		{"cluster_state", state}, {"cluster_slots_assigned", v.m.Assigned()}, {"cluster_slots_ok", v.m.Assigned() - v.m.Downs()},
+		{"cluster_slots_pfail", 0}, {"cluster_slots_fail", v.m.Downs()}, {"cluster_known_nodes", len(v.m.Nodes)},
 		{"cluster_size", v.m.Serving()}, {"cluster_current_epoch", v.m.Epoch}, {"cluster_my_epoch", myEpoch},
 		{"cluster_stats_messages_sent", 0}, {"cluster_stats_messages_received", 0}, {"total_cluster_links_buffer_limit_exceeded", 0},
 	} {

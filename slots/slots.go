@@ -50,6 +50,13 @@ const (
 	// Moving: its owner is handing it to another node; no node serves
 	// its keys until the move is recorded (they get -TRYAGAIN).
 	Moving
+	// Down: its owner cannot serve it now (its lease ran out, or it is
+	// gone) and no other node may until the assignment moves it: its
+	// keys get -CLUSTERDOWN. Listed with its owner all the same, as Redis
+	// lists a failing master's slots: clients keep a map that covers
+	// every slot (redis-py 4.3's and node-redis 6's cluster clients fail
+	// every command for good after reading one that does not).
+	Down
 )
 
 // Node is one server of the cluster, as clients are told to reach it.
@@ -85,7 +92,9 @@ type Map struct {
 
 	owner    [N]int16 // index in Nodes of each slot's owner; -1: none
 	moving   [N / 64]uint64
+	down     [N / 64]uint64
 	assigned int
+	downs    int
 }
 
 // NewMap checks and indexes an assignment: ranges within 0..N-1 that do
@@ -122,11 +131,17 @@ func NewMap(epoch uint64, nodes []Node, ranges []Range) (*Map, error) {
 		}
 		for s := r.First; s <= r.Last; s++ {
 			m.owner[s] = int16(owner)
-			if r.State == Moving {
+			switch r.State {
+			case Moving:
 				m.moving[s/64] |= 1 << (s % 64)
+			case Down:
+				m.down[s/64] |= 1 << (s % 64)
 			}
 		}
 		m.assigned += r.Last - r.First + 1
+		if r.State == Down {
+			m.downs += r.Last - r.First + 1
+		}
 	}
 	return m, nil
 }
@@ -171,6 +186,9 @@ func (m *Map) Moving(slot int) bool { return m.moving[slot/64]&(1<<(slot%64)) !=
 // Assigned is how many slots have an owner.
 func (m *Map) Assigned() int { return m.assigned }
 
+// Downs is how many slots are Down.
+func (m *Map) Downs() int { return m.downs }
+
 // Serving is how many nodes own at least one slot (cluster_size).
 func (m *Map) Serving() int {
 	n := 0
@@ -206,7 +224,7 @@ const (
 	Serve      Verdict = iota // this node owns the slot: run it
 	Moved                     // another node owns it: -MOVED to it
 	TryAgain                  // the slot is moving: -TRYAGAIN
-	Unassigned                // no node owns it: -CLUSTERDOWN Hash slot not served
+	Unassigned                // no node owns it, or its owner is down: -CLUSTERDOWN Hash slot not served
 )
 
 // Route says what node self does with a command on slot, and for Moved,
@@ -214,7 +232,7 @@ const (
 func (m *Map) Route(self string, slot int) (Verdict, *Node) {
 	owner := m.Owner(slot)
 	switch {
-	case owner == nil:
+	case owner == nil || m.down[slot/64]&(1<<(slot%64)) != 0:
 		return Unassigned, nil
 	case m.Moving(slot):
 		return TryAgain, owner
