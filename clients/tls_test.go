@@ -195,3 +195,47 @@ func TestTLSMaxClients(t *testing.T) {
 		t.Fatalf("the first client after the refusal: %v", err)
 	}
 }
+
+// TestClusterOverTLS: a cluster node with a plain and a TLS port tells
+// each client the ports of its own kind, as Redis does (its "CLUSTER
+// SLOTS with different connection type" test): a TLS client the TLS
+// port, in CLUSTER SLOTS and NODES, so that go-redis's ClusterClient
+// over TLS, given the TLS address, reaches the node over TLS for INCR
+// and GETID; a plain client the plain port.
+func TestClusterOverTLS(t *testing.T) {
+	p := testpki.New(t)
+	plain, tlsPort := testbin.Listen(t, "port"), testbin.Listen(t, "tls-port")
+	r := runServer(t, []testbin.Socket{plain, tlsPort}, "--port", plain.Port, "--tls-port", tlsPort.Port,
+		"--tls-cert-file", p.File("server.crt"), "--tls-key-file", p.File("server.key"),
+		"--tls-ca-cert-file", p.File("ca.crt"), "--cluster-enabled", "yes")
+	ctx := context.Background()
+	for _, tt := range []struct {
+		name string
+		c    *redis.Client
+		port string
+	}{
+		{"plain", redis.NewClient(&redis.Options{Addr: r.Addr, MaxRetries: -1}), plain.Port},
+		{"TLS", tlsClient(t, p, r.TLSAddr, &p.Client), tlsPort.Port},
+	} {
+		slots, err := tt.c.ClusterSlots(ctx).Result()
+		if err != nil || len(slots) != 1 || !strings.HasSuffix(slots[0].Nodes[0].Addr, ":"+tt.port) {
+			t.Fatalf("%s client: CLUSTER SLOTS %+v, %v; want the node at port %s", tt.name, slots, err, tt.port)
+		}
+		nodes, err := tt.c.ClusterNodes(ctx).Result()
+		if err != nil || !strings.Contains(nodes, ":"+tt.port+"@") {
+			t.Fatalf("%s client: CLUSTER NODES %q, %v; want the node at port %s", tt.name, nodes, err, tt.port)
+		}
+		tt.c.Close()
+	}
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{r.TLSAddr}, MaxRedirects: -1,
+		TLSConfig: &tls.Config{RootCAs: p.Roots, Certificates: []tls.Certificate{p.Client}}})
+	defer cc.Close()
+	for want := int64(1); want <= 3; want++ {
+		if got, err := cc.Incr(ctx, "tls:k").Result(); err != nil || got != want {
+			t.Fatalf("ClusterClient over TLS: INCR %d, %v; want %d", got, err, want)
+		}
+	}
+	if id, err := cc.Do(ctx, "GETID").Int64(); err != nil || id <= 0 {
+		t.Fatalf("ClusterClient over TLS: GETID %d, %v", id, err)
+	}
+}

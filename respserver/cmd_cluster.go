@@ -74,19 +74,20 @@ var errClusterDisabled = replyerr.New(replyerr.ERR, "This instance has cluster s
 type view struct {
 	m    *slots.Map
 	self string
+	tls  bool // the client speaks TLS: it is told the nodes' TLS ports
 }
 
 // cluster returns the current view, or the error of a server with
 // cluster-enabled no.
-func (s *Server) cluster() (view, error) {
+func (s *Server) cluster(c *client) (view, error) {
 	if s.opts.Slots == nil {
 		return view{}, errClusterDisabled
 	}
-	return view{s.opts.Slots.Map(), s.opts.Slots.Self()}, nil
+	return view{s.opts.Slots.Map(), s.opts.Slots.Self(), c.TLS()}, nil
 }
 
 func cmdClusterOK(s *Server, c *client, args [][]byte) error {
-	if _, err := s.cluster(); err != nil {
+	if _, err := s.cluster(c); err != nil {
 		return err
 	}
 	c.writeString("OK")
@@ -94,7 +95,7 @@ func cmdClusterOK(s *Server, c *client, args [][]byte) error {
 }
 
 func cmdClusterMyID(s *Server, c *client, args [][]byte) error {
-	v, err := s.cluster()
+	v, err := s.cluster(c)
 	if err != nil {
 		return err
 	}
@@ -103,7 +104,7 @@ func cmdClusterMyID(s *Server, c *client, args [][]byte) error {
 }
 
 func cmdClusterKeySlot(s *Server, c *client, args [][]byte) error {
-	if _, err := s.cluster(); err != nil {
+	if _, err := s.cluster(c); err != nil {
 		return err
 	}
 	c.writeInt(slots.Of(args[2]))
@@ -137,7 +138,7 @@ func (v view) infoText() string {
 }
 
 func cmdClusterInfo(s *Server, c *client, args [][]byte) error {
-	v, err := s.cluster()
+	v, err := s.cluster(c)
 	if err != nil {
 		return err
 	}
@@ -197,20 +198,20 @@ func (v view) nodes() []*slots.Node {
 	return nodes
 }
 
-// clientPort is the port a client is told for n: the plain one, or the
-// TLS one for a node that has no plain port.
-func clientPort(n *slots.Node) int {
-	if n.Port != 0 {
-		return n.Port
+// port is the port the client is told for n: the one of its own kind
+// (TLS or plain), as Redis tells it, or the other where n has none.
+func (v view) port(n *slots.Node) int {
+	if v.tls && n.TLSPort != 0 || n.Port == 0 {
+		return n.TLSPort
 	}
-	return n.TLSPort
+	return n.Port
 }
 
 // cmdClusterSlots is CLUSTER SLOTS: each run of slots with its owner's
 // address, port, ID and, as Redis 7 does, its hostname when one is
 // announced.
 func cmdClusterSlots(s *Server, c *client, args [][]byte) error {
-	v, err := s.cluster()
+	v, err := s.cluster(c)
 	if err != nil {
 		return err
 	}
@@ -223,7 +224,7 @@ func cmdClusterSlots(s *Server, c *client, args [][]byte) error {
 		c.writeInt(sp.last)
 		c.writeArray(4)
 		c.writeBulkString(n.IP)
-		c.writeInt(clientPort(n))
+		c.writeInt(v.port(n))
 		c.writeBulkString(n.ID)
 		if n.Hostname == "" {
 			c.writeMap(0)
@@ -240,7 +241,7 @@ func cmdClusterSlots(s *Server, c *client, args [][]byte) error {
 // its slots as start, end pairs, and the node's details as Redis 7.0
 // gives them.
 func cmdClusterShards(s *Server, c *client, args [][]byte) error {
-	v, err := s.cluster()
+	v, err := s.cluster(c)
 	if err != nil {
 		return err
 	}
@@ -301,14 +302,14 @@ func cmdClusterShards(s *Server, c *client, args [][]byte) error {
 // The bus port after @ is Redis's default, port + 10000: there is no
 // cluster bus (etcd is the manager), and clients do not use it.
 func cmdClusterNodes(s *Server, c *client, args [][]byte) error {
-	v, err := s.cluster()
+	v, err := s.cluster(c)
 	if err != nil {
 		return err
 	}
 	spans := v.spans()
 	var b strings.Builder
 	for _, n := range v.nodes() {
-		port := clientPort(n)
+		port := v.port(n)
 		fmt.Fprintf(&b, "%s %s:%d@%d", n.ID, n.IP, port, port+10000)
 		if n.Hostname != "" {
 			b.WriteString("," + n.Hostname)
@@ -336,7 +337,7 @@ func cmdClusterNodes(s *Server, c *client, args [][]byte) error {
 var errInvalidSlot = replyerr.New(replyerr.ERR, "Invalid slot")
 
 func cmdClusterCountKeys(s *Server, c *client, args [][]byte) error {
-	if _, err := s.cluster(); err != nil {
+	if _, err := s.cluster(c); err != nil {
 		return err
 	}
 	slot, ok := parseInt(args[2])
@@ -350,7 +351,7 @@ func cmdClusterCountKeys(s *Server, c *client, args [][]byte) error {
 }
 
 func cmdClusterGetKeys(s *Server, c *client, args [][]byte) error {
-	if _, err := s.cluster(); err != nil {
+	if _, err := s.cluster(c); err != nil {
 		return err
 	}
 	slot, ok1 := parseInt(args[2])
@@ -436,7 +437,7 @@ func (v view) route(cmd *command, args [][]byte, slot *int) error {
 	}
 	switch verdict, n := v.m.Route(v.self, *slot); verdict {
 	case slots.Moved:
-		return replyerr.Newf(replyerr.MOVED, "%d %s:%d", *slot, n.IP, clientPort(n))
+		return replyerr.Newf(replyerr.MOVED, "%d %s:%d", *slot, n.IP, v.port(n))
 	case slots.TryAgain:
 		return errTryAgain
 	case slots.Unassigned:
@@ -455,21 +456,21 @@ var (
 
 // route is the check of one command's keys, nil for a command without
 // keys or with cluster-enabled no.
-func (s *Server) route(cmd *command, args [][]byte) error {
+func (s *Server) route(c *client, cmd *command, args [][]byte) error {
 	if s.opts.Slots == nil || cmd.keys.first == 0 {
 		return nil
 	}
 	slot := -1
-	return view{s.opts.Slots.Map(), s.opts.Slots.Self()}.route(cmd, args, &slot)
+	return view{s.opts.Slots.Map(), s.opts.Slots.Self(), c.TLS()}.route(cmd, args, &slot)
 }
 
 // routeTransaction is EXEC's check of every queued command's keys
 // together, as Redis's: one slot for the whole transaction, served here.
-func (s *Server) routeTransaction(tx *transaction) error {
+func (s *Server) routeTransaction(c *client, tx *transaction) error {
 	if s.opts.Slots == nil {
 		return nil
 	}
-	v := view{s.opts.Slots.Map(), s.opts.Slots.Self()}
+	v := view{s.opts.Slots.Map(), s.opts.Slots.Self(), c.TLS()}
 	slot := -1
 	var scratch [][]byte
 	for _, q := range tx.cmds {

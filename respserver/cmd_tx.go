@@ -160,7 +160,7 @@ func cmdExec(s *Server, c *client, args [][]byte) error {
 	// The slots of its commands first, as Redis checks a command's
 	// slots before it runs: a transaction whose keys another node
 	// serves is discarded with -MOVED (or -CROSSSLOT, -TRYAGAIN).
-	if err := s.routeTransaction(tx); err != nil {
+	if err := s.routeTransaction(c, tx); err != nil {
 		c.endTransaction()
 		return err
 	}

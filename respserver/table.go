@@ -283,7 +283,7 @@ func (s *Server) dispatch(c *client, args [][]byte) {
 		err = errNoAuth
 	}
 	if err == nil && s.opts.Slots != nil { // after AUTH, before MULTI queues it, as in Redis
-		err = s.route(cmd, args)
+		err = s.route(c, cmd, args)
 	}
 	switch {
 	case err != nil && cmd == execCommand:

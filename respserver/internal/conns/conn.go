@@ -89,6 +89,9 @@ func (c *Conn[S]) RemoteAddr() string { return c.addr }
 // LocalAddr is the address the client connected to.
 func (c *Conn[S]) LocalAddr() string { return c.laddr }
 
+// TLS reports whether the client speaks TLS.
+func (c *Conn[S]) TLS() bool { return c.tls != nil }
+
 // FD is c's file descriptor, or 0 before its loop took it.
 func (c *Conn[S]) FD() int64 { return c.fd.Load() }
 
