@@ -85,8 +85,9 @@ func (s *Serving) alive() bool { return s.l != nil && s.l.left() > s.l.ttl/lease
 // gone but owning a range (as known: an owner this server never saw is
 // left out), and self (a standby announces none); each range Owned by
 // its owner if served says this server serves it or another live node
-// holds it, Moving if it moves, Down if its owner cannot serve it. Nil if
-// a node's ID is not one.
+// holds it, Moving if it moves or its owner, announcing no node, holds
+// its lease still (leaving), Down if its owner cannot serve it. Nil if a
+// node's ID is not one.
 func (s *Serving) slotMap(self slots.Node, known map[int64]slots.Node, served []bool) *slots.Map {
 	byID := map[string]slots.Node{self.ID: self}
 	for _, n := range s.v.nodes {
@@ -104,6 +105,12 @@ func (s *Serving) slotMap(self slots.Node, known map[int64]slots.Node, served []
 				continue
 			}
 			owner, state = k, slots.Down
+			if s.v.alive[r.Lease] {
+				// Its owner announces no node but holds the lease: it
+				// is handing the range over (a graceful stop), or its
+				// node key was deleted by hand and comes back.
+				state = slots.Moving
+			}
 			if _, listed := byID[k.ID]; !listed {
 				byID[k.ID] = k
 			}

@@ -45,8 +45,11 @@ func TestMapCoversEverySlot(t *testing.T) {
 	all := map[int64]liveNode{0: {Node: mine, lease: 10}, 1: {Node: other, lease: 11}, 2: {Node: gone, lease: 12}}
 	src := NewSlotSource(self)
 	l := &lease{ttl: 10 * time.Second, deadline: time.Now().Add(time.Minute)}
-	serve := func(nodes map[int64]liveNode) {
+	serve := func(nodes map[int64]liveNode, alive ...int64) {
 		v := slotView{a: a, nodes: nodes, alive: map[int64]bool{}}
+		for _, l := range alive {
+			v.alive[l] = true
+		}
 		src.Serve(&Serving{v: v, served: v.served(0, 10), l: l})
 	}
 	check := func(what string, want map[int]slots.Verdict) {
@@ -66,6 +69,8 @@ func TestMapCoversEverySlot(t *testing.T) {
 	}
 	serve(all)
 	check("all live", map[int]slots.Verdict{0: slots.Serve, 100: slots.Moved, 300: slots.Moved})
+	serve(map[int64]liveNode{0: all[0], 1: all[1]}, 12) // 2's node key gone, its lease not: leaving
+	check("an owner leaving", map[int]slots.Verdict{0: slots.Serve, 100: slots.Moved, 300: slots.TryAgain})
 	serve(map[int64]liveNode{0: all[0], 1: all[1]}) // 2's node key gone with its lease
 	check("an owner gone", map[int]slots.Verdict{0: slots.Serve, 100: slots.Moved, 300: slots.Unassigned})
 	l.mu.Lock()
