@@ -107,12 +107,13 @@ func (m *Member) etcd() (*clientv3.Client, error) {
 }
 
 // Take takes the segments of keys whose mark this server knows (After:
-// a refill) txnKeys to a transaction, and each other segment in its own,
-// takers transactions at a time, then keeps what it took in this
-// server's copy, in one write, before any of it is handed out. A
-// transaction of many keys, each compared with its mark, is all or
-// nothing: if any mark moved (another server took the key, or etcd lost
-// it), each key of it is taken on its own, which finds out why.
+// a refill) and of keys it makes (born here, no delete of them seen),
+// txnKeys to a transaction, and each other segment in its own, takers
+// transactions at a time, then keeps what it took in this server's copy,
+// in one write, before any of it is handed out. A transaction of many
+// keys, each compared with its mark (or that it has none), is all or
+// nothing: if any mark moved (another server took or made the key, or
+// etcd lost it), each key of it is taken on its own, which finds out why.
 func (s *Sequences) Take(ctx context.Context, ts []sequence.Take) {
 	cli, err := s.client()
 	if err != nil {
@@ -130,22 +131,22 @@ func (s *Sequences) Take(ctx context.Context, ts []sequence.Take) {
 			f()
 		})
 	}
-	var refills []*sequence.Take
+	var batched []*sequence.Take
 	for i := range ts {
 		t := &ts[i]
 		switch {
-		case t.After > 0 && t.After < math.MaxInt64:
-			if refills = append(refills, t); len(refills) == txnKeys {
-				batch := refills
+		case t.After > 0 && t.After < math.MaxInt64 || t.After == 0 && t.Born && s.deletedMark(t.Key) == 0:
+			if batched = append(batched, t); len(batched) == txnKeys {
+				batch := batched
 				run(func() { s.takeAll(ctx, cli, batch) })
-				refills = nil
+				batched = nil
 			}
 		default:
 			run(func() { s.takeServed(ctx, cli, t) })
 		}
 	}
-	if len(refills) > 0 {
-		run(func() { s.takeAll(ctx, cli, refills) })
+	if len(batched) > 0 {
+		run(func() { s.takeAll(ctx, cli, batched) })
 	}
 	wg.Wait()
 	if s.local != nil {
@@ -158,9 +159,10 @@ func (s *Sequences) Take(ctx context.Context, ts []sequence.Take) {
 // puts.
 const txnKeys = 128
 
-// takeAll takes the segments of ts, each above its After, in one
-// transaction; if a mark moved, or etcd allows fewer operations, each on
-// its own.
+// takeAll takes the segments of ts, each above its After, or of a key
+// made here (After 0) where etcd has none, in one transaction; if a mark
+// moved or a key exists, or etcd allows fewer operations, each on its
+// own.
 func (s *Sequences) takeAll(ctx context.Context, cli *clientv3.Client, all []*sequence.Take) {
 	ts := make([]*sequence.Take, 0, len(all))
 	terms := make([]uint32, 0, len(all))
@@ -180,6 +182,9 @@ func (s *Sequences) takeAll(ctx context.Context, cli *clientv3.Client, all []*se
 	for i, t := range ts {
 		k := s.prefix + t.Key
 		cmps[i] = clientv3.Compare(clientv3.Value(k), "=", strconv.FormatInt(t.After, 10))
+		if t.After == 0 { // a key made here: etcd must have none
+			cmps[i] = clientv3.Compare(clientv3.CreateRevision(k), "=", 0)
+		}
 		puts[i] = clientv3.OpPut(k, strconv.FormatInt(lastOf(t), 10))
 	}
 	sent := s.hist.at()
@@ -195,12 +200,32 @@ func (s *Sequences) takeAll(ctx context.Context, cli *clientv3.Client, all []*se
 		switch {
 		case err != nil:
 			t.Err = err
-		case s.clustered && !s.slots.still(t.Key, terms[i]):
-			t.Err = sequence.ErrNotServed // its mark stays in etcd: the values are skipped
+		case t.After == 0:
+			t.Err = s.madeHere(ctx, cli, t, resp.Header.Revision)
 		default:
 			t.First, t.Last, t.Born = t.After+1, lastOf(t), true
 		}
+		if t.Err == nil && s.clustered && !s.slots.still(t.Key, terms[i]) {
+			t.Err = sequence.ErrNotServed // its mark stays in etcd: the values are skipped
+		}
 	}
+}
+
+// madeHere ends the take of a key t made anew, its mark put at rev: as
+// take's, above a delete of the key this server's watch had yet to bring
+// (madeAnew), if one came before.
+func (s *Sequences) madeHere(ctx context.Context, cli *clientv3.Client, t *sequence.Take, rev int64) error {
+	last := lastOf(t)
+	deleted, err := s.madeAnew(ctx, t.Key, rev)
+	switch {
+	case err != nil:
+		return err
+	case deleted > 0:
+		cmp := clientv3.Compare(clientv3.Value(s.prefix+t.Key), "=", strconv.FormatInt(last, 10))
+		return s.takeFrom(ctx, cli, t, cmp, false, max(deleted, last))
+	}
+	t.First, t.Last, t.Born = 1, last, true
+	return nil
 }
 
 // lastOf is the last value of a refill of t: N above After, but for the
@@ -245,6 +270,14 @@ func (s *Sequences) take(ctx context.Context, cli *clientv3.Client, t *sequence.
 	if t.After == 0 {
 		mark = s.deletedMark(t.Key) // a delete seen, not yet put back: take above it
 	}
+	return s.takeFrom(ctx, cli, t, cmp, read, mark)
+}
+
+// takeFrom is take's loop: a transaction that puts the mark t.N above
+// mark if cmp holds (or, if read, a read of the mark first), until one
+// succeeds or a loss or an error ends it.
+func (s *Sequences) takeFrom(ctx context.Context, cli *clientv3.Client, t *sequence.Take, cmp clientv3.Cmp, read bool, mark int64) error {
+	k := s.prefix + t.Key
 	for {
 		var kvs []*mvccpb.KeyValue
 		if !read {

@@ -153,10 +153,11 @@ func TestSetsTogether(t *testing.T) {
 	}
 }
 
-// TestTakeAllFallsBack: refills of many keys go in transactions of
-// txnKeys; a transaction in which one mark moved (another server took
-// that key) is taken again key by key: every key gets a segment right
-// above etcd's mark, and etcd's mark is its end.
+// TestTakeAllFallsBack: refills of many keys, and keys made here, go in
+// transactions of txnKeys; a transaction in which one mark moved
+// (another server took that key) or a key exists (another server made
+// it) is taken again key by key: every key gets a segment right above
+// etcd's mark, and etcd's mark is its end.
 func TestTakeAllFallsBack(t *testing.T) {
 	e := testetcd.Start(t)
 	cli := e.Client()
@@ -165,8 +166,8 @@ func TestTakeAllFallsBack(t *testing.T) {
 	s := newFollowing(t, e, cli)
 	const keys = 3*txnKeys + 7
 	moved := map[int]bool{5: true, txnKeys + 1: true, keys - 1: true}
-	ts := make([]sequence.Take, keys)
-	for i := range ts {
+	ts := make([]sequence.Take, 2*keys)
+	for i := range keys {
 		mark := "10"
 		if moved[i] {
 			mark = "50"
@@ -175,12 +176,21 @@ func TestTakeAllFallsBack(t *testing.T) {
 		if _, err := cli.Put(ctx, s.prefix+ts[i].Key, mark); err != nil {
 			t.Fatal(err)
 		}
+		ts[keys+i] = sequence.Take{Key: fmt.Sprintf("new%d", i), N: 5, Born: true}
+		if moved[i] {
+			if _, err := cli.Put(ctx, s.prefix+ts[keys+i].Key, "50"); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	s.Take(ctx, ts)
 	for i, tk := range ts {
 		want := int64(11)
-		if moved[i] {
+		switch {
+		case moved[i%keys]:
 			want = 51
+		case i >= keys:
+			want = 1
 		}
 		if tk.Err != nil || tk.First != want || tk.Last != want+4 {
 			t.Fatalf("%s: %d..%d, %v; want %d..%d", tk.Key, tk.First, tk.Last, tk.Err, want, want+4)
