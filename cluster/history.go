@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"sync"
 	"time"
@@ -29,11 +30,28 @@ type history struct {
 	loaded bool
 	// fresh: no history of etcd was found (a new server, or one whose
 	// operator removed the file), until this server's first claim.
-	fresh   bool
-	seen    mark
-	written mark
-	wroteAt time.Time // of the last write
-	back    error     // etcd went back, as observe found: until confirmed
+	fresh      bool
+	seen       mark
+	written    mark
+	guard      guard     // this server's guard key, as last written
+	wroteGuard guard     // as in the file
+	wroteAt    time.Time // of the last write
+	recordedAt time.Time // of the last write record made
+	back       error     // etcd went back, as observe or guarded found: until confirmed
+}
+
+// A guard is a key this server alone writes in etcd, one more each
+// historyCheck (<prefix>guard/<id>, id drawn when the history file is
+// made). The revision is a guard, not a proof: the writes other servers
+// make to a restored etcd move its revision past what a server saw, and
+// it finds nothing. Its own key cannot move so: etcd restored from a
+// snapshot taken after its first write and before its last holds a
+// value below the last, and the server sees that at its next write,
+// whatever the others wrote. (A key missing, deleted by hand or from a
+// snapshot older than the server, is made again: the revision judges.)
+type guard struct {
+	ID    uint64
+	Value int64 // the last value written (at least: the file may lag)
 }
 
 // mark is where etcd stood in one response.
@@ -134,7 +152,10 @@ func (h *history) record(hdr *etcdserverpb.ResponseHeader) {
 	if now := markOf(hdr); now.ClusterID == h.seen.ClusterID {
 		h.raise(now)
 	}
-	if time.Since(h.wroteAt) >= time.Second {
+	// Its own budget: the sequences' writes (observe, each second) must
+	// not keep a save's revision out of the file.
+	if time.Since(h.recordedAt) >= time.Second {
+		h.recordedAt = time.Now()
 		h.write()
 	}
 }
@@ -161,7 +182,7 @@ func (h *history) reload() error {
 	data, err := os.ReadFile(h.path)
 	if errors.Is(err, fs.ErrNotExist) {
 		if !h.loaded || h.written != (mark{}) { // none yet, or removed since written: confirmed
-			h.seen, h.written, h.fresh = mark{}, mark{}, true
+			h.seen, h.written, h.guard, h.fresh = mark{}, mark{}, guard{}, true
 		}
 		h.loaded = true
 		return nil
@@ -173,12 +194,19 @@ func (h *history) reload() error {
 		return nil
 	}
 	var m mark
-	if _, err := fmt.Sscanf(string(data), "etcd cluster_id %x revision %d raft_term %d\n", &m.ClusterID, &m.Revision, &m.Term); err != nil {
-		return fmt.Errorf("etcd history %s: %q is not one: remove it to start afresh", h.path, data)
+	var g guard
+	if _, err := fmt.Sscanf(string(data), historyFormat, &m.ClusterID, &m.Revision, &m.Term, &g.ID, &g.Value); err != nil {
+		g = guard{} // a file written before guards: none yet
+		if _, err := fmt.Sscanf(string(data), "etcd cluster_id %x revision %d raft_term %d\n", &m.ClusterID, &m.Revision, &m.Term); err != nil {
+			return fmt.Errorf("etcd history %s: %q is not one: remove it to start afresh", h.path, data)
+		}
 	}
-	h.seen, h.written, h.loaded = m, m, true
+	h.seen, h.written, h.guard, h.loaded = m, m, g, true
 	return nil
 }
+
+// historyFormat is the history file's one line.
+const historyFormat = "etcd cluster_id %x revision %d raft_term %d guard %x %d\n"
 
 // isFresh reports whether this server has no history of etcd (see fresh).
 func (h *history) isFresh() bool {
@@ -196,13 +224,54 @@ func (h *history) trust() {
 
 // write stores what was seen, if it changed.
 func (h *history) write() error {
-	if h.path == "" || h.seen == h.written {
+	if h.path == "" || h.seen == h.written && h.guard == h.wroteGuard {
 		return nil
 	}
-	data := fmt.Appendf(nil, "etcd cluster_id %x revision %d raft_term %d\n", h.seen.ClusterID, h.seen.Revision, h.seen.Term)
+	data := fmt.Appendf(nil, historyFormat, h.seen.ClusterID, h.seen.Revision, h.seen.Term, h.guard.ID, h.guard.Value)
 	if err := reservation.WriteAtomic(h.path, data); err != nil {
 		return fmt.Errorf("etcd history %s: %w", h.path, err)
 	}
-	h.written, h.wroteAt = h.seen, time.Now()
+	h.written, h.wroteGuard, h.wroteAt = h.seen, h.guard, time.Now()
 	return nil
+}
+
+// guarded is the guard to write next: its key's id (drawn now if none)
+// and the value etcd should hold (0: none yet).
+func (h *history) guarded() (guard, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.back != nil {
+		return guard{}, h.back
+	}
+	if !h.loaded {
+		if err := h.reload(); err != nil {
+			return guard{}, err
+		}
+	}
+	for h.guard.ID == 0 {
+		h.guard.ID = rand.Uint64()
+	}
+	return h.guard, nil
+}
+
+// setGuard records that etcd holds g now (written, or found above
+// what the file said).
+func (h *history) setGuard(g guard) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if g.ID == h.guard.ID {
+		h.guard = g
+	}
+}
+
+// guardBehind records that etcd holds less of the guard than was
+// written, v: etcd went back. It returns the error takes get
+// until an operator confirms.
+func (h *history) guardBehind(key string, g guard, v int64) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.back == nil {
+		h.back = h.wentBack(fmt.Sprintf("%s, a key this server alone writes, is at %d, below %d it wrote (restored from an older snapshot?)", key, v, g.Value))
+	}
+	return h.back
 }

@@ -402,11 +402,12 @@ func (s *Sequences) restore(back error) {
 			s.restored = back
 		}
 		s.mu.Unlock()
-		ev := s.log.Warn()
 		if err != nil {
-			ev = s.log.Error().Err(err)
+			s.log.Error().Err(err).Int("keys", len(marks)).Int("raised", raised).
+				Msg("sequences: etcd went back in time; writing this server's marks back above etcd's failed, trying again; takes stay refused")
+			return
 		}
-		ev.Int("keys", len(marks)).Int("raised", raised).
+		s.log.Warn().Int("keys", len(marks)).Int("raised", raised).
 			Msg("sequences: etcd went back in time; wrote back this server's marks above etcd's; takes stay refused until an operator confirms (docs/cluster.md)")
 	}()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,10 +32,11 @@ import (
 //     cannot give a value a server still holds.
 
 //   - etcd gone back in time (restored from an older snapshot): each
-//     server asks etcd where it stands every historyCheck, whether it
+//     server writes a key of its own every historyCheck, whether it
 //     takes or not (checkHistory), so every server that runs finds it
-//     within a second or so, refuses takes and writes its marks back
-//     (restore), before an operator confirms. Found only by a take, a
+//     within a second or so, by that key or by etcd's revision, refuses
+//     takes and writes its marks back (restore), before an operator
+//     confirms. Found only by a take, a
 //     server serving from segments in hand found it after the operator
 //     had confirmed on the others, which took its keys from etcd below
 //     what it had handed out.
@@ -59,13 +61,16 @@ func (s *Sequences) Follow(t *sequence.Table) {
 	}()
 }
 
-// historyCheck is how often a server asks etcd where it stands.
+// historyCheck is how often a server asks etcd where it stands, and
+// writes its guard key.
 const historyCheck = time.Second
 
-// checkHistory reads one key every historyCheck, a read that costs etcd
-// the same at any number of keys, for its header: answered compares it
-// with what this server saw before, and writes the marks back if etcd
-// went back.
+// checkHistory writes this server's guard key every historyCheck
+// (history.guard): a read that costs etcd the same at any number of
+// keys, and one small write. answered compares the reply's header with
+// what this server saw before; the guard's value with what it wrote.
+// Either behind, and etcd went back: the marks are written back. While
+// takes are refused it only reads, for an operator's confirmation.
 func (s *Sequences) checkHistory(ctx context.Context) {
 	tick := time.NewTicker(historyCheck)
 	defer tick.Stop()
@@ -79,14 +84,57 @@ func (s *Sequences) checkHistory(ctx context.Context) {
 		if err != nil {
 			continue
 		}
-		sent := s.hist.at()
 		rctx, cancel := context.WithTimeout(ctx, historyCheck)
-		resp, err := cli.Get(rctx, s.prefix)
+		s.guard(rctx, cli)
 		cancel()
+	}
+}
+
+// guard writes this server's guard key one more, if etcd holds what it
+// wrote last; a value found above it (the history file lagged) is taken
+// as the last, one below it is etcd gone back, none is made again.
+func (s *Sequences) guard(ctx context.Context, cli *clientv3.Client) {
+	g, err := s.hist.guarded()
+	sent := s.hist.at()
+	if err != nil { // refused until confirmed: a read, for observe to find the confirmation
+		resp, err := cli.Get(ctx, s.guardKey(g))
 		if err == nil {
 			s.answered(sent, resp, nil)
 		}
+		return
 	}
+	k := s.guardKey(g)
+	cmp := clientv3.Compare(clientv3.Value(k), "=", strconv.FormatInt(g.Value, 10))
+	if g.Value == 0 {
+		cmp = clientv3.Compare(clientv3.CreateRevision(k), "=", 0)
+	}
+	resp, err := cli.Txn(ctx).If(cmp).Then(clientv3.OpPut(k, strconv.FormatInt(g.Value+1, 10))).Else(clientv3.OpGet(k)).Commit()
+	if err != nil || s.answered(sent, resp, nil) != nil {
+		return
+	}
+	if resp.Succeeded {
+		s.hist.setGuard(guard{ID: g.ID, Value: g.Value + 1})
+		return
+	}
+	kvs := resp.Responses[0].GetResponseRange().Kvs
+	if len(kvs) == 0 {
+		// Deleted by hand (the prefix, say), or etcd restored from
+		// before this server's first write: the revision judges that.
+		// Made again at the next tick.
+		s.hist.setGuard(guard{ID: g.ID})
+		return
+	}
+	v, _ := strconv.ParseInt(string(kvs[0].Value), 10, 64)
+	if v > g.Value {
+		s.hist.setGuard(guard{ID: g.ID, Value: v})
+		return
+	}
+	s.restore(s.hist.guardBehind(k, g, v))
+}
+
+// guardKey is g's key in etcd.
+func (s *Sequences) guardKey(g guard) string {
+	return strings.TrimSuffix(s.prefix, "seq/") + "guard/" + strconv.FormatUint(g.ID, 16)
 }
 
 // Stop ends Follow.

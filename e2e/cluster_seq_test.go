@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -195,7 +196,17 @@ func TestClusterSequencesEtcdLosesData(t *testing.T) {
 		},
 		"etcd restored from an older snapshot": func() {
 			backup := e.Backup()
+			guards := guardValues(t, cli, "/idserver/guard/")
 			progress("after a backup")
+			await.True(t, time.Minute, "every server wrote its guard key past the backup", func() bool {
+				now := guardValues(t, cli, "/idserver/guard/")
+				for k, v := range guards {
+					if now[k] <= v {
+						return false
+					}
+				}
+				return len(guards) >= 2
+			})
 			for i, p := range servers.all() { // each takes past the backup
 				if wentBack(p, -1-i) {
 					t.Fatalf("server %d refuses takes before the restore", i)
@@ -255,6 +266,21 @@ func wentBack(p *process, n int) bool {
 	defer c.Close()
 	err := c.Incr(context.Background(), fmt.Sprintf("probe:went-back:%d", n)).Err()
 	return err != nil && strings.Contains(err.Error(), "went back in time")
+}
+
+// guardValues are the values of the servers' guard keys under prefix
+// (cluster.Sequences writes its own each second), by key.
+func guardValues(t *testing.T, cli *clientv3.Client, prefix string) map[string]int64 {
+	t.Helper()
+	resp, err := cli.Get(context.Background(), prefix, clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs := map[string]int64{}
+	for _, kv := range resp.Kvs {
+		vs[string(kv.Key)], _ = strconv.ParseInt(string(kv.Value), 10, 64)
+	}
+	return vs
 }
 
 // countLines counts p's log lines that hold s.
