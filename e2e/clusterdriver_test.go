@@ -19,6 +19,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
+	"github.com/valkey-io/valkey-go"
 )
 
 // The cluster driver protocol: how a cluster client of another language
@@ -236,7 +237,7 @@ func clusterLoad(client string, c clusterCalls, log *opLog, rnd *rand.Rand, keys
 		recv := time.Now()
 		if err != nil {
 			log.fail(client, err.Error())
-			if errors.Is(err, redis.ErrClosed) || errors.Is(err, rueidis.ErrClosing) {
+			if errors.Is(err, redis.ErrClosed) || errors.Is(err, rueidis.ErrClosing) || errors.Is(err, valkey.ErrClosing) {
 				return
 			}
 			time.Sleep(10 * time.Millisecond) // a client's own pace after an error
@@ -277,6 +278,27 @@ func goRedisCluster(addr string) (clusterCalls, func()) {
 // the cluster from CLUSTER SLOTS.
 func rueidisCluster(addr string) (clusterCalls, func(), error) {
 	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}})
+	if err != nil {
+		return clusterCalls{}, nil, err
+	}
+	return clusterCalls{
+		incr: func(ctx context.Context, key string) (int64, error) {
+			return c.Do(ctx, c.B().Incr().Key(key).Build()).AsInt64()
+		},
+		ids: func(ctx context.Context, n int) ([]int64, error) {
+			if n == 1 {
+				id, err := c.Do(ctx, c.B().Arbitrary("GETID").Build()).AsInt64()
+				return []int64{id}, err
+			}
+			return c.Do(ctx, c.B().Arbitrary("MGETID").Args(strconv.Itoa(n)).Build()).AsIntSlice()
+		},
+	}, c.Close, nil
+}
+
+// valkeyGoCluster is valkey-go (rueidis's fork, for Valkey) on its
+// defaults given addr, as rueidisCluster.
+func valkeyGoCluster(addr string) (clusterCalls, func(), error) {
+	c, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{addr}})
 	if err != nil {
 		return clusterCalls{}, nil, err
 	}

@@ -125,7 +125,7 @@ func (l *opLog) check(t *testing.T) (incrs, ids int) {
 // TestRedisClusterOverEtcd: three servers with cluster-enabled yes over a
 // real etcd (leases of 2 s) and many cluster clients, each given one
 // server's address, INCRing the same 60 keys and asking GETID and MGETID:
-// go-redis and rueidis in the test, redis-py, ioredis, node-redis and
+// go-redis, rueidis and valkey-go in the test, redis-py, ioredis, node-redis and
 // Valkey GLIDE as drivers (clusterdriver_test.go), through a server killed
 // and started again, one paused past its lease and resumed, one stopped
 // gracefully and started again and etcd restarted, three times in a random
@@ -165,6 +165,14 @@ func TestRedisClusterOverEtcd(t *testing.T) {
 	defer closeRueidis()
 	for w := range rueidisWorkers {
 		wg.Go(func() { clusterLoad("rueidis", calls, log, rand.New(rand.NewPCG(seed, uint64(w+20))), keys, stop) })
+	}
+	vcalls, closeValkey, err := valkeyGoCluster(servers.at(2).Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeValkey()
+	for w := range rueidisWorkers {
+		wg.Go(func() { clusterLoad("valkey-go", vcalls, log, rand.New(rand.NewPCG(seed, uint64(w+30))), keys, stop) })
 	}
 	var drivers []*driver
 	for i, d := range driverCommands {
