@@ -182,7 +182,9 @@ func (h *history) reload() error {
 	data, err := os.ReadFile(h.path)
 	if errors.Is(err, fs.ErrNotExist) {
 		if !h.loaded || h.written != (mark{}) { // none yet, or removed since written: confirmed
-			h.seen, h.written, h.guard, h.fresh = mark{}, mark{}, guard{}, true
+			// The guard keeps its key (found at its next write as
+			// etcd holds it), so that confirmations leave no keys behind.
+			h.seen, h.written, h.guard.Value, h.fresh = mark{}, mark{}, 0, true
 		}
 		h.loaded = true
 		return nil
