@@ -57,3 +57,32 @@ func TestHistory(t *testing.T) {
 		t.Fatalf("the accepted etcd going back again: %v", err)
 	}
 }
+
+// TestHistoryFileGuard: the file keeps the guard key's id and value
+// across restarts, and a file written before guards (no guard field) is
+// read, with no guard yet.
+func TestHistoryFileGuard(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "idserver.state.etcd")
+	h := &history{path: path}
+	g, err := h.guarded()
+	if err != nil || g.ID == 0 || g.Value != 0 {
+		t.Fatalf("a new server's guard: %+v, %v; want an id drawn, no value", g, err)
+	}
+	h.setGuard(guard{ID: g.ID, Value: 41})
+	if err := h.check(header(7, 100, 2)); err != nil { // writes the file
+		t.Fatal(err)
+	}
+	if got, err := (&history{path: path}).guarded(); err != nil || got != (guard{ID: g.ID, Value: 41}) {
+		t.Fatalf("after a restart: %+v, %v; want %+v", got, err, guard{ID: g.ID, Value: 41})
+	}
+	if err := os.WriteFile(path, []byte("etcd cluster_id 7 revision 100 raft_term 2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	old := &history{path: path}
+	if got, err := old.guarded(); err != nil || got.ID == 0 || got.Value != 0 {
+		t.Fatalf("a file of before guards: %+v, %v; want a new id, no value", got, err)
+	}
+	if err := old.check(header(7, 99, 2)); !errors.Is(err, errWentBack) {
+		t.Fatalf("its revision not read: %v", err)
+	}
+}
