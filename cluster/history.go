@@ -238,12 +238,13 @@ func (h *history) write() error {
 }
 
 // guarded is the guard to write next: its key's id (drawn now if none)
-// and the value etcd should hold (0: none yet).
+// and the value etcd should hold (0: none yet); with the error takes get,
+// once etcd went back, until an operator confirms.
 func (h *history) guarded() (guard, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.back != nil {
-		return guard{}, h.back
+		return h.guard, h.back
 	}
 	if !h.loaded {
 		if err := h.reload(); err != nil {

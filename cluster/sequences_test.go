@@ -37,6 +37,15 @@ func newFollowingTable(t *testing.T, e *testetcd.Server, cli *clientv3.Client) (
 	return s, tb
 }
 
+// awaitMark waits until etcd holds mark at key: written back.
+func awaitMark(t *testing.T, cli *clientv3.Client, key string, mark int64) {
+	t.Helper()
+	await.True(t, 30*time.Second, key+"'s mark written back", func() bool {
+		resp, err := cli.Get(context.Background(), key)
+		return err == nil && len(resp.Kvs) == 1 && string(resp.Kvs[0].Value) == strconv.FormatInt(mark, 10)
+	})
+}
+
 // TestGoneBackFoundWithoutTakes: a server that takes nothing (it serves
 // a segment in hand) still finds etcd restored from an older snapshot,
 // and writes its mark back above the restored one by itself, before an
@@ -54,10 +63,7 @@ func TestGoneBackFoundWithoutTakes(t *testing.T) {
 	}
 	mark, _ := tb.Reserved("k")
 	e.Restore(backup)
-	await.True(t, 30*time.Second, "k's mark written back", func() bool {
-		resp, err := cli.Get(context.Background(), s.prefix+"k")
-		return err == nil && len(resp.Kvs) == 1 && string(resp.Kvs[0].Value) == strconv.FormatInt(mark, 10)
-	})
+	awaitMark(t, cli, s.prefix+"k", mark)
 }
 
 // TestMadeAnewAboveADelete: a server with no copy of a key takes it right
@@ -187,10 +193,7 @@ func TestGuardFindsRestore(t *testing.T) {
 	s.hist.seen = mark{} // blind the revision's guard
 	s.hist.mu.Unlock()
 	e.Restore(backup)
-	await.True(t, 30*time.Second, "k's mark written back", func() bool {
-		resp, err := cli.Get(ctx, s.prefix+"k")
-		return err == nil && len(resp.Kvs) == 1 && string(resp.Kvs[0].Value) == strconv.FormatInt(reserved, 10)
-	})
+	awaitMark(t, cli, s.prefix+"k", reserved)
 	s.hist.mu.Lock()
 	err := s.hist.back
 	s.hist.mu.Unlock()

@@ -36,10 +36,9 @@ import (
 //     takes or not (checkHistory), so every server that runs finds it
 //     within a second or so, by that key or by etcd's revision, refuses
 //     takes and writes its marks back (restore), before an operator
-//     confirms. Found only by a take, a
-//     server serving from segments in hand found it after the operator
-//     had confirmed on the others, which took its keys from etcd below
-//     what it had handed out.
+//     confirms. Found only by a take, a server serving from segments in
+//     hand found it after the operator had confirmed on the others,
+//     which could take its keys from etcd below what it had handed out.
 //   - A key made anew by a server that has no copy of it (a take from
 //     nothing), after a delete this server's watch had not yet brought:
 //     the take waits until the watch has passed its own write, and if a
@@ -65,12 +64,12 @@ func (s *Sequences) Follow(t *sequence.Table) {
 // writes its guard key.
 const historyCheck = time.Second
 
-// checkHistory writes this server's guard key every historyCheck
-// (history.guard): a read that costs etcd the same at any number of
-// keys, and one small write. answered compares the reply's header with
-// what this server saw before; the guard's value with what it wrote.
-// Either behind, and etcd went back: the marks are written back. While
-// takes are refused it only reads, for an operator's confirmation.
+// checkHistory writes this server's guard key every historyCheck (one
+// small transaction, the same at any number of keys): answered compares
+// the reply's header with what this server saw before, guard the key's
+// value with what it wrote. Either behind, and etcd went back: the marks
+// are written back. While takes are refused it only reads the key, for
+// observe to find an operator's confirmation.
 func (s *Sequences) checkHistory(ctx context.Context) {
 	tick := time.NewTicker(historyCheck)
 	defer tick.Stop()
@@ -95,15 +94,13 @@ func (s *Sequences) checkHistory(ctx context.Context) {
 // as the last, one below it is etcd gone back, none is made again.
 func (s *Sequences) guard(ctx context.Context, cli *clientv3.Client) {
 	g, err := s.hist.guarded()
-	sent := s.hist.at()
+	k, sent := s.guardKey(g), s.hist.at()
 	if err != nil { // refused until confirmed: a read, for observe to find the confirmation
-		resp, err := cli.Get(ctx, s.guardKey(g))
-		if err == nil {
+		if resp, err := cli.Get(ctx, k); err == nil {
 			s.answered(sent, resp, nil)
 		}
 		return
 	}
-	k := s.guardKey(g)
 	cmp := clientv3.Compare(clientv3.Value(k), "=", strconv.FormatInt(g.Value, 10))
 	if g.Value == 0 {
 		cmp = clientv3.Compare(clientv3.CreateRevision(k), "=", 0)

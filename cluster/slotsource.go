@@ -96,15 +96,14 @@ func (s *Serving) slotMap(self slots.Node, known map[int64]slots.Node, served []
 	var ranges []slots.Range
 	for _, r := range s.v.a.Ranges {
 		n, live := s.v.nodes[r.Owner]
-		owner := nodeOf(n.Node, s.v.a.Version)
-		state := slots.Owned
+		owner, state := n.ID, slots.Owned
 		switch {
 		case !live || n.lease != r.Lease:
 			k, ok := known[r.Owner]
 			if !ok {
 				continue
 			}
-			owner, state = k, slots.Down
+			owner, state = k.ID, slots.Down
 			if s.v.alive[r.Lease] {
 				// Its owner announces no node but holds the lease: it
 				// is handing the range over (a graceful stop), or its
@@ -119,7 +118,7 @@ func (s *Serving) slotMap(self slots.Node, known map[int64]slots.Node, served []
 		case n.ID == self.ID && (served == nil || !served[r.First]):
 			state = slots.Down
 		}
-		ranges = append(ranges, slots.Range{First: r.First, Last: r.Last, Owner: owner.ID, State: state})
+		ranges = append(ranges, slots.Range{First: r.First, Last: r.Last, Owner: owner, State: state})
 	}
 	m, err := slots.NewMap(uint64(s.v.a.Version), slices.Collect(maps.Values(byID)), ranges)
 	if err != nil {
