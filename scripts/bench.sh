@@ -64,7 +64,9 @@ trap cleanup EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_port() {
 	for _ in $(seq 100); do redis-cli -p "$1" ping >/dev/null 2>&1 && return 0; sleep 0.1; done
-	echo "server on port $1 did not start" >&2; exit 1
+	echo "server on port $1 did not start; its logs end:" >&2
+	tail -n 5 "$tmp"/*.log >&2
+	exit 1
 }
 info_cmd() { redis-cli -p "$1" "${@:2:$#-2}" | tr -d '\r' | awk -F: -v k="${!#}" '$1 == k { print $2 }'; } # port cmd... field
 info() { info_cmd "$1" info "$2" "$3"; }
