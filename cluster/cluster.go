@@ -234,7 +234,7 @@ func (m *Member) run(ctx context.Context) {
 			return
 		}
 		m.standby(err)
-		if id >= 0 {
+		if id >= 0 && !errors.Is(err, errNotHeld) {
 			backoff = 0 // it held one: try again at once
 		} else {
 			backoff = min(max(2*backoff, 100*time.Millisecond), m.cfg.LeaseTTL/2)
@@ -399,14 +399,20 @@ func (m *Member) allHeld() string {
 	return fmt.Sprintf("all %d server-ids (id-range %d) are held by other servers", m.cfg.Layout.MaxServerID()+1, m.cfg.Layout.IDBits)
 }
 
+// errNotHeld is hold's error when it could not serve the id it claimed
+// (its local copy is locked by another process, one shutting down on
+// the same dir, say): the next claim waits, as when none is free (it
+// claimed again at once, 150 times a second, each logged).
+var errNotHeld = errors.New("claimed but not held")
+
 // hold serves the claimed id until the claim is lost or ctx ends, then
 // stores the final reservation (fenced) and stops the generator.
 func (m *Member) hold(ctx context.Context, c claimed, l *lease) error {
 	identity := reservation.State{ServerID: c.id, Layout: m.cfg.Layout, Epoch: m.cfg.Epoch.UnixMilli()}
 	local, resumed, err := m.openLocal(identity)
 	if err != nil {
-		m.log.Error().Err(err).Int64("server_id", c.id).Msg("cluster: cannot hold the server-id")
-		return fmt.Errorf("server-id %d: %w", c.id, err)
+		m.logOnce(zerolog.ErrorLevel, err, "cluster: cannot hold the server-id")
+		return fmt.Errorf("server-id %d: %w: %w", c.id, errNotHeld, err)
 	}
 	if local != nil {
 		defer local.Close()

@@ -17,6 +17,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/idserver/idserver/internal/ratelog"
 	"github.com/idserver/idserver/sequence"
@@ -122,15 +123,9 @@ func (s *Sequences) Take(ctx context.Context, ts []sequence.Take) {
 		}
 		return
 	}
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, takers)
-	run := func(f func()) {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			f()
-		})
-	}
+	var g errgroup.Group
+	g.SetLimit(takers)
+	run := func(f func()) { g.Go(func() error { f(); return nil }) }
 	var batched []*sequence.Take
 	for i := range ts {
 		t := &ts[i]
@@ -148,7 +143,7 @@ func (s *Sequences) Take(ctx context.Context, ts []sequence.Take) {
 	if len(batched) > 0 {
 		run(func() { s.takeAll(ctx, cli, batched) })
 	}
-	wg.Wait()
+	g.Wait()
 	if s.local != nil {
 		s.local.Keep(ts)
 	}
@@ -159,63 +154,148 @@ func (s *Sequences) Take(ctx context.Context, ts []sequence.Take) {
 // puts.
 const txnKeys = 128
 
-// takeAll takes the segments of ts, each above its After, or of a key
-// made here (After 0) where etcd has none, in one transaction; if a mark
-// moved or a key exists, or etcd allows fewer operations, each on its
-// own.
+// takeAll takes the segments of all, each above its After, or of a key
+// made here (After 0) where etcd has none, in one transaction. If a mark
+// moved (another server took the key, or this server's copy is behind
+// etcd's, as after a graceful stop whose give-back did not end), the
+// same transaction read every mark: the keys whose marks read as
+// expected go again in one transaction, compared by revision, and only
+// a key etcd lost, or one that keeps moving, is taken on its own. So a
+// batch costs two round trips, not two per key, whatever moved.
 func (s *Sequences) takeAll(ctx context.Context, cli *clientv3.Client, all []*sequence.Take) {
-	ts := make([]*sequence.Take, 0, len(all))
-	terms := make([]uint32, 0, len(all))
+	bs := make([]batchTake, 0, len(all))
 	for _, t := range all {
-		if !s.clustered {
-			ts = append(ts, t)
-			continue
+		b := batchTake{t: t, mark: t.After, made: t.After == 0}
+		if s.clustered {
+			if b.term = s.slots.begin(t.Key); !s.slots.still(t.Key, b.term) {
+				t.Err = sequence.ErrNotServed
+				continue
+			}
 		}
-		if term := s.slots.begin(t.Key); s.slots.still(t.Key, term) {
-			ts, terms = append(ts, t), append(terms, term)
+		bs = append(bs, b)
+	}
+	var alone []batchTake
+	for try := 0; len(bs) > 0; try++ {
+		if try == batchTries {
+			alone = append(alone, bs...)
+			break
+		}
+		cmps, puts, gets := make([]clientv3.Cmp, len(bs)), make([]clientv3.Op, len(bs)), make([]clientv3.Op, len(bs))
+		for i, b := range bs {
+			cmps[i], puts[i], gets[i] = b.cmp(s.prefix), clientv3.OpPut(s.prefix+b.t.Key, strconv.FormatInt(b.last(), 10)), clientv3.OpGet(s.prefix+b.t.Key)
+		}
+		sent := s.hist.at()
+		resp, err := cli.Txn(ctx).If(cmps...).Then(puts...).Else(gets...).Commit()
+		if errors.Is(err, rpctypes.ErrTooManyOps) {
+			alone = append(alone, bs...)
+			break
+		}
+		if err = s.answered(sent, resp, err); err != nil {
+			for _, b := range bs {
+				b.t.Err = err
+			}
+			break
+		}
+		if resp.Succeeded {
+			s.granted(ctx, cli, bs, resp.Header.Revision)
+			break
+		}
+		var again []batchTake
+		for i, b := range bs {
+			if b, ok := s.replan(b, resp.Responses[i].GetResponseRange().Kvs); ok {
+				again = append(again, b)
+			} else if b.t.Err == nil {
+				alone = append(alone, b)
+			}
+		}
+		bs = again
+	}
+	s.takeEach(ctx, cli, alone)
+}
+
+// batchTries bounds the transactions of one batch whose marks keep
+// moving (other servers take the same keys): its keys are then taken
+// one by one.
+const batchTries = 3
+
+// batchTake is a key's part in a transaction of many (takeAll).
+type batchTake struct {
+	t    *sequence.Take
+	term uint32 // its slot's term (a Redis Cluster node)
+	mark int64  // the segment lies above it
+	rev  int64  // the mark's revision, as read; 0: compare its value with mark (or, made, that it has none)
+	made bool   // etcd has no mark of the key: this take makes it
+}
+
+// cmp is b's condition in the transaction.
+func (b batchTake) cmp(prefix string) clientv3.Cmp {
+	k := prefix + b.t.Key
+	switch {
+	case b.rev != 0:
+		return clientv3.Compare(clientv3.ModRevision(k), "=", b.rev)
+	case b.made:
+		return clientv3.Compare(clientv3.CreateRevision(k), "=", 0)
+	}
+	return clientv3.Compare(clientv3.Value(k), "=", strconv.FormatInt(b.mark, 10))
+}
+
+// last is the end of b's segment: N above its mark, but for the largest
+// value.
+func (b batchTake) last() int64 { return b.mark + min(b.t.N, math.MaxInt64-b.mark) }
+
+// replan is b again, compared with its mark as the failed transaction
+// read it (kvs), if that mark is one a batch may take above: not lost,
+// not below what this server took, not at the largest value, and, if
+// none, not deleted lately. Otherwise b is taken on its own (take finds
+// out why), or fails with the mark's error.
+func (s *Sequences) replan(b batchTake, kvs []*mvccpb.KeyValue) (batchTake, bool) {
+	cur, err := s.parse(b.t.Key, kvs)
+	switch {
+	case err != nil:
+		b.t.Err = err
+		return b, false
+	case cur.lost || cur.mark < b.t.After || cur.mark == math.MaxInt64:
+		return b, false
+	case cur.rev == 0:
+		made := b.t.After == 0 && s.deletedMark(b.t.Key) == 0
+		return batchTake{t: b.t, term: b.term, made: true}, made
+	}
+	return batchTake{t: b.t, term: b.term, mark: cur.mark, rev: cur.rev}, true
+}
+
+// granted ends the takes of a batch whose transaction succeeded, at rev.
+func (s *Sequences) granted(ctx context.Context, cli *clientv3.Client, bs []batchTake, rev int64) {
+	for _, b := range bs {
+		t := b.t
+		if b.made {
+			t.Err = s.madeHere(ctx, cli, t, rev)
 		} else {
-			t.Err = sequence.ErrNotServed
+			t.First, t.Last, t.Born = b.mark+1, b.last(), true
 		}
-	}
-	cmps := make([]clientv3.Cmp, len(ts))
-	puts := make([]clientv3.Op, len(ts))
-	for i, t := range ts {
-		k := s.prefix + t.Key
-		cmps[i] = clientv3.Compare(clientv3.Value(k), "=", strconv.FormatInt(t.After, 10))
-		if t.After == 0 { // a key made here: etcd must have none
-			cmps[i] = clientv3.Compare(clientv3.CreateRevision(k), "=", 0)
-		}
-		puts[i] = clientv3.OpPut(k, strconv.FormatInt(lastOf(t), 10))
-	}
-	sent := s.hist.at()
-	resp, err := cli.Txn(ctx).If(cmps...).Then(puts...).Commit()
-	if errors.Is(err, rpctypes.ErrTooManyOps) || err == nil && !resp.Succeeded {
-		for _, t := range ts {
-			s.takeServed(ctx, cli, t)
-		}
-		return
-	}
-	err = s.answered(sent, resp, err)
-	for i, t := range ts {
-		switch {
-		case err != nil:
-			t.Err = err
-		case t.After == 0:
-			t.Err = s.madeHere(ctx, cli, t, resp.Header.Revision)
-		default:
-			t.First, t.Last, t.Born = t.After+1, lastOf(t), true
-		}
-		if t.Err == nil && s.clustered && !s.slots.still(t.Key, terms[i]) {
+		if t.Err == nil && s.clustered && !s.slots.still(t.Key, b.term) {
 			t.Err = sequence.ErrNotServed // its mark stays in etcd: the values are skipped
 		}
 	}
 }
 
+// takeEach takes each of bs on its own, a few at a time.
+func (s *Sequences) takeEach(ctx context.Context, cli *clientv3.Client, bs []batchTake) {
+	var g errgroup.Group
+	g.SetLimit(eachTakers)
+	for _, b := range bs {
+		g.Go(func() error { s.takeServed(ctx, cli, b.t); return nil })
+	}
+	g.Wait()
+}
+
+// eachTakers bounds the keys of one batch taken on their own at once.
+const eachTakers = 4
+
 // madeHere ends the take of a key t made anew, its mark put at rev: as
 // take's, above a delete of the key this server's watch had yet to bring
 // (madeAnew), if one came before.
 func (s *Sequences) madeHere(ctx context.Context, cli *clientv3.Client, t *sequence.Take, rev int64) error {
-	last := lastOf(t)
+	last := t.N // made: the segment is 1 .. N
 	deleted, err := s.madeAnew(ctx, t.Key, rev)
 	switch {
 	case err != nil:
@@ -227,10 +307,6 @@ func (s *Sequences) madeHere(ctx context.Context, cli *clientv3.Client, t *seque
 	t.First, t.Last, t.Born = 1, last, true
 	return nil
 }
-
-// lastOf is the last value of a refill of t: N above After, but for the
-// largest value.
-func lastOf(t *sequence.Take) int64 { return t.After + min(t.N, math.MaxInt64-t.After) }
 
 // takeServed takes t on its own; on a Redis Cluster node, only if its
 // key's slot is served all the while.
@@ -422,27 +498,19 @@ func (s *Sequences) raise(marks []sequence.Mark) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var raised atomic.Int64
-	var first atomic.Pointer[error]
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, takers)
+	var g errgroup.Group
+	g.SetLimit(takers)
 	for _, m := range marks {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
+		g.Go(func() error {
 			ok, err := s.raiseOne(ctx, cli, m.Key, m.Reserved)
-			if err != nil {
-				first.CompareAndSwap(nil, &err)
-			}
 			if ok {
 				raised.Add(1)
 			}
+			return err
 		})
 	}
-	wg.Wait()
-	if p := first.Load(); p != nil {
-		return int(raised.Load()), *p
-	}
-	return int(raised.Load()), nil
+	err = g.Wait()
+	return int(raised.Load()), err
 }
 
 func (s *Sequences) raiseOne(ctx context.Context, cli *clientv3.Client, key string, mark int64) (bool, error) {
@@ -491,24 +559,103 @@ func (s *Sequences) parse(key string, kvs []*mvccpb.KeyValue) (seen, error) {
 }
 
 // Set stores each value of ss as its key's mark if no server took a
-// value above it, with its mode's condition on the key's existence: one
-// etcd transaction each (a compare on the key's own revision), then this
-// server's copy of those stored, in one write.
+// value above it, with its mode's condition on the key's existence:
+// txnKeys at a time, each batch a read of their marks and a transaction
+// that compares each key's revision with the one read (read again and
+// retried for the keys still settable, if one moved), then this
+// server's copy of those stored, in one write. So a pipeline of SETs
+// of many keys costs two round trips a batch, not two a key.
 func (s *Sequences) Set(ctx context.Context, ss []sequence.Setting) {
 	cli, err := s.client()
-	for i := range ss {
+	var g errgroup.Group
+	g.SetLimit(takers)
+	for i := 0; i < len(ss); i += txnKeys {
+		batch := ss[i:min(len(ss), i+txnKeys)]
 		if err != nil {
-			ss[i].Err = err
+			for j := range batch {
+				batch[j].Err = err
+			}
 			continue
 		}
-		ss[i].Err = s.set(ctx, cli, ss[i].Key, ss[i].Value, ss[i].Mode)
+		g.Go(func() error { s.setAll(ctx, cli, batch); return nil })
 	}
+	g.Wait()
 	if s.local != nil {
 		s.local.Set(ctx, ss) // those etcd refused keep their error
 	}
 }
 
-// set stores v as key's mark in etcd, as Set does.
+// setAll stores ss, as Set does, in one transaction (or, if etcd allows
+// fewer operations, or their marks keep moving, key by key).
+func (s *Sequences) setAll(ctx context.Context, cli *clientv3.Client, ss []sequence.Setting) {
+	gets := make([]clientv3.Op, len(ss))
+	for i := range ss {
+		gets[i] = clientv3.OpGet(s.prefix + ss[i].Key)
+	}
+	sent := s.hist.at()
+	resp, err := cli.Txn(ctx).Then(gets...).Commit()
+	pending := make([]*sequence.Setting, len(ss))
+	for i := range ss {
+		pending[i] = &ss[i]
+	}
+	for try := 0; ; try++ {
+		if errors.Is(err, rpctypes.ErrTooManyOps) || err == nil && try == batchTries {
+			for _, x := range pending {
+				x.Err = s.set(ctx, cli, x.Key, x.Value, x.Mode)
+			}
+			return
+		}
+		if err = s.answered(sent, resp, err); err != nil {
+			for _, x := range pending {
+				x.Err = err
+			}
+			return
+		}
+		var cmps []clientv3.Cmp
+		var puts []clientv3.Op
+		kept := pending[:0:0]
+		for i, x := range pending {
+			cur, err := s.parse(x.Key, resp.Responses[i].GetResponseRange().Kvs)
+			if x.Err = settable(x, cur, err); x.Err != nil {
+				continue
+			}
+			k := s.prefix + x.Key
+			kept = append(kept, x)
+			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(k), "=", cur.rev))
+			puts = append(puts, clientv3.OpPut(k, strconv.FormatInt(x.Value, 10)))
+		}
+		if pending = kept; len(pending) == 0 {
+			return
+		}
+		gets = gets[:0]
+		for _, x := range pending {
+			gets = append(gets, clientv3.OpGet(s.prefix+x.Key))
+		}
+		sent = s.hist.at()
+		if resp, err = cli.Txn(ctx).If(cmps...).Then(puts...).Else(gets...).Commit(); err == nil && resp.Succeeded {
+			return
+		}
+	}
+}
+
+// settable is why x may not be stored over cur, its key's mark as read
+// (with the read's error), or nil. A key flagged lost is set plainly:
+// the operator's step that ends the refusal.
+func settable(x *sequence.Setting, cur seen, err error) error {
+	switch {
+	case err != nil:
+		return err
+	case x.Mode == sequence.IfNew && cur.rev != 0:
+		return sequence.ErrExists
+	case x.Mode == sequence.IfOld && cur.rev == 0:
+		return sequence.ErrMissing
+	case x.Value < cur.mark:
+		return &sequence.BelowError{Key: x.Key, At: cur.mark}
+	}
+	return nil
+}
+
+// set stores v as key's mark in etcd, as Set does, on its own.
 func (s *Sequences) set(ctx context.Context, cli *clientv3.Client, key string, v int64, mode sequence.SetMode) error {
 	k := s.prefix + key
 	for {
@@ -518,18 +665,9 @@ func (s *Sequences) set(ctx context.Context, cli *clientv3.Client, key string, v
 			return err
 		}
 		cur, err := s.parse(key, resp.Kvs)
-		switch {
-		case err != nil:
+		if err = settable(&sequence.Setting{Key: key, Value: v, Mode: mode}, cur, err); err != nil {
 			return err
-		case mode == sequence.IfNew && cur.rev != 0:
-			return sequence.ErrExists
-		case mode == sequence.IfOld && cur.rev == 0:
-			return sequence.ErrMissing
-		case v < cur.mark:
-			return &sequence.BelowError{Key: key, At: cur.mark}
 		}
-		// A key flagged lost is set plainly: the operator's step that
-		// ends the refusal.
 		tx, err := cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.ModRevision(k), "=", cur.rev)).
 			Then(clientv3.OpPut(k, strconv.FormatInt(v, 10))).
@@ -564,15 +702,50 @@ func (s *Sequences) Release(ctx context.Context, marks []sequence.Mark) error {
 	if err != nil {
 		return err
 	}
-	for _, m := range marks {
-		k := s.prefix + m.Key
-		_, err := cli.Txn(ctx).
-			If(clientv3.Compare(clientv3.Value(k), "=", strconv.FormatInt(m.Reserved, 10))).
-			Then(clientv3.OpPut(k, strconv.FormatInt(m.Value, 10))).
-			Commit()
-		if err != nil {
-			return etcdError(err)
+	var g errgroup.Group
+	g.SetLimit(takers)
+	for len(marks) > 0 {
+		ms := marks[:min(len(marks), txnKeys)]
+		marks = marks[len(ms):]
+		g.Go(func() error { return s.giveBack(ctx, cli, ms) })
+	}
+	return g.Wait()
+}
+
+// giveBack lowers, in one transaction, each mark of ms that is still
+// what this server reserved to the last value it handed out. A mark
+// that moved (another server took the key since) stays as it is; the
+// others go again.
+func (s *Sequences) giveBack(ctx context.Context, cli *clientv3.Client, ms []sequence.Mark) error {
+	for try := 0; len(ms) > 0 && try < batchTries; try++ {
+		cmps, puts, gets := make([]clientv3.Cmp, len(ms)), make([]clientv3.Op, len(ms)), make([]clientv3.Op, len(ms))
+		for i, m := range ms {
+			k := s.prefix + m.Key
+			cmps[i] = clientv3.Compare(clientv3.Value(k), "=", strconv.FormatInt(m.Reserved, 10))
+			puts[i], gets[i] = clientv3.OpPut(k, strconv.FormatInt(m.Value, 10)), clientv3.OpGet(k)
 		}
+		resp, err := cli.Txn(ctx).If(cmps...).Then(puts...).Else(gets...).Commit()
+		switch {
+		case errors.Is(err, rpctypes.ErrTooManyOps) && len(ms) > 1:
+			for i := range ms {
+				if err := s.giveBack(ctx, cli, ms[i:i+1]); err != nil {
+					return err
+				}
+			}
+			return nil
+		case err != nil:
+			return etcdError(err)
+		case resp.Succeeded:
+			return nil
+		}
+		var still []sequence.Mark
+		for i, m := range ms {
+			kvs := resp.Responses[i].GetResponseRange().Kvs
+			if len(kvs) == 1 && string(kvs[0].Value) == strconv.FormatInt(m.Reserved, 10) {
+				still = append(still, m)
+			}
+		}
+		ms = still
 	}
 	return nil
 }
