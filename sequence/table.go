@@ -287,6 +287,11 @@ const (
 	// demanded: a request waits for the key's values (not only a
 	// Prepare), so its take records the key as born.
 	demanded
+	// absent: a take of the key only prepared found that no server made
+	// it (ErrNotCreated), so Prepare asks no more: each INCR of a
+	// pipeline of new keys in cluster mode had the keys behind it looked
+	// up in etcd again (24 keys a second). Its own take makes it.
+	absent
 )
 
 func (e *entry) has(b uint8) bool { return e.bits&b != 0 }
@@ -659,7 +664,7 @@ func (t *Table) Prepare(key []byte, n int64) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	e, err := t.find(sh, h, key)
-	if err != nil {
+	if err != nil || e.has(absent) {
 		return
 	}
 	if e.limit-e.issued < n || e.low() {

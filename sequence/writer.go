@@ -297,13 +297,14 @@ func (t *Table) granted(e *entry, tk *Take) error {
 	switch {
 	case errors.Is(tk.Err, ErrNotCreated):
 		e.want = 0
+		e.bits |= absent
 		e.relow()
 		return nil
 	case tk.Err != nil:
 		return tk.Err
 	}
 	e.grant(tk.First, tk.Last)
-	e.bits |= stored
+	e.bits = e.bits&^absent | stored
 	if tk.Born {
 		t.settle(e)
 	}
