@@ -26,8 +26,8 @@ require (
 require go.etcd.io/bbolt v1.4.3
 
 require (
-	github.com/capitalone/fpe v1.2.1 // indirect
-	github.com/sqids/sqids-go v0.4.1 // indirect
+	github.com/capitalone/fpe v1.2.1
+	github.com/sqids/sqids-go v0.4.1
 )
 
 require (
