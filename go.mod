@@ -26,6 +26,11 @@ require (
 require go.etcd.io/bbolt v1.4.3
 
 require (
+	github.com/capitalone/fpe v1.2.1
+	github.com/sqids/sqids-go v0.4.1
+)
+
+require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0
 	github.com/coreos/go-semver v0.3.1 // indirect

@@ -2,11 +2,16 @@ package clients
 
 import (
 	"context"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
+
+	"github.com/idserver/idserver/internal/testseed"
+	"github.com/idserver/idserver/publicid"
 )
 
 // The Node tests run one script per library family, with the npm alias
@@ -55,6 +60,33 @@ func TestNodeRedis4(t *testing.T) { runNode(t, "node-redis.js", "redis4") }
 // native core the lock file has for Linux (glibc and musl) and macOS, x64
 // and arm64. It connects only once INFO REPLICATION says role:master.
 func TestValkeyGlide(t *testing.T) { runNode(t, "glide.js", "@valkey/valkey-glide") }
+
+// TestNodeSqids: without public-id-key, PUBLICID's strings are Sqids
+// that the npm sqids package (another language's Sqids) decodes, and
+// encodes alike, for the default alphabet and another with a minimum
+// length (clients/node/sqids.js).
+func TestNodeSqids(t *testing.T) {
+	node := need(t, "node", "apt-get install nodejs npm")
+	needNodeModules(t, "sqids")
+	needNodeModules(t, "ioredis")
+	rng := rand.New(rand.NewPCG(testseed.Get(t), 0))
+	nums := []string{"0", "1", "61", "62", "1000000", strconv.FormatUint(1<<53-1, 10)}
+	for range 200 {
+		nums = append(nums, strconv.FormatUint(rng.Uint64N(1<<53)>>rng.UintN(53), 10))
+	}
+	for _, cfg := range [][2]string{{publicid.DefaultAlphabet, "0"}, {"0123456789abcdefghijklmnopqrstuvwxyz-_", "10"}} {
+		addr := startServer(t, "--public-id-alphabet", cfg[0], "--public-id-min-length", cfg[1])
+		ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+		cmd := exec.CommandContext(ctx, node, append([]string{"sqids.js", addr, cfg[0], cfg[1]}, nums...)...)
+		cmd.Dir = "node"
+		out, err := cmd.CombinedOutput()
+		cancel()
+		if err != nil {
+			t.Fatalf("node sqids.js %s %s %s: %v\n%s", addr, cfg[0], cfg[1], err, out)
+		}
+		t.Logf("%s", out)
+	}
+}
 
 // runNode runs script from clients/node, for the library version npm
 // installed as alias, against a server of its own. The script prints one

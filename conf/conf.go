@@ -9,6 +9,7 @@ package conf
 
 import (
 	"encoding"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -21,6 +22,7 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/idserver/idserver/idgen"
+	"github.com/idserver/idserver/publicid"
 )
 
 // Config is idserver's effective configuration. A field's key tag is its
@@ -58,6 +60,10 @@ type Config struct {
 	MaxMemoryClients        Size        `key:"maxmemory-clients" default:"64mb" usage:"most bytes all clients together may have the server hold (input, replies, transactions); past it, the clients holding the most are closed; the Go runtime's memory limit, unless GOMEMLIMIT is set, is {memory-limit}, and RSS stays under that plus 96mb (docs/sequences.md); 0 = no bound"`
 	ClientOutputBufferLimit OutputLimit `key:"client-output-buffer-limit" default:"normal 16mb 8mb 60" usage:"normal <hard> <soft> <soft-seconds>: past soft, a client's commands wait until its replies drain; past hard (replies plus waiting requests), or soft for soft-seconds, it is closed; 0 = no limit"`
 	RequirePass             string      `key:"requirepass" default:"" usage:"password clients must AUTH with; empty = none"`
+
+	PublicIDKey       string `key:"public-id-key" default:"" secret:"yes" usage:"PUBLICID and PRIVATEID: an AES key of 32, 48 or 64 hex digits (AES-128, -192, -256): public strings go through FF1 and show neither order nor count; empty = plain Sqids (decodable by anyone). Set it once: a new key changes every public string"`
+	PublicIDAlphabet  string `key:"public-id-alphabet" default:"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789" usage:"PUBLICID's alphabet: at least 3 unique printable ASCII characters, 16 with public-id-key"`
+	PublicIDMinLength int    `key:"public-id-min-length" default:"0" usage:"PUBLICID's shortest string, 0..20 (padded up to it)"`
 
 	Dir          string `key:"dir" default:"." usage:"directory of the state file"`
 	StateFile    string `key:"state-file" default:"idserver.state" usage:"file name of the durable ID reservation, in dir"`
@@ -440,6 +446,7 @@ func (c *Config) validate() error {
 			}
 			return nil
 		},
+		func() error { _, err := c.PublicID(); return err },
 		func() error { return inRange("maxclients", int64(c.MaxClients), 1, 1_000_000) },
 		func() error { return inRange("timeout", int64(c.Timeout.Duration/time.Second), 0, 31_536_000) },
 		func() error { return inRange("metrics-maxclients", int64(c.MetricsMaxClients), 1, 10_000) },
@@ -573,6 +580,28 @@ func (c *Config) validateCluster() error {
 		return fmt.Errorf("cluster-announce-hostname %q: hostnames may only contain alphanumeric characters, hyphens or dots", h)
 	}
 	return nil
+}
+
+// PublicID returns the codec of PUBLICID and PRIVATEID that
+// public-id-key, public-id-alphabet and public-id-min-length make.
+func (c *Config) PublicID() (*publicid.Codec, error) {
+	var key []byte
+	if c.PublicIDKey != "" {
+		k, err := hex.DecodeString(c.PublicIDKey)
+		if err != nil || len(k) != 16 && len(k) != 24 && len(k) != 32 {
+			// The key itself is not quoted: errors are logged.
+			return nil, fmt.Errorf("public-id-key must be 32, 48 or 64 hex digits (an AES-128, -192 or -256 key), not %d characters", len(c.PublicIDKey))
+		}
+		key = k
+	}
+	if err := inRange("public-id-min-length", int64(c.PublicIDMinLength), 0, publicid.MaxMinLength); err != nil {
+		return nil, err
+	}
+	codec, err := publicid.New(c.PublicIDAlphabet, c.PublicIDMinLength, key)
+	if err != nil {
+		return nil, fmt.Errorf("public-id-alphabet: %w", err)
+	}
+	return codec, nil
 }
 
 // Redacted is what CONFIG GET shows for a secret that is set.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/idserver/idserver/publicid"
 	"github.com/idserver/idserver/sequence"
 )
 
@@ -39,7 +40,7 @@ func defaults() Config {
 		ClientOutputBufferLimit: OutputLimit{Hard: 16 << 20, Soft: 8 << 20, SoftSeconds: time.Minute},
 		LogLevel:                LogNotice, MetricsMaxClients: 16, MetricsTimeout: Seconds{10 * time.Second},
 		EtcdPrefix: "/idserver/", EtcdLeaseTTL: Seconds{10 * time.Second}, EtcdDialTimeout: Seconds{5 * time.Second},
-		ClusterEnabled: No,
+		ClusterEnabled: No, PublicIDAlphabet: publicid.DefaultAlphabet,
 	}
 }
 
@@ -316,6 +317,46 @@ func TestPairs(t *testing.T) {
 	c2.ServerIDSet = false // given here, defaulted in c
 	if !reflect.DeepEqual(c, c2) {
 		t.Fatalf("Pairs do not round-trip: %+v", c2)
+	}
+}
+
+// TestPublicID: public-id-key is a hex AES key, refused otherwise without
+// quoting it; the alphabet and minimum length are checked; the key is
+// shown redacted.
+func TestPublicID(t *testing.T) {
+	key := "00112233445566778899aabbccddeeff"
+	for _, tt := range []struct {
+		args []string
+		err  string
+	}{
+		{nil, ""},
+		{[]string{"--public-id-key", key}, ""},
+		{[]string{"--public-id-key", key + "0011223344556677"}, ""},
+		{[]string{"--public-id-key", key + key}, ""},
+		{[]string{"--public-id-key", key[:30] + "zz"}, "public-id-key must be 32, 48 or 64 hex digits"},
+		{[]string{"--public-id-key", key[:30]}, "public-id-key must be 32, 48 or 64 hex digits"},
+		{[]string{"--public-id-alphabet", "abca"}, "public-id-alphabet: alphabet must contain unique characters"},
+		{[]string{"--public-id-alphabet", "0123456789", "--public-id-key", key}, "at least 16"},
+		{[]string{"--public-id-min-length", "21"}, "public-id-min-length 21 out of range 0..20"},
+	} {
+		c, err := Load(tt.args, nil)
+		if tt.err == "" && err != nil || tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)) {
+			t.Errorf("%v: %v, want %q", tt.args, err, tt.err)
+		}
+		if err != nil && strings.Contains(err.Error(), key[:30]) {
+			t.Errorf("%v: the error shows the key: %v", tt.args, err)
+		}
+		if err != nil {
+			continue
+		}
+		if _, err := c.PublicID(); err != nil {
+			t.Errorf("%v: PublicID: %v", tt.args, err)
+		}
+		for _, kv := range c.Shown() {
+			if strings.Contains(kv[1], key) {
+				t.Errorf("%v: Shown shows the key as %s %q", tt.args, kv[0], kv[1])
+			}
+		}
 	}
 }
 

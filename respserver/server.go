@@ -12,6 +12,7 @@
 package respserver
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -26,6 +27,7 @@ import (
 
 	"github.com/idserver/idserver/idgen"
 	"github.com/idserver/idserver/internal/replyerr"
+	"github.com/idserver/idserver/publicid"
 	"github.com/idserver/idserver/resplimit"
 	"github.com/idserver/idserver/respserver/internal/conns"
 	"github.com/idserver/idserver/sequence"
@@ -91,6 +93,10 @@ type Options struct {
 	// replies; nil: cluster-enabled no, every key served here.
 	Slots slots.Source
 
+	// PublicID encodes PUBLICID's and decodes PRIVATEID's strings; nil
+	// means plain Sqids with its defaults.
+	PublicID *publicid.Codec
+
 	// Sequences are the per-key counters (INCR and the rest); nil: none,
 	// and their commands are refused.
 	Sequences *sequence.Table
@@ -117,9 +123,10 @@ type Server struct {
 	retired   idgen.Stats // counters of the generators SetGenerator replaced
 
 	started      time.Time
-	replID       string      // INFO replication's master_replid, new at each start as in Redis
-	config       [][2]string // what CONFIG GET answers: Options.Config and Redis's keys (redisConfig)
-	configKeyLen int         // the longest key in config
+	publicID     *publicid.Codec // PUBLICID's and PRIVATEID's
+	replID       string          // INFO replication's master_replid, new at each start as in Redis
+	config       [][2]string     // what CONFIG GET answers: Options.Config and Redis's keys (redisConfig)
+	configKeyLen int             // the longest key in config
 	port         atomic.Int64
 
 	commands   atomic.Uint64
@@ -160,6 +167,7 @@ func New(opts Options) *Server {
 	}
 	s := &Server{
 		opts:      opts,
+		publicID:  cmp.Or(opts.PublicID, defaultPublicID),
 		log:       opts.Logger,
 		started:   time.Now(),
 		replID:    replicationID(),

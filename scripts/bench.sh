@@ -20,6 +20,12 @@
 #                                   measure them warm)
 #   INCR k vs INCR k, appendfsync always, -c 1   the durable way, one client:
 #                                   Redis cannot share an fsync among clients
+#   PUBLICID n, PRIVATEID s vs GETID   one number each, at -c 50 and -c 50
+#                                   -P 16, without a key and against a
+#                                   second idserver with public-id-key:
+#                                   the redis columns of these rows are
+#                                   GETID on the same idserver, in the
+#                                   same run
 #   Redis Cluster: GETID, INCR k and INCR key:__rand_int__ -r 100000 at
 #                                   -c 50 -P 16 against a node with
 #                                   cluster-enabled yes over a real etcd
@@ -93,10 +99,11 @@ start_idserver() { # port dir args...
 	"$tmp/idserver" --port "$port" --dir "$dir" --loglevel warning "$@" 2>>"$tmp/idserver.log" & pids+=($!)
 	pid_of[$port]=$!
 }
-ip=$(free_port); wp=$(free_port); rp=$(free_port); ap=$(free_port); lp=$(free_port); itp=$(free_port); rtp=$(free_port)
+ip=$(free_port); wp=$(free_port); rp=$(free_port); ap=$(free_port); lp=$(free_port); itp=$(free_port); rtp=$(free_port); kp=$(free_port)
 start_idserver "$ip" "$tmp/default" --tls-port "$itp" "${tls_server[@]}"
 pid_of[$itp]=${pid_of[$ip]}
 start_idserver "$lp" "$tmp/limit" --max-lead-ms 500
+start_idserver "$kp" "$tmp/keyed" --public-id-key "$(openssl rand -hex 16)"
 start_idserver "$wp" "$tmp/wide" --id-range 2 --shard-range 19 --random-range 0 --mgetid-max 100000
 redis-server --port "$rp" --tls-port "$rtp" "${tls_server[@]}" --bind 127.0.0.1 --save "" --appendonly no >"$tmp/redis.log" & pids+=($!)
 pid_of[$rp]=$!
@@ -113,7 +120,7 @@ start_idserver "$cp" "$tmp/cluster" --cluster-enabled yes --etcd-endpoints "127.
 redis-server --port "$rcp" --bind 127.0.0.1 --save "" --appendonly no --cluster-enabled yes \
 	--cluster-config-file "$tmp/nodes.conf" >"$tmp/redis-cluster.log" & pids+=($!)
 pid_of[$rcp]=$!
-for p in "$ip" "$wp" "$rp" "$ap" "$lp" "$cp" "$rcp"; do wait_port "$p"; done
+for p in "$ip" "$wp" "$rp" "$ap" "$lp" "$kp" "$cp" "$rcp"; do wait_port "$p"; done
 redis-cli -p "$rcp" cluster addslotsrange 0 16383 >/dev/null
 for p in "$cp" "$rcp"; do
 	for _ in $(seq 300); do [ "$(info_cmd "$p" cluster info cluster_slots_ok)" = 16384 ] && break; sleep 0.1; done
@@ -135,6 +142,10 @@ if [ -n "${BASELINE:-}" ]; then
 	wait_port "$bp"; wait_port "$bwp"
 fi
 
+# The public strings of one ID-sized number, for the PRIVATEID rows.
+pub_n=787082868470841634
+pub=$(redis-cli -p "$ip" publicid "$pub_n"); kpub=$(redis-cli -p "$kp" publicid "$pub_n")
+
 # Rows: name | idserver port var | idserver command | redis port var | redis command | options | requests
 rows=(
 	"GETID vs INCR, -c 50|ip|GETID|rp|INCR k|-c 50|200000"
@@ -150,6 +161,14 @@ rows=(
 	"INCR 100k keys, -c 50|ip|INCR key:__rand_int__|rp|INCR key:__rand_int__|-c 50 -r 100000|200000"
 	"INCR 100k keys, -c 50 -P 16|ip|INCR key:__rand_int__|rp|INCR key:__rand_int__|-c 50 -P 16 -r 100000|1000000"
 	"INCR vs appendfsync always, -c 1|ip|INCR k|ap|INCR k|-c 1|5000"
+	"PUBLICID vs GETID, -c 50|ip|PUBLICID $pub_n|ip|GETID|-c 50|200000"
+	"PUBLICID vs GETID, -c 50 -P 16|ip|PUBLICID $pub_n|ip|GETID|-c 50 -P 16|1000000"
+	"PRIVATEID vs GETID, -c 50|ip|PRIVATEID $pub|ip|GETID|-c 50|200000"
+	"PRIVATEID vs GETID, -c 50 -P 16|ip|PRIVATEID $pub|ip|GETID|-c 50 -P 16|1000000"
+	"keyed PUBLICID vs GETID, -c 50|kp|PUBLICID $pub_n|kp|GETID|-c 50|200000"
+	"keyed PUBLICID vs GETID, -P 16|kp|PUBLICID $pub_n|kp|GETID|-c 50 -P 16|1000000"
+	"keyed PRIVATEID vs GETID, -c 50|kp|PRIVATEID $kpub|kp|GETID|-c 50|200000"
+	"keyed PRIVATEID vs GETID, -P 16|kp|PRIVATEID $kpub|kp|GETID|-c 50 -P 16|1000000"
 	"Redis Cluster: GETID vs INCR, -P 16|cp|GETID|rcp|INCR k|-c 50 -P 16|1000000"
 	"Redis Cluster: INCR one key, -P 16|cp|INCR k|rcp|INCR k|-c 50 -P 16|1000000"
 	"Redis Cluster: INCR 100k keys, -P 16|cp|INCR key:__rand_int__|rcp|INCR key:__rand_int__|-c 50 -P 16 -r 100000|300000"
@@ -190,7 +209,7 @@ for round in $(seq "$rounds"); do
 		for side in $order; do
 			if [ "$side" = id ]; then
 				echo "$i id $(bench "${!iv}" "$n" "$opts" $icmd)" >>"$results"
-				if [ -n "$bp" ] && [ "$iv" != itp ] && [ "$iv" != cp ] && [[ $icmd != INCR* ]]; then # the baseline may predate TLS, sequences and Redis Cluster
+				if [ -n "$bp" ] && [ "$iv" != itp ] && [ "$iv" != cp ] && [ "$iv" != kp ] && [[ $icmd != INCR* && $icmd != P*ID* ]]; then # the baseline may predate TLS, sequences, Redis Cluster and public IDs
 					basev=bp; [ "$iv" = wp ] && basev=bwp
 					echo "$i base $(bench "${!basev}" "$n" "$opts" $icmd)" >>"$results"
 				fi
