@@ -347,3 +347,24 @@ func benchCodec(b *testing.B, key []byte) {
 
 func BenchmarkSqids(b *testing.B) { benchCodec(b, nil) }
 func BenchmarkKeyed(b *testing.B) { benchCodec(b, []byte("0123456789abcdef")) }
+
+// FuzzDecode: any string, in every configuration, decodes to nothing or
+// to a number whose public string it is; never a panic, and never more
+// than one string per number.
+func FuzzDecode(f *testing.F) {
+	for _, seed := range []string{"", "a", "86Rf07", "Uk", "zzzzzzzzzzz", "0000000000000000000", "abc\x00\xff", strings.Repeat("Z", MaxLen+1)} {
+		f.Add(seed)
+	}
+	all := codecs(f, rand.New(rand.NewPCG(1, 2)))
+	f.Fuzz(func(t *testing.T, s string) {
+		for name, c := range all {
+			n, ok := c.Decode([]byte(s))
+			if !ok {
+				continue
+			}
+			if enc, err := c.Append(nil, n); err != nil || string(enc) != s {
+				t.Fatalf("%s: %q decodes to %d, whose string is %q (%v)", name, s, n, enc, err)
+			}
+		}
+	})
+}
