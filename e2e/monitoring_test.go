@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -10,8 +11,12 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/redis/go-redis/v9"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/idserver/idserver/internal/testetcd"
 )
 
 // The alerting rules (deploy/prometheus) and the Grafana dashboard
@@ -280,4 +285,60 @@ func TestAlertRulesPromtool(t *testing.T) {
 	if out, err := exec.Command(promtool, "check", "rules", path).CombinedOutput(); err != nil {
 		t.Errorf("promtool check rules of the dashboard's queries: %v\n%s", err, out)
 	}
+}
+
+// TestDashboardAndRulesMetricsExported: every metric each rule and each
+// dashboard query reads is one that a live server exports at /metrics,
+// a single server or one in cluster mode over a real etcd (etcd's
+// figures), so that no panel shows nothing and no alert stays silent
+// after a rename. Only Prometheus's own up is not the server's.
+func TestDashboardAndRulesMetricsExported(t *testing.T) {
+	e := testetcd.Start(t)
+	single := start(t, nil, "--metrics-addr", "127.0.0.1:0", "--max-lead-ms", "3000")
+	clustered := member(t, e, "--metrics-addr", "127.0.0.1:0")
+	waitHolding(t, clustered, 10*time.Second)
+	exported := map[string]bool{"up": true}
+	for _, p := range []*process{single, clustered} {
+		// Series that appear once used: a command's latency histogram,
+		// error replies by code, sequences.
+		c := redis.NewClient(&redis.Options{Addr: p.Addr})
+		ctx := context.Background()
+		for _, cmd := range [][]any{{"GETID"}, {"MGETID", 10}, {"INCRBY", "k", 5}, {"NOSUCH"}} {
+			c.Do(ctx, cmd...)
+		}
+		c.Close()
+		code, body := get(t, "http://"+p.MetricsAddr(t)+"/metrics")
+		if code != 200 {
+			t.Fatalf("/metrics: %d", code)
+		}
+		for line := range strings.Lines(body) {
+			if name, _, ok := strings.Cut(line, " "); ok && !strings.HasPrefix(line, "#") {
+				name, _, _ = strings.Cut(name, "{")
+				exported[name] = true
+			}
+		}
+		if p == single && !strings.Contains(body, "\nidserver_max_lead_seconds 3\n") {
+			t.Errorf("a server given --max-lead-ms 3000: no idserver_max_lead_seconds 3 at /metrics")
+		}
+	}
+	used := 0
+	check := func(where, expr string) {
+		names := promQLNames(expr)
+		if len(names) == 0 {
+			t.Errorf("%s reads no metric: %q", where, expr)
+		}
+		for _, name := range names {
+			used++
+			if !exported[name] {
+				t.Errorf("%s reads %s, which no server exports: %q", where, name, expr)
+			}
+		}
+	}
+	for _, r := range alertRules(t) {
+		check("alert "+r.Alert, r.Expr)
+	}
+	for _, q := range dashboardQueries(t) {
+		check(q.where, q.expr)
+	}
+	t.Logf("%d metric reads checked against %d exported names", used, len(exported))
 }
