@@ -240,9 +240,10 @@ const shardBits = 6
 type shard struct {
 	mu sync.Mutex
 	index
-	// issued counts the values handed out of the shard's keys: counted
-	// under its lock, on its cache line, so INCR pays no shared counter.
-	issued atomic.Uint64
+	// issued counts the values handed out of the shard's keys, under mu:
+	// on the lock's cache line, without an atomic add, INCR pays nothing
+	// for it; Stats takes each lock to read it.
+	issued uint64
 	_      [16]byte // a shard's lock on a cache line of its own
 }
 
@@ -516,7 +517,7 @@ func (t *Table) tryIncr(key []byte, n int64) (int64, <-chan struct{}, error) {
 	}
 	if e.available(n) {
 		e.issued += n
-		sh.issued.Add(uint64(n))
+		sh.issued += uint64(n)
 		t.bear(e)
 		if !e.taking && (e.low() || !e.has(durable)) {
 			t.ask(e)
@@ -774,7 +775,7 @@ func (t *Table) tryIncrAll(ws []Want) ([]<-chan struct{}, error) {
 	var err error
 	for i, e := range es {
 		e.issued += ws[i].N
-		t.shardOfEntry(e).issued.Add(uint64(ws[i].N))
+		t.shardOfEntry(e).issued += uint64(ws[i].N)
 		ws[i].Last = e.issued
 		t.bear(e)
 		if !e.taking && (e.low() || !e.has(durable)) {
@@ -944,7 +945,10 @@ func (t *Table) Stats() Stats {
 	s := Stats{Keys: t.Len(), Bytes: t.bytes.Load(), Takes: t.takes.Load(), Taken: t.taken.Load(),
 		Failures: t.failures.Load(), Waits: t.waits.Load(), LastTake: t.lastTake.Load()}
 	for i := range t.shards {
-		s.Issued += t.shards[i].issued.Load()
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		s.Issued += sh.issued
+		sh.mu.Unlock()
 	}
 	if p := t.lastErr.Load(); p != nil {
 		s.LastError = *p
