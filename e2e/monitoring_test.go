@@ -291,7 +291,8 @@ func TestAlertRulesPromtool(t *testing.T) {
 // dashboard query reads is one that a live server exports at /metrics,
 // a single server or one in cluster mode over a real etcd (etcd's
 // figures), so that no panel shows nothing and no alert stays silent
-// after a rename. Only Prometheus's own up is not the server's.
+// after a rename. Only Prometheus's own up is not the server's. Both
+// scrapes pass promtool check metrics, where promtool is installed.
 func TestDashboardAndRulesMetricsExported(t *testing.T) {
 	e := testetcd.Start(t)
 	single := start(t, nil, "--metrics-addr", "127.0.0.1:0", "--max-lead-ms", "3000")
@@ -310,6 +311,16 @@ func TestDashboardAndRulesMetricsExported(t *testing.T) {
 		code, body := get(t, "http://"+p.MetricsAddr(t)+"/metrics")
 		if code != 200 {
 			t.Fatalf("/metrics: %d", code)
+		}
+		// The scrapes, cluster mode's and the sequences' included, keep
+		// to Prometheus's naming rules (metrics.TestPromtool checks a
+		// single server's in process).
+		if promtool, err := exec.LookPath("promtool"); err == nil {
+			lint := exec.Command(promtool, "check", "metrics")
+			lint.Stdin = strings.NewReader(body)
+			if out, err := lint.CombinedOutput(); err != nil || len(out) > 0 {
+				t.Errorf("promtool check metrics of %s's scrape: %v\n%s", p.Addr, err, out)
+			}
 		}
 		for line := range strings.Lines(body) {
 			if name, _, ok := strings.Cut(line, " "); ok && !strings.HasPrefix(line, "#") {
