@@ -315,6 +315,7 @@ func newServer(cfg *conf.Config, log zerolog.Logger, opts respserver.Options) *r
 	opts.Logger = log
 	opts.Version = buildinfo.Version
 	opts.MGetIDMax = cfg.MGetIDMax
+	opts.MaxLead = cfg.MaxLead.Duration
 	opts.PublicID, _ = cfg.PublicID() // Validate checked it
 	opts.GetIDReply = getIDReply[cfg.GetIDReply]
 	opts.RequirePass = cfg.RequirePass

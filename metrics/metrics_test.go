@@ -21,7 +21,9 @@ import (
 
 // TestReadyzReasons: /readyz is 503 with the reason until the server
 // serves, while the reservation is not on disk, and once it shuts down;
-// 200 in between. /healthz is 200 throughout.
+// 200 in between. /healthz is 200 throughout. INFO idgen's ready (the
+// metric idserver_ready, which alerts read) is 1 exactly when /readyz
+// is 200.
 func TestReadyzReasons(t *testing.T) {
 	gen, err := idgen.New(idgen.Settings{Ceiling: 1}) // nothing reserved on disk yet
 	if err != nil {
@@ -36,6 +38,9 @@ func TestReadyzReasons(t *testing.T) {
 		got, _ := io.ReadAll(rec.Result().Body)
 		if rec.Code != code || !strings.Contains(string(got), body) {
 			t.Fatalf("GET %s: %d %q, want %d and %q", path, rec.Code, got, code, body)
+		}
+		if ready := idgenField(t, srv, "ready"); path == "/readyz" && (ready == 1) != (code == 200) {
+			t.Fatalf("INFO idgen ready:%d while /readyz answers %d", ready, code)
 		}
 	}
 	expect("/readyz", 503, "not ready: not serving yet")
@@ -59,6 +64,18 @@ func TestReadyzReasons(t *testing.T) {
 	<-served
 	expect("/readyz", 503, "not ready: shutting down")
 	expect("/healthz", 200, "OK")
+}
+
+// idgenField is the numeric field name of srv's INFO idgen.
+func idgenField(t *testing.T, srv *respserver.Server, name string) int64 {
+	t.Helper()
+	for _, f := range srv.Snapshot("idgen")[0].Fields {
+		if f.Name == name {
+			return f.Num
+		}
+	}
+	t.Fatalf("INFO idgen has no %s", name)
+	return 0
 }
 
 // waitServing waits until Serve has started the event loops.

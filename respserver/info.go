@@ -303,6 +303,12 @@ func (s *Server) infoIDGen() []stats.Field {
 	st := s.genStats()
 	l := s.opts.Layout
 	end := idgen.End(s.opts.Epoch)
+	// Readiness as a number: an alert cannot probe /readyz, and a scrape
+	// of a server that is not ready still succeeds.
+	ready := int64(0)
+	if s.Ready() == nil {
+		ready = 1
+	}
 	return []stats.Field{
 		stats.G("server_id", s.serverID(), "This server's id; -1 while it holds none (cluster mode)."),
 		stats.G("id_range", int64(l.IDBits), "Bits of the server-id field."),
@@ -313,6 +319,7 @@ func (s *Server) infoIDGen() []stats.Field {
 		stats.T("time_field_end", end.UTC().Format(time.RFC3339)),
 		stats.C("ids_issued", st.Issued, "IDs issued."),
 		stats.G("lead_ms", st.Lead.Milliseconds(), "How far the last issued ID's time is ahead of the clock."),
+		stats.G("max_lead_ms", s.maxLead().Milliseconds(), "The bound on lead_ms (max-lead-ms): past it requests wait, then get -BUSY."),
 		stats.G("max_lead_seen_ms", st.MaxLeadSeen.Milliseconds(), "The largest lead any issued ID had."),
 		stats.C("borrowed_calls", st.Borrowed, "Requests that issued IDs ahead of the clock."),
 		stats.C("clock_steps_back", st.ClockSteps, "Times the clock was seen to step backwards."),
@@ -324,5 +331,14 @@ func (s *Server) infoIDGen() []stats.Field {
 		stats.C("lead_refusals", st.Refused, "Requests refused with -BUSY at the lead bound."),
 		stats.C("unreserved_refusals", st.Unreserved, "Requests refused with -BUSY because the reservation on disk did not advance in time."),
 		stats.G("clock_offset_ms", s.offset.Load(), "The clock shift set by DEBUG CLOCK-OFFSET (tests)."),
+		stats.G("ready", ready, "1 when a GETID would be answered now, as /readyz answers 200; 0 when not (/readyz says why)."),
 	}
+}
+
+// maxLead is the bound on the lead the generators are given.
+func (s *Server) maxLead() time.Duration {
+	if s.opts.MaxLead > 0 {
+		return s.opts.MaxLead
+	}
+	return idgen.DefaultMaxLead
 }

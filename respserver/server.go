@@ -50,8 +50,12 @@ type Options struct {
 	// ClockOffset shifts the clock of every generator SetGenerator sets
 	// (see DEBUG CLOCK-OFFSET); with Generator set, its own is kept.
 	ClockOffset time.Duration
-	Logger      zerolog.Logger
-	Version     string // idserver's own version, shown in INFO
+	// MaxLead is max-lead-ms, the bound on the lead, shown beside it in
+	// INFO idgen so that dashboards and alerts compare the two; zero
+	// means idgen.DefaultMaxLead.
+	MaxLead time.Duration
+	Logger  zerolog.Logger
+	Version string // idserver's own version, shown in INFO
 
 	MGetIDMax   int        // largest MGETID count; zero means 10000
 	GetIDReply  GetIDReply // how GETID replies; zero means GetIDAuto

@@ -14,7 +14,7 @@
 # e2e/clusterdriver_test.go), and -race needs cgo and a C compiler, so Debian's
 # redis-tools, redis-server, python3-redis, nodejs, a JDK and Maven, libhiredis-dev,
 # ruby-redis, php-cli, php-redis, php-predis, libredis-perl, etcd-server,
-# iproute2 and gcc are installed first when missing, and the Node clients
+# iproute2, gcc and prometheus (promtool) are installed first when missing, and the Node clients
 # from clients/node/package-lock.json. Every server a test starts listens
 # on 127.0.0.1 and is stopped by the test itself.
 set -euo pipefail
@@ -37,12 +37,18 @@ command -v php >/dev/null || need+=(php-cli) # the php command: php-redis and ph
 php -r 'exit(extension_loaded("redis") ? 0 : 1);' 2>/dev/null || need+=(php-redis) # phpredis, the extension
 php -r 'require "Predis/autoload.php";' >/dev/null 2>&1 || need+=(php-predis) # Predis (php-nrk-predis is its transitional name)
 perl -MRedis -e 1 2>/dev/null || need+=(libredis-perl) # Perl's Redis.pm
-if [ ${#need[@]} -gt 0 ]; then
-	echo "installing ${need[*]}"
+# promtool: lints /metrics, runs the alerting rules' tests and parses the
+# dashboard's queries (e2e/monitoring_test.go). Without its recommends:
+# the exporters and the web console are not needed.
+norec=()
+command -v promtool >/dev/null || norec+=(prometheus)
+if [ ${#need[@]} -gt 0 ] || [ ${#norec[@]} -gt 0 ]; then
+	echo "installing ${need[*]} ${norec[*]}"
 	sudo=""
 	[ "$(id -u)" -eq 0 ] || sudo="sudo"
 	$sudo apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
+	[ ${#need[@]} -eq 0 ] || DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
+	[ ${#norec[@]} -eq 0 ] || DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${norec[@]}" >/dev/null
 fi
 # ioredis 6 and node-redis 6 need Node.js 20 or later.
 if [ "$(node -p 'process.versions.node.split(".")[0]')" -lt 20 ]; then

@@ -240,7 +240,11 @@ const shardBits = 6
 type shard struct {
 	mu sync.Mutex
 	index
-	_ [24]byte // a shard's lock on a cache line of its own
+	// issued counts the values handed out of the shard's keys, under mu:
+	// on the lock's cache line, without an atomic add, INCR pays nothing
+	// for it; Stats takes each lock to read it.
+	issued uint64
+	_      [16]byte // a shard's lock on a cache line of its own
 }
 
 // entry is one key. Its fields are under its shard's lock.
@@ -513,6 +517,7 @@ func (t *Table) tryIncr(key []byte, n int64) (int64, <-chan struct{}, error) {
 	}
 	if e.available(n) {
 		e.issued += n
+		sh.issued += uint64(n)
 		t.bear(e)
 		if !e.taking && (e.low() || !e.has(durable)) {
 			t.ask(e)
@@ -770,6 +775,7 @@ func (t *Table) tryIncrAll(ws []Want) ([]<-chan struct{}, error) {
 	var err error
 	for i, e := range es {
 		e.issued += ws[i].N
+		t.shardOfEntry(e).issued += uint64(ws[i].N)
 		ws[i].Last = e.issued
 		t.bear(e)
 		if !e.taking && (e.low() || !e.has(durable)) {
@@ -927,6 +933,7 @@ type Stats struct {
 	Bytes     int64  // what the keys cost in memory, about
 	Takes     uint64 // writes of reservations and SETs (each of many keys)
 	Taken     uint64 // values reserved
+	Issued    uint64 // values handed out (INCRBY n: n)
 	Failures  uint64 // keys whose take failed
 	Waits     uint64 // requests that waited for a take
 	LastTake  int64  // unix ms of the last successful write; 0: none
@@ -937,6 +944,12 @@ type Stats struct {
 func (t *Table) Stats() Stats {
 	s := Stats{Keys: t.Len(), Bytes: t.bytes.Load(), Takes: t.takes.Load(), Taken: t.taken.Load(),
 		Failures: t.failures.Load(), Waits: t.waits.Load(), LastTake: t.lastTake.Load()}
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		s.Issued += sh.issued
+		sh.mu.Unlock()
+	}
 	if p := t.lastErr.Load(); p != nil {
 		s.LastError = *p
 	}

@@ -190,6 +190,32 @@ func TestIncrLikeRedis(t *testing.T) {
 	}
 }
 
+// TestValuesIssuedCounted: Stats counts every value handed out, INCRBY n
+// as n and each key of an IncrAll (MSET-like batches of INCRBYs), across
+// shards; SETs and refused INCRs hand out none.
+func TestValuesIssuedCounted(t *testing.T) {
+	tb := newTable(t, newMem(), Options{}, nil)
+	for range 3 {
+		incr(t, tb, "orders", 1)
+	}
+	incr(t, tb, "orders", 100)
+	if err := tb.IncrAll([]Want{{Key: "a", N: 2}, {Key: "b", N: 5}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tb.Set("big", math.MaxInt64, Always); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tb.Incr("big", 1); !errors.Is(err, ErrOverflow) {
+		t.Fatalf("INCR past the largest integer: %v", err)
+	}
+	for i := range 64 { // keys over every shard
+		incr(t, tb, "k"+strconv.Itoa(i), 1)
+	}
+	if got, want := tb.Stats().Issued, uint64(3+100+2+5+64); got != want {
+		t.Fatalf("Stats().Issued = %d, want %d", got, want)
+	}
+}
+
 // TestBounds: a key longer than MaxKeyBytes, and a new key past MaxKeys,
 // are refused with the key named; existing keys keep working.
 func TestBounds(t *testing.T) {
