@@ -7,7 +7,7 @@
 # The end-to-end tests drive the server with the real redis-cli and
 # redis-benchmark, replies and the glob matcher are checked against
 # redis-server's, the client matrix (clients/) runs the Go clients,
-# redis-py, the Node clients (the versions people pin), Jedis and Lettuce, hiredis, redis-rb, phpredis, Predis and Perl's Redis, the
+# redis-py, the Node clients (the versions people pin), Jedis, Lettuce, Spring Data Redis and Redisson, hiredis, redis-rb, phpredis, Predis and Perl's Redis, the
 # cluster tests run etcd (e2e's Redis Cluster test also runs redis-py's
 # RedisCluster, from python3-redis 4.3.4, and ioredis's, node-redis's and
 # Valkey GLIDE's cluster clients, from the lock file, as drivers:
