@@ -168,3 +168,55 @@ func scriptRefusalsMetric(t *testing.T, metricsAddr string) int64 {
 	t.Fatalf("/metrics has no idserver_script_calls_refused_total:\n%s", body)
 	return 0
 }
+
+// TestJavaDocLines: every line of the Java examples in docs/clients.md is
+// a line of clients/java's sources (comments and indentation aside), so
+// that the lines the page shows are the ones the tests above run.
+func TestJavaDocLines(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "clients.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	code := map[string]bool{}
+	err = filepath.WalkDir(filepath.Join("java", "src"), func(path string, d os.DirEntry, err error) error {
+		if err != nil || !strings.HasSuffix(path, ".java") {
+			return err
+		}
+		src, err := os.ReadFile(path)
+		for _, line := range strings.Split(string(src), "\n") {
+			code[javaCode(line)] = true
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks, lines := 0, 0
+	in := false
+	for i, line := range strings.Split(string(doc), "\n") {
+		switch {
+		case line == "```java":
+			in = true
+			blocks++
+		case in && line == "```":
+			in = false
+		case in && javaCode(line) != "":
+			lines++
+			if !code[javaCode(line)] {
+				t.Errorf("docs/clients.md:%d: %q is in no source of clients/java", i+1, line)
+			}
+		}
+	}
+	if blocks < 5 || lines < 40 {
+		t.Errorf("docs/clients.md: %d Java blocks, %d lines; want the order code and each library's lines", blocks, lines)
+	}
+}
+
+// javaCode is a line of Java without its indentation and its trailing //
+// comment.
+func javaCode(line string) string {
+	if i := strings.Index(line, "//"); i >= 0 {
+		line = line[:i]
+	}
+	return strings.TrimSpace(line)
+}
