@@ -2,8 +2,9 @@
 // people use, each on its defaults: go-redis v9 (RESP2 and RESP3) and v8,
 // rueidis, valkey-go, redigo, radix v4, redis-py, the JavaScript clients
 // in the versions people pin (ioredis 4, 5.3, 5.7 and 6, iovalkey 0.4,
-// node-redis 3, 4 and 6, Valkey GLIDE), Jedis and Lettuce (Java, cluster
-// clients), hiredis (C), redis-rb (Ruby),
+// node-redis 3, 4 and 6, Valkey GLIDE), Jedis, Lettuce, Spring Data Redis
+// and Redisson (Java; Jedis and Lettuce as cluster clients too), hiredis
+// (C), redis-rb (Ruby),
 // phpredis and Predis (PHP), Perl's Redis, redis-cli and redis-benchmark.
 // Typed clients must get GETID as an integer, JavaScript ones as a
 // string; sequences (INCR, INCRBY, GET, SET, ...) answer every client

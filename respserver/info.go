@@ -244,6 +244,7 @@ func (s *Server) infoStats() []stats.Field {
 		stats.C("client_output_buffer_limit_disconnections", st.LimitClosed, "Clients closed at client-output-buffer-limit."),
 		stats.C("evicted_clients", st.Evicted, "Clients (and TLS handshakes under way) closed at maxmemory-clients, those holding the most first."),
 		stats.C("tls_handshake_failures", st.TLSFailed, "TLS handshakes that failed (no or a bad client certificate, plain text on the TLS port, a timeout)."),
+		stats.C("script_calls_refused", st.Scripts, "Scripting commands refused (EVAL, EVALSHA, SCRIPT, FUNCTION, FCALL and their _RO forms): idserver runs no scripts."),
 	}
 }
 

@@ -133,14 +133,15 @@ type Server struct {
 	configKeyLen int             // the longest key in config
 	port         atomic.Int64
 
-	commands   atomic.Uint64
-	callStats  []calls                        // by command.id
-	errorCodes [replyerr.NCodes]atomic.Uint64 // error replies to commands, by code
-	deniedLog  conns.Limiter
-	monMu      sync.Mutex
-	monitors   []*client    // clients that ran MONITOR
-	monitoring atomic.Int32 // len(monitors), read by every command
-	watching   sync.Once
+	commands       atomic.Uint64
+	scriptRefusals atomic.Uint64                  // calls of scriptCommands
+	callStats      []calls                        // by command.id
+	errorCodes     [replyerr.NCodes]atomic.Uint64 // error replies to commands, by code
+	deniedLog      conns.Limiter
+	monMu          sync.Mutex
+	monitors       []*client    // clients that ran MONITOR
+	monitoring     atomic.Int32 // len(monitors), read by every command
+	watching       sync.Once
 }
 
 // DebugAccess is who may run DEBUG, and SHUTDOWN without a password
@@ -325,6 +326,7 @@ type Stats struct {
 	ClientMem   int64  // bytes all clients and TLS handshakes under way hold now
 	TLSFailed   uint64 // TLS handshakes that failed
 	Handshakes  int64  // TLS handshakes under way
+	Scripts     uint64 // scripting commands refused (scriptCommands)
 }
 
 // Stats returns the server's counters.
@@ -344,6 +346,7 @@ func (s *Server) Stats() Stats {
 		ClientMem:   st.ClientMem,
 		TLSFailed:   st.TLSFailed,
 		Handshakes:  st.Handshakes,
+		Scripts:     s.scriptRefusals.Load(),
 	}
 }
 

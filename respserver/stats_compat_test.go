@@ -113,7 +113,7 @@ func TestCommandInfoLikeRedis(t *testing.T) {
 	r.do("HELLO", "3")
 	c.do("HELLO", "3")
 	refused := map[string]bool{}
-	for _, cmd := range refusedCommands {
+	for _, cmd := range slices.Concat(refusedCommands, scriptCommands) {
 		refused[cmd.name] = true
 	}
 	compared, tipped := 0, 0
@@ -230,7 +230,7 @@ func TestCommandListLikeRedis(t *testing.T) {
 }
 
 // refusedCommand reports whether name is one of the writes idserver
-// refuses (refusedCommands).
+// refuses (refusedCommands), or a scripting command (scriptCommands).
 func refusedCommand(name string) bool {
-	return slices.ContainsFunc(refusedCommands, func(cmd *command) bool { return cmd.name == name })
+	return slices.ContainsFunc(slices.Concat(refusedCommands, scriptCommands), func(cmd *command) bool { return cmd.name == name })
 }

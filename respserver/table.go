@@ -147,7 +147,7 @@ var numCommands int
 var longestName int
 
 func init() {
-	table = slices.Concat(idCommands, publicIDCommands, seqCommands, refusedCommands, connectionCommands, transactionCommands, serverCommands, clusterCommands, []*command{monitorCommand})
+	table = slices.Concat(idCommands, publicIDCommands, seqCommands, refusedCommands, scriptCommands, connectionCommands, transactionCommands, serverCommands, clusterCommands, []*command{monitorCommand})
 	commands = map[string]*command{}
 	for _, cmd := range table {
 		index(cmd)

@@ -20,7 +20,8 @@ final class JedisClusterIdClient implements IdClient {
   /** Cmd is idserver's commands for Jedis: a ProtocolCommand is just the name's bytes. */
   enum Cmd implements ProtocolCommand {
     GETID,
-    MGETID;
+    MGETID,
+    DECODEID;
 
     private final byte[] raw = SafeEncoder.encode(name());
 

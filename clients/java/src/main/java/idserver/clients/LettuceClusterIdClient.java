@@ -27,7 +27,8 @@ final class LettuceClusterIdClient implements IdClient {
   /** Cmd is idserver's commands for Lettuce's dispatch. */
   enum Cmd implements ProtocolKeyword {
     GETID,
-    MGETID;
+    MGETID,
+    DECODEID;
 
     private final byte[] bytes = name().getBytes(StandardCharsets.US_ASCII);
 
