@@ -107,7 +107,7 @@ func TestSetInfoChecks(t *testing.T) {
 }
 
 // clientLine is CLIENT LIST's line format, with getid-reply last.
-var clientLine = regexp.MustCompile(`^id=(\d+) addr=127\.0\.0\.1:\d+ laddr=127\.0\.0\.1:\d+ fd=\d+ name=(\S*) age=\d+ idle=\d+ flags=(\S+) db=0 sub=0 psub=0 ssub=0 multi=(-?\d+) tot-mem=\d+ user=default redir=(-?\d+) resp=([23]) lib-name=(\S*) lib-ver=(\S*) getid-reply=(integer|string)$`)
+var clientLine = regexp.MustCompile(`^id=(\d+) addr=127\.0\.0\.1:\d+ laddr=127\.0\.0\.1:\d+ fd=\d+ name=(\S*) age=\d+ idle=\d+ flags=(\S+) db=0 sub=0 psub=0 ssub=0 multi=(-?\d+) qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=\d+ user=default redir=(-?\d+) resp=([23]) lib-name=(\S*) lib-ver=(\S*) getid-reply=(integer|string)$`)
 
 // TestClientListAndKill: CLIENT LIST shows every connection's state as
 // its own loop last published it, CLIENT KILL closes another connection

@@ -139,14 +139,17 @@ func (c *client) refreshShown() {
 
 // infoLine is c's line of CLIENT LIST: Redis's fields that have a meaning
 // here, in Redis's order (tot-mem: what c holds, as last accounted for),
-// and getid-reply.
+// and getid-reply. Redis's breakdown of that memory (qbuf ... omem) is
+// written as 0, as it is kept here as one figure: redis-py 4.x and
+// valkey-py parse those six as ints that must be there (client_info()
+// and client_list() raise KeyError without them).
 func (s *Server) infoLine(b []byte, c *client) []byte {
 	sh := c.shown.Load()
 	multi := int64(-1)
 	if strings.Contains(sh.flags, "x") {
 		multi = c.queued.Load()
 	}
-	return fmt.Appendf(b, "id=%d addr=%s laddr=%s fd=%d name=%s age=%d idle=%d flags=%s db=0 sub=0 psub=0 ssub=0 multi=%d tot-mem=%d user=default redir=%d resp=%d lib-name=%s lib-ver=%s getid-reply=%s\n",
+	return fmt.Appendf(b, "id=%d addr=%s laddr=%s fd=%d name=%s age=%d idle=%d flags=%s db=0 sub=0 psub=0 ssub=0 multi=%d qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=%d user=default redir=%d resp=%d lib-name=%s lib-ver=%s getid-reply=%s\n",
 		c.ID(), c.RemoteAddr(), c.LocalAddr(), c.FD(), sh.name, c.Age(), c.Idle(), sh.flags, multi, c.Mem(), sh.redir, sh.resp, sh.libName, sh.libVer, sh.getidReply)
 }
 
