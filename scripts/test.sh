@@ -7,15 +7,16 @@
 # The end-to-end tests drive the server with the real redis-cli and
 # redis-benchmark, replies and the glob matcher are checked against
 # redis-server's, the client matrix (clients/) runs the Go clients,
-# redis-py, the Node clients (the versions people pin), Jedis, Lettuce, Spring Data Redis and Redisson, hiredis, redis-rb, phpredis, Predis and Perl's Redis, the
+# redis-py (Debian's, and PyPI's with its asyncio client), valkey-py, the Node clients (the versions people pin), Jedis, Lettuce, Spring Data Redis and Redisson, hiredis, redis-rb, phpredis, Predis and Perl's Redis, the
 # cluster tests run etcd (e2e's Redis Cluster test also runs redis-py's
 # RedisCluster, from python3-redis 4.3.4, and ioredis's, node-redis's and
 # Valkey GLIDE's cluster clients, from the lock file, as drivers:
 # e2e/clusterdriver_test.go), and -race needs cgo and a C compiler, so Debian's
 # redis-tools, redis-server, python3-redis, nodejs, a JDK and Maven, libhiredis-dev,
 # ruby-redis, php-cli, php-redis, php-predis, libredis-perl, etcd-server,
-# iproute2, gcc and prometheus (promtool) are installed first when missing, and the Node clients
-# from clients/node/package-lock.json. Every server a test starts listens
+# iproute2, gcc and prometheus (promtool) are installed first when missing, the Node clients
+# from clients/node/package-lock.json, the Python ones from
+# clients/python/requirements.txt into a virtualenv. Every server a test starts listens
 # on 127.0.0.1 and is stopped by the test itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,6 +29,10 @@ command -v gcc >/dev/null || need+=(gcc)
 command -v ip >/dev/null || need+=(iproute2) # protected-mode tests: a second loopback address
 command -v etcd >/dev/null || need+=(etcd-server) # cluster mode tests: a real etcd
 /usr/bin/python3 -c 'import redis' 2>/dev/null || need+=(python3-redis)
+case "$(command -v python3)" in # clients/python/.venv: Debian's python3 makes one only with python3-venv
+"") need+=(python3 python3-venv) ;;
+/usr/bin/python3) dpkg -s python3-venv >/dev/null 2>&1 || need+=(python3-venv) ;;
+esac
 command -v node >/dev/null && command -v npm >/dev/null || need+=(nodejs npm)
 command -v javac >/dev/null && command -v mvn >/dev/null || need+=(default-jdk-headless maven) # clients/java: Jedis, Lettuce, Spring Data Redis, Redisson
 # The clients of other languages (clients/c, ruby, php, perl), Debian's own.
@@ -65,6 +70,16 @@ if ! out=$(cd clients/java && mvn -q -B package 2>&1); then
 	echo "building clients/java (mvn -q -B package) failed" >&2
 	exit 1
 fi
+# PyPI's redis-py and valkey-py, exactly as clients/python/requirements.txt
+# pins them (with their hashes), in a virtualenv of the project's made by
+# the python3 first on PATH (3.10 or later), made again if its interpreter
+# is gone: about 15-30 s the first time (downloads), a second or two after.
+venv=clients/python/.venv
+if ! "$venv/bin/python" -c '' 2>/dev/null; then
+	rm -rf "$venv"
+	python3 -m venv "$venv"
+fi
+"$venv/bin/pip" install -q --disable-pip-version-check --require-hashes --only-binary :all: -r clients/python/requirements.txt
 
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$unformatted" ]; then

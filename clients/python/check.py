@@ -1,16 +1,98 @@
-"""Checks idserver with redis-py on its defaults.
+"""Checks idserver with a Python client on its defaults.
 
-Usage: /usr/bin/python3 check.py HOST:PORT [CHECK ...]
+Usage: PYTHON check.py [--client NAME] [--resp N] HOST:PORT [CHECK ...]
 
-Runs the named checks (all without names), each on a fresh redis.Redis,
+Runs the named checks (all without names), each on a fresh client,
 prints "ok NAME" or "FAIL NAME: why" for each, and exits 1 if any
-failed. Meant for Debian's python3-redis 4.3.4, which only
-/usr/bin/python3 sees; clients/python_test.go runs it.
+failed. clients/python_test.go runs it with /usr/bin/python3, which sees
+Debian's python3-redis 4.3.4, and with clients/python/.venv/bin/python,
+which has PyPI's redis-py and valkey-py (requirements.txt). --client is
+one of CLIENTS; --resp is the protocol the Connection check wants the
+connection to be on (a client's default changes with its version).
 """
 
+import argparse
+import asyncio
+import datetime
+import importlib
+import inspect
 import sys
+import time
 
-import redis
+
+def make_redis(host, port):
+    import redis
+
+    return redis.Redis(host=host, port=port)
+
+
+def make_redis_resp2(host, port):
+    """redis-py 5 and later take protocol=; 8 is on RESP3 without it."""
+    import redis
+
+    return redis.Redis(host=host, port=port, protocol=2)
+
+
+def make_redis_asyncio(host, port):
+    import redis.asyncio
+
+    return Blocking(redis.asyncio.Redis(host=host, port=port))
+
+
+def make_valkey(host, port):
+    import valkey
+
+    return valkey.Valkey(host=host, port=port)
+
+
+# CLIENTS maps --client to the module whose ResponseError the checks
+# expect and a function that makes a client on its defaults.
+CLIENTS = {
+    "redis": ("redis", make_redis),
+    "redis-resp2": ("redis", make_redis_resp2),
+    "redis-asyncio": ("redis", make_redis_asyncio),
+    "valkey": ("valkey", make_valkey),
+}
+
+# ResponseError is the error class of the client's module, set by main.
+ResponseError = None
+
+# KEYS prefixes the sequence checks' keys, new to each run (set by main),
+# as they want new keys to count from 1.
+KEYS = "py:"
+
+
+class Blocking:
+    """Runs an asyncio client's calls to completion on one event loop, so
+    that the checks read the same for it and for the others: the commands
+    still go through the asyncio client's own connections, parser and
+    pipelines. Pipelines it makes are wrapped too; inner is the client
+    itself, for checks that use asyncio as an application does."""
+
+    def __init__(self, inner, loop=None):
+        self.inner = inner
+        self.loop = loop or asyncio.new_event_loop()
+
+    def __getattr__(self, name):
+        attr = getattr(self.inner, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args, **kwargs):
+            v = attr(*args, **kwargs)
+            if inspect.isawaitable(v):
+                v = self.loop.run_until_complete(v)
+            if v is self.inner:  # a pipeline's chained call
+                return self
+            if hasattr(v, "execute") and hasattr(v, "execute_command"):
+                return Blocking(v, self.loop)  # pipeline()
+            return v
+
+        return call
+
+    def close(self):
+        self.loop.run_until_complete(self.inner.aclose())
+        self.loop.close()
 
 
 def want_increasing(what, ids):
@@ -100,7 +182,7 @@ def check_transaction_abort(r):
     p.execute_command("NOSUCHCOMMAND")
     try:
         replies = p.execute()
-    except redis.ResponseError as e:
+    except ResponseError as e:
         if "NOSUCHCOMMAND" not in str(e) and "EXECABORT" not in str(e):
             raise AssertionError("raised %r, want the error about NOSUCHCOMMAND" % str(e))
     else:
@@ -112,7 +194,7 @@ def check_error_reply(r):
     """MGETID 0 is refused, and the connection, back in the pool, works."""
     try:
         reply = r.execute_command("MGETID", 0)
-    except redis.ResponseError as e:
+    except ResponseError as e:
         if "out of range" not in str(e):
             raise AssertionError("MGETID 0 raised %r, want \"out of range\"" % str(e))
     else:
@@ -124,7 +206,7 @@ def raises(what, call, text):
     """call must raise redis-py's ResponseError with text in it."""
     try:
         reply = call()
-    except redis.ResponseError as e:
+    except ResponseError as e:
         if text not in str(e):
             raise AssertionError("%s raised %r, want %r in it" % (what, str(e), text))
     else:
@@ -139,7 +221,7 @@ def want(what, got, expected):
 def check_sequences(r):
     """A new key counts from 1; SET only up; DEL refused; INCR gives an
     int, GET and MGET bytes, as against Redis."""
-    k, none = "py:Sequences:k", "py:Sequences:none"
+    k, none = KEYS + "Sequences:k", KEYS + "Sequences:none"
     want("incr of a new key", r.incr(k), 1)
     want("incr", r.incr(k), 2)
     want("incrby 10", r.incrby(k, 10), 12)
@@ -159,7 +241,7 @@ def check_sequence_pipeline(r):
     """100 INCRs of a new key in one pipeline without MULTI: 1 to 100."""
     p = r.pipeline(transaction=False)
     for _ in range(100):
-        p.incr("py:SequencePipeline")
+        p.incr(KEYS + "SequencePipeline")
     want("100 pipelined incr", p.execute(), list(range(1, 101)))
 
 
@@ -167,16 +249,86 @@ def check_sequence_transaction(r):
     """The default pipeline() is MULTI/EXEC: INCR, INCRBY 5 and GET of a
     new key give 1, 6 and b"6". A SET in it is refused (not allowed
     inside a transaction), which discards the INCR before it too."""
-    k = "py:SequenceTransaction"
+    k = KEYS + "SequenceTransaction"
     want("pipeline() incr, incrby 5, get", r.pipeline().incr(k).incrby(k, 5).get(k).execute(), [1, 6, b"6"])
     raises("pipeline() incr, set", lambda: r.pipeline().incr(k).set(k, 100).execute(),
            "Command not allowed inside a transaction")
     want("get after the discarded transaction", r.get(k), b"6")
 
 
+# The layout of a server on its defaults (idgen.DefaultLayout and
+# DefaultEpoch): ms since EPOCH_MS above bit 21, then 2 bits of
+# server-id, 9 of shard and 10 random.
+EPOCH_MS = 1420041600000
+TIME_SHIFT, SHARD_BITS, RANDOM_BITS = 21, 9, 10
+
+# DRIFT_MS is how far an ID's time may be from this machine's clock:
+# generous, as the server borrows ahead and a busy machine answers late.
+DRIFT_MS = 10 * 60 * 1000
+
+
+def check_decode_id(r):
+    """DECODEID of a fresh GETID: its fields in order (name, value pairs
+    in RESP2, a map in RESP3), a time that is the ID's own ((id >> 21) ms
+    past the epoch) and near the clock, and lower fields that make up the
+    rest of the ID."""
+    v = int_id("GETID", r.execute_command("GETID"))
+    reply = r.execute_command("DECODEID", v)
+    if isinstance(reply, dict):
+        pairs = list(reply.items())
+    elif isinstance(reply, list) and len(reply) == 10:
+        pairs = list(zip(reply[0::2], reply[1::2]))
+    else:
+        raise AssertionError("DECODEID = %r, want a map or a list of 10" % (reply,))
+    want("DECODEID field names", [k for k, _ in pairs],
+         [b"unix-ms", b"time", b"server-id", b"shard", b"random"])
+    f = {k.decode(): x for k, x in pairs}
+    for k in ("unix-ms", "server-id", "shard", "random"):
+        if type(f[k]) is not int:
+            raise AssertionError("DECODEID %s = %r, want an int" % (k, f[k]))
+    want("DECODEID unix-ms", f["unix-ms"], (v >> TIME_SHIFT) + EPOCH_MS)
+    drift = f["unix-ms"] - time.time() * 1000
+    if abs(drift) > DRIFT_MS:
+        raise AssertionError("DECODEID unix-ms %d is %d ms from this machine's clock" % (f["unix-ms"], drift))
+    t = datetime.datetime.fromtimestamp(f["unix-ms"] // 1000, datetime.timezone.utc)
+    want("DECODEID time", f["time"], b"%s.%03dZ" % (t.strftime("%Y-%m-%dT%H:%M:%S").encode(), f["unix-ms"] % 1000))
+    low = f["server-id"] << (SHARD_BITS + RANDOM_BITS) | f["shard"] << RANDOM_BITS | f["random"]
+    want("DECODEID server-id, shard and random", low, v & ((1 << TIME_SHIFT) - 1))
+
+
+# WANT_RESP is the protocol the Connection check wants (--resp).
+WANT_RESP = None
+
+
+def check_connection(r):
+    """CLIENT INFO of the client's own connection says it is on WANT_RESP
+    (after HELLO 3, for RESP3) and gets GETID as an integer."""
+    info = r.client_info()
+    got = (str(info.get("resp")).strip(), str(info.get("getid-reply")).strip())
+    want("CLIENT INFO resp and getid-reply", got, (str(WANT_RESP), "integer"))
+
+
+def check_concurrent(r):
+    """The asyncio client as an application uses it: 50 tasks on its
+    pool, 20 GETIDs each, at once; the 1,000 IDs are distinct."""
+    if not isinstance(r, Blocking):
+        raise AssertionError("Concurrent is for --client redis-asyncio")
+
+    async def task():
+        return [await r.inner.execute_command("GETID") for _ in range(20)]
+
+    async def run():
+        return await asyncio.gather(*(task() for _ in range(50)))
+
+    ids = [int_id("GETID", v) for got in r.loop.run_until_complete(run()) for v in got]
+    want("distinct IDs of 50 tasks x 20 GETIDs", len(set(ids)), 1000)
+
+
 CHECKS = {
+    "Connection": check_connection,
     "GetIDExact": check_getid_exact,
     "MGetID": check_mgetid,
+    "DecodeID": check_decode_id,
     "MixedPipeline": check_mixed_pipeline,
     "Transaction": check_transaction,
     "TransactionAbort": check_transaction_abort,
@@ -184,19 +336,29 @@ CHECKS = {
     "Sequences": check_sequences,
     "SequencePipeline": check_sequence_pipeline,
     "SequenceTransaction": check_sequence_transaction,
+    "Concurrent": check_concurrent,
 }
 
 
 def main(argv):
-    if len(argv) < 2:
-        sys.exit("usage: check.py HOST:PORT [%s ...]" % "|".join(CHECKS))
-    host, _, port = argv[1].rpartition(":")
-    names = argv[2:] or list(CHECKS)
+    global ResponseError, WANT_RESP, KEYS
+    ap = argparse.ArgumentParser(prog="check.py")
+    ap.add_argument("--client", choices=CLIENTS, default="redis")
+    ap.add_argument("--resp", type=int, default=2)
+    ap.add_argument("addr", metavar="HOST:PORT")
+    ap.add_argument("checks", nargs="*", metavar="CHECK", help=" ".join(CHECKS))
+    args = ap.parse_args(argv[1:])
+    module, make = CLIENTS[args.client]
+    lib = importlib.import_module(module)
+    ResponseError, WANT_RESP = lib.ResponseError, args.resp
+    KEYS = "py:%s:%d:" % (args.client, time.time_ns())
+    print("%s %s, --client %s" % (module, lib.__version__, args.client))
+    host, _, port = args.addr.rpartition(":")
     failed = False
-    for name in names:
+    for name in args.checks or [n for n in CHECKS if n != "Concurrent"]:
         if name not in CHECKS:
             sys.exit("unknown check %r; known: %s" % (name, ", ".join(CHECKS)))
-        r = redis.Redis(host=host, port=int(port))
+        r = make(host, int(port))
         try:
             CHECKS[name](r)
             print("ok", name)
