@@ -57,6 +57,10 @@ CLIENTS = {
 # ResponseError is the error class of the client's module, set by main.
 ResponseError = None
 
+# WANT_RESP is the protocol the client should be on (--resp): the
+# Connection check wants it, and DecodeID wants a map only on RESP3.
+WANT_RESP = None
+
 # KEYS prefixes the sequence checks' keys, new to each run (set by main),
 # as they want new keys to count from 1.
 KEYS = "py:"
@@ -269,17 +273,17 @@ DRIFT_MS = 10 * 60 * 1000
 
 def check_decode_id(r):
     """DECODEID of a fresh GETID: its fields in order (name, value pairs
-    in RESP2, a map in RESP3), a time that is the ID's own ((id >> 21) ms
+    in RESP2, a map, which the client makes a dict, in RESP3), a time that is the ID's own ((id >> 21) ms
     past the epoch) and near the clock, and lower fields that make up the
     rest of the ID."""
     v = int_id("GETID", r.execute_command("GETID"))
     reply = r.execute_command("DECODEID", v)
-    if isinstance(reply, dict):
+    if WANT_RESP == 3 and isinstance(reply, dict):
         pairs = list(reply.items())
-    elif isinstance(reply, list) and len(reply) == 10:
+    elif WANT_RESP == 2 and isinstance(reply, list) and len(reply) == 10:
         pairs = list(zip(reply[0::2], reply[1::2]))
     else:
-        raise AssertionError("DECODEID = %r, want a map or a list of 10" % (reply,))
+        raise AssertionError("DECODEID = %r, want %s" % (reply, "a dict" if WANT_RESP == 3 else "a list of 10"))
     want("DECODEID field names", [k for k, _ in pairs],
          [b"unix-ms", b"time", b"server-id", b"shard", b"random"])
     f = {k.decode(): x for k, x in pairs}
@@ -294,10 +298,6 @@ def check_decode_id(r):
     want("DECODEID time", f["time"], b"%s.%03dZ" % (t.strftime("%Y-%m-%dT%H:%M:%S").encode(), f["unix-ms"] % 1000))
     low = f["server-id"] << (SHARD_BITS + RANDOM_BITS) | f["shard"] << RANDOM_BITS | f["random"]
     want("DECODEID server-id, shard and random", low, v & ((1 << TIME_SHIFT) - 1))
-
-
-# WANT_RESP is the protocol the Connection check wants (--resp).
-WANT_RESP = None
 
 
 def check_connection(r):
