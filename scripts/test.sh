@@ -7,7 +7,7 @@
 # The end-to-end tests drive the server with the real redis-cli and
 # redis-benchmark, replies and the glob matcher are checked against
 # redis-server's, the client matrix (clients/) runs the Go clients,
-# redis-py (Debian's, and PyPI's with its asyncio client), valkey-py, the Node clients (the versions people pin), Jedis, Lettuce, Spring Data Redis and Redisson, hiredis, redis-rb, phpredis, Predis and Perl's Redis, the
+# redis-py (Debian's, and PyPI's with its asyncio client), valkey-py, redis-rs, the Node clients (the versions people pin), Jedis, Lettuce, Spring Data Redis and Redisson, hiredis, redis-rb, phpredis, Predis and Perl's Redis, the
 # cluster tests run etcd (e2e's Redis Cluster test also runs redis-py's
 # RedisCluster, from python3-redis 4.3.4, and ioredis's, node-redis's and
 # Valkey GLIDE's cluster clients, from the lock file, as drivers:
@@ -16,7 +16,8 @@
 # ruby-redis, php-cli, php-redis, php-predis, libredis-perl, etcd-server,
 # iproute2, gcc and prometheus (promtool) are installed first when missing, the Node clients
 # from clients/node/package-lock.json, the Python ones from
-# clients/python/requirements.txt into a virtualenv. Every server a test starts listens
+# clients/python/requirements.txt into a virtualenv, and clients/rust is
+# built from its Cargo.lock. Every server a test starts listens
 # on 127.0.0.1 and is stopped by the test itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -80,6 +81,13 @@ if ! "$venv/bin/python" -c '' 2>/dev/null; then
 	python3 -m venv "$venv"
 fi
 "$venv/bin/pip" install -q --disable-pip-version-check --require-hashes --only-binary :all: -r clients/python/requirements.txt
+# redis-rs from crates.io, as clients/rust/Cargo.lock pins it, built into
+# clients/rust/target: about 30 s the first time (downloads too), nothing after.
+if ! command -v cargo >/dev/null; then
+	echo "cargo is missing: clients/rust (redis-rs 1.8) needs Rust 1.88 or later, e.g. from rustup" >&2
+	exit 1
+fi
+cargo build -q --locked --manifest-path clients/rust/Cargo.toml
 
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$unformatted" ]; then
