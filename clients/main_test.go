@@ -1,6 +1,8 @@
 // Package clients tests idserver with the client libraries and tools
 // people use, each on its defaults: go-redis v9 (RESP2 and RESP3) and v8,
-// rueidis, valkey-go, redigo, radix v4, redis-py, the JavaScript clients
+// rueidis, valkey-go, redigo, radix v4, redis-py (Debian's 4.3.4, and
+// PyPI's 8.1 on RESP3, RESP2 and asyncio), valkey-py, redis-rs (RESP2
+// and RESP3), the JavaScript clients
 // in the versions people pin (ioredis 4, 5.3, 5.7 and 6, iovalkey 0.4,
 // node-redis 3, 4 and 6, Valkey GLIDE), Jedis, Lettuce, Spring Data Redis
 // and Redisson (Java; Jedis and Lettuce as cluster clients too), hiredis
@@ -12,8 +14,11 @@
 // stops it.
 //
 // The Python, Node and Java tests need /usr/bin/python3 with Debian's
-// python3-redis, node with `npm ci` run in clients/node, and java with
-// the jar of clients/java (`mvn -q package` there); the others
+// python3-redis and the virtualenv clients/python/.venv with PyPI's
+// clients (python/requirements.txt), node with `npm ci` run in
+// clients/node, and java with the jar of clients/java (`mvn -q package`
+// there); the Rust tests the program of clients/rust (`cargo build
+// --locked` there); the others
 // (scripts_test.go) need Debian's libhiredis-dev and gcc, ruby-redis,
 // php-cli with php-redis and php-predis, and libredis-perl;
 // scripts/test.sh installs all of it. Without them a test is skipped,
