@@ -273,9 +273,9 @@ DRIFT_MS = 10 * 60 * 1000
 
 def check_decode_id(r):
     """DECODEID of a fresh GETID: its fields in order (name, value pairs
-    in RESP2, a map, which the client makes a dict, in RESP3), a time that is the ID's own ((id >> 21) ms
-    past the epoch) and near the clock, and lower fields that make up the
-    rest of the ID."""
+    in RESP2; in RESP3 a map, which the client makes a dict), a time that
+    is the ID's own ((id >> 21) ms past the epoch) and near the clock, and
+    lower fields that make up the rest of the ID."""
     v = int_id("GETID", r.execute_command("GETID"))
     reply = r.execute_command("DECODEID", v)
     if WANT_RESP == 3 and isinstance(reply, dict):
