@@ -84,12 +84,13 @@ class Blocking:
 
         def call(*args, **kwargs):
             v = attr(*args, **kwargs)
-            if inspect.isawaitable(v):
-                v = self.loop.run_until_complete(v)
-            if v is self.inner:  # a pipeline's chained call
+            # A pipeline is awaitable too (to itself): not a call to run.
+            if v is self.inner:  # a pipeline's queued command, chained
                 return self
             if hasattr(v, "execute") and hasattr(v, "execute_command"):
                 return Blocking(v, self.loop)  # pipeline()
+            if inspect.isawaitable(v):
+                v = self.loop.run_until_complete(v)
             return v
 
         return call
