@@ -143,19 +143,19 @@ func (c *Codec) appendValue(dst []byte, l int, vh, vl uint64) []byte {
 	return append(dst, buf[:l]...)
 }
 
-// decodeKeyed reads a keyed string's number; Decode checks that it is
-// canonical.
-func (c *Codec) decodeKeyed(s []byte) (uint64, bool) {
+// decodeKeyed reads a keyed string's number, and whether s is its first
+// variant at the first length; Decode checks that it is canonical.
+func (c *Codec) decodeKeyed(s []byte) (n uint64, ok, first bool) {
 	k := c.keyed
 	l := len(s)
 	if l < k.start || l > maxKeyedLen {
-		return 0, false
+		return 0, false, false
 	}
 	var vh, vl uint64
 	for _, ch := range s {
 		d := c.pos[ch]
 		if d < 0 {
-			return 0, false
+			return 0, false, false
 		}
 		h1, l1 := bits.Mul64(vl, k.radix)
 		h2, l2 := bits.Mul64(vh, k.radix)
@@ -163,18 +163,18 @@ func (c *Codec) decodeKeyed(s []byte) (uint64, bool) {
 		lo, c2 := bits.Add64(l1, uint64(d), 0)
 		h, c3 := bits.Add64(h, 0, c2)
 		if h2 != 0 || c1 != 0 || c3 != 0 || h >= maxSlots {
-			return 0, false // past every slot
+			return 0, false, false // past every slot
 		}
 		vh, vl = h, lo
 	}
 	slot := vh<<1 | vl>>63
 	if slot >= k.slots[l] {
-		return 0, false
+		return 0, false, false
 	}
 	hi, t := slot&1, slot>>1
 	tw := tweak(l, t, hi)
 	sc := scratches.Get().(*scratch)
 	x := k.decrypt(sc, &tw, vl&mask63)
 	scratches.Put(sc)
-	return hi<<63 | x, true
+	return hi<<63 | x, true, l == k.start && t == 0
 }

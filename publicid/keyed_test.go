@@ -85,3 +85,30 @@ func TestKeyedLengths(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyedBlockedFirstVariant: a number whose first keyed variant spells
+// a blocklisted word is written with its second, and the first, though
+// it decodes to the number, is no public string (Decode checks the first
+// variant by the blocklist alone, without encrypting again).
+func TestKeyedBlockedFirstVariant(t *testing.T) {
+	c, err := New("", 0, []byte("0123456789abcdef"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, sc := c.keyed, new(scratch)
+	for n := range uint64(1_000_000) {
+		tw := tweak(k.start, 0, 0)
+		first := c.appendValue(nil, k.start, 0, k.encrypt(sc, &tw, n))
+		if !c.blocked.match(first) {
+			continue
+		}
+		if m, ok := c.Decode(first); ok {
+			t.Fatalf("%d's blocked first variant %q decodes to %d", n, first, m)
+		}
+		if enc, err := c.Append(nil, n); err != nil || string(enc) == string(first) {
+			t.Fatalf("%d written as %q (%v), its blocked first variant", n, enc, err)
+		}
+		return
+	}
+	t.Fatal("no number below 1,000,000 has a blocked first variant")
+}

@@ -165,14 +165,20 @@ func (c *Codec) Decode(s []byte) (uint64, bool) {
 		return 0, false
 	}
 	var n uint64
-	var ok bool
+	var ok, first bool
 	if c.keyed != nil {
-		n, ok = c.decodeKeyed(s)
+		n, ok, first = c.decodeKeyed(s)
 	} else {
 		n, ok = c.decodeSqids(s)
 	}
-	if !ok {
+	switch {
+	case !ok:
 		return 0, false
+	case first:
+		// The first variant at the first length: encoding n tries it
+		// first and writes exactly s, so s is n's string if it is clean
+		// (no second encryption).
+		return n, !c.blocked.match(s)
 	}
 	// Canonical: decoding maps many strings to a number (Sqids' other
 	// offsets and paddings, the keyed mode's blocked variants); only the
