@@ -112,7 +112,11 @@ redis-server --port "$ap" --bind 127.0.0.1 --save "" --appendonly yes --appendfs
 pid_of[$ap]=$!
 # Redis Cluster: an idserver over etcd and a redis-server, each a node
 # owning every slot.
-ep=$(free_port); epp=$(free_port); cp=$(free_port); rcp=$(free_port)
+ep=$(free_port); epp=$(free_port); cp=$(free_port)
+# redis-server's cluster bus listens 10000 above its port, so its port
+# must be 55535 or less (one run in several drew a higher one, and the
+# node did not start).
+rcp=$(free_port); while [ "$rcp" -gt 55535 ]; do rcp=$(free_port); done
 etcd --name bench --data-dir "$tmp/etcd" --listen-client-urls "http://127.0.0.1:$ep" --advertise-client-urls "http://127.0.0.1:$ep" \
 	--listen-peer-urls "http://127.0.0.1:$epp" --initial-advertise-peer-urls "http://127.0.0.1:$epp" \
 	--initial-cluster "bench=http://127.0.0.1:$epp" >"$tmp/etcd.log" 2>&1 & pids+=($!)
