@@ -45,6 +45,9 @@ func TestRedisPyPIAsyncio(t *testing.T) {
 // TestValkeyPy runs it with PyPI's valkey-py on its defaults (RESP2).
 func TestValkeyPy(t *testing.T) { runPython(t, needVenv(t, "valkey"), "valkey", "2") }
 
+// TestValkeyPyRESP3 runs it with valkey-py on RESP3 (protocol=3).
+func TestValkeyPyRESP3(t *testing.T) { runPython(t, needVenv(t, "valkey"), "valkey-resp3", "3") }
+
 // runPython runs check.py with python and --client client, pyChecks and
 // extra, against a server of its own, one subtest per check read from
 // its output (reportChecks); resp is the protocol the

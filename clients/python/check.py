@@ -45,6 +45,13 @@ def make_valkey(host, port):
     return valkey.Valkey(host=host, port=port)
 
 
+def make_valkey_resp3(host, port):
+    """valkey-py is on RESP2 unless given protocol=3."""
+    import valkey
+
+    return valkey.Valkey(host=host, port=port, protocol=3)
+
+
 # CLIENTS maps --client to the module whose ResponseError the checks
 # expect and a function that makes a client on its defaults.
 CLIENTS = {
@@ -52,6 +59,7 @@ CLIENTS = {
     "redis-resp2": ("redis", make_redis_resp2),
     "redis-asyncio": ("redis", make_redis_asyncio),
     "valkey": ("valkey", make_valkey),
+    "valkey-resp3": ("valkey", make_valkey_resp3),
 }
 
 # ResponseError is the error class of the client's module, set by main.
