@@ -83,6 +83,9 @@ fi
 "$venv/bin/pip" install -q --disable-pip-version-check --require-hashes --only-binary :all: -r clients/python/requirements.txt
 # redis-rs from crates.io, as clients/rust/Cargo.lock pins it, built into
 # clients/rust/target: about 30 s the first time (downloads too), nothing after.
+# rustup installs into ~/.cargo/bin, which a shell without its profile
+# (CI's, say) does not have on PATH.
+command -v cargo >/dev/null || [ ! -x "$HOME/.cargo/bin/cargo" ] || PATH="$HOME/.cargo/bin:$PATH"
 if ! command -v cargo >/dev/null; then
 	echo "cargo is missing: clients/rust (redis-rs 1.8) needs Rust 1.88 or later, e.g. from rustup" >&2
 	exit 1
