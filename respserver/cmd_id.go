@@ -84,10 +84,19 @@ func (s *Server) mgetidCount(args [][]byte) (int64, error) {
 	if !ok {
 		return 0, errNotInteger
 	}
-	if n < 1 || n > int64(s.opts.MGetIDMax) {
-		return 0, replyerr.Errorf("count %d out of range, must be 1..%d (mgetid-max)", n, s.opts.MGetIDMax)
+	if err := s.inMGetIDMax(n); err != nil {
+		return 0, err
 	}
 	return n, nil
+}
+
+// inMGetIDMax checks a count against 1..mgetid-max: MGETID's, and the
+// numbers of one PUBLICID or PRIVATEID.
+func (s *Server) inMGetIDMax(n int64) error {
+	if n < 1 || n > int64(s.opts.MGetIDMax) {
+		return replyerr.Errorf("count %d out of range, must be 1..%d (mgetid-max)", n, s.opts.MGetIDMax)
+	}
+	return nil
 }
 
 func takesID(*Server, [][]byte) take { return take{ids: 1} }

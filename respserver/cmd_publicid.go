@@ -38,17 +38,8 @@ var defaultPublicID = func() *publicid.Codec {
 	return c
 }()
 
-// publicIDCount checks the number of arguments against mgetid-max, as
-// MGETID's count.
-func (s *Server) publicIDCount(args [][]byte) error {
-	if n := len(args) - 1; n > s.opts.MGetIDMax {
-		return replyerr.Errorf("count %d out of range, must be 1..%d (mgetid-max)", n, s.opts.MGetIDMax)
-	}
-	return nil
-}
-
 func cmdPublicID(s *Server, c *client, args [][]byte) error {
-	if err := s.publicIDCount(args); err != nil {
+	if err := s.inMGetIDMax(int64(len(args) - 1)); err != nil {
 		return err
 	}
 	for _, a := range args[1:] { // all checked first: no reply half written
@@ -74,7 +65,7 @@ func cmdPublicID(s *Server, c *client, args [][]byte) error {
 }
 
 func cmdPrivateID(s *Server, c *client, args [][]byte) error {
-	if err := s.publicIDCount(args); err != nil {
+	if err := s.inMGetIDMax(int64(len(args) - 1)); err != nil {
 		return err
 	}
 	if len(args) > 2 {
