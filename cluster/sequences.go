@@ -566,20 +566,19 @@ func (s *Sequences) parse(key string, kvs []*mvccpb.KeyValue) (seen, error) {
 // server's copy of those stored, in one write. So a pipeline of SETs
 // of many keys costs two round trips a batch, not two a key.
 func (s *Sequences) Set(ctx context.Context, ss []sequence.Setting) {
-	cli, err := s.client()
-	var g errgroup.Group
-	g.SetLimit(takers)
-	for i := 0; i < len(ss); i += txnKeys {
-		batch := ss[i:min(len(ss), i+txnKeys)]
-		if err != nil {
-			for j := range batch {
-				batch[j].Err = err
-			}
-			continue
+	if cli, err := s.client(); err != nil {
+		for i := range ss {
+			ss[i].Err = err
 		}
-		g.Go(func() error { s.setAll(ctx, cli, batch); return nil })
+	} else {
+		var g errgroup.Group
+		g.SetLimit(takers)
+		for i := 0; i < len(ss); i += txnKeys {
+			batch := ss[i:min(len(ss), i+txnKeys)]
+			g.Go(func() error { s.setAll(ctx, cli, batch); return nil })
+		}
+		g.Wait()
 	}
-	g.Wait()
 	if s.local != nil {
 		s.local.Set(ctx, ss) // those etcd refused keep their error
 	}
@@ -601,7 +600,7 @@ func (s *Sequences) setAll(ctx context.Context, cli *clientv3.Client, ss []seque
 	for try := 0; ; try++ {
 		if errors.Is(err, rpctypes.ErrTooManyOps) || err == nil && try == batchTries {
 			for _, x := range pending {
-				x.Err = s.set(ctx, cli, x.Key, x.Value, x.Mode)
+				x.Err = s.set(ctx, cli, x)
 			}
 			return
 		}
@@ -655,22 +654,22 @@ func settable(x *sequence.Setting, cur seen, err error) error {
 	return nil
 }
 
-// set stores v as key's mark in etcd, as Set does, on its own.
-func (s *Sequences) set(ctx context.Context, cli *clientv3.Client, key string, v int64, mode sequence.SetMode) error {
-	k := s.prefix + key
+// set stores x in etcd, as Set does, on its own.
+func (s *Sequences) set(ctx context.Context, cli *clientv3.Client, x *sequence.Setting) error {
+	k := s.prefix + x.Key
 	for {
 		sent := s.hist.at()
 		resp, err := cli.Get(ctx, k)
 		if err = s.answered(sent, resp, err); err != nil {
 			return err
 		}
-		cur, err := s.parse(key, resp.Kvs)
-		if err = settable(&sequence.Setting{Key: key, Value: v, Mode: mode}, cur, err); err != nil {
+		cur, err := s.parse(x.Key, resp.Kvs)
+		if err = settable(x, cur, err); err != nil {
 			return err
 		}
 		tx, err := cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.ModRevision(k), "=", cur.rev)).
-			Then(clientv3.OpPut(k, strconv.FormatInt(v, 10))).
+			Then(clientv3.OpPut(k, strconv.FormatInt(x.Value, 10))).
 			Commit()
 		if err != nil {
 			return etcdError(err)
