@@ -178,7 +178,10 @@ func (c *Codec) Decode(s []byte) (uint64, bool) {
 		// The first variant at the first length: encoding n tries it
 		// first and writes exactly s, so s is n's string if it is clean
 		// (no second encryption).
-		return n, !c.blocked.match(s)
+		if c.blocked.match(s) {
+			return 0, false
+		}
+		return n, true
 	}
 	// Canonical: decoding maps many strings to a number (Sqids' other
 	// offsets and paddings, the keyed mode's blocked variants); only the
