@@ -155,9 +155,7 @@ func TestSetsTogether(t *testing.T) {
 		}
 		revs[resp.Kvs[0].ModRevision] = true
 	}
-	if batches := (len(ss) + txnKeys - 1) / txnKeys; len(revs) > batches {
-		t.Errorf("%d SETs written at %d revisions, want one a batch, %d", many, len(revs), batches)
-	}
+	oneRevisionABatch(t, fmt.Sprintf("%d SETs", many), len(ss), revs)
 	var below *sequence.BelowError
 	switch {
 	case ss[0].Err != nil, ss[4].Err != nil:
@@ -291,9 +289,7 @@ func TestTakeAllFallsBack(t *testing.T) {
 		revs[i >= keys][resp.Kvs[0].ModRevision] = true
 	}
 	for made, rs := range revs {
-		if batches := (keys + txnKeys - 1) / txnKeys; len(rs) > batches {
-			t.Errorf("made here %v: %d keys written at %d revisions, want one a batch, %d", made, keys, len(rs), batches)
-		}
+		oneRevisionABatch(t, fmt.Sprintf("made here %v: %d keys", made, keys), keys, rs)
 	}
 }
 
@@ -337,8 +333,16 @@ func TestReleaseTogether(t *testing.T) {
 			revs[resp.Kvs[0].ModRevision] = true
 		}
 	}
-	if batches := (keys + txnKeys - 1) / txnKeys; len(revs) > batches {
-		t.Errorf("%d marks given back at %d revisions, want one a batch, %d", keys, len(revs), batches)
+	oneRevisionABatch(t, fmt.Sprintf("%d marks given back", keys), keys, revs)
+}
+
+// oneRevisionABatch fails t if the n keys written (what) took more
+// revisions, revs, than the transactions of txnKeys they fill: each
+// batch one, not one a key.
+func oneRevisionABatch(t *testing.T, what string, n int, revs map[int64]bool) {
+	t.Helper()
+	if batches := (n + txnKeys - 1) / txnKeys; len(revs) > batches {
+		t.Errorf("%s: written at %d revisions, want one a batch, %d", what, len(revs), batches)
 	}
 }
 
