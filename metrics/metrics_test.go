@@ -269,6 +269,9 @@ func TestPromtool(t *testing.T) {
 	for _, want := range []string{
 		"\nidserver_used_cpu_user_seconds_total ", "\nidserver_used_cpu_sys_main_thread_seconds_total ",
 		"\nidserver_error_replies_by_code_total{code=\"ERR\"} 3\n", "\nidserver_error_replies_total 3\n",
+		// A code never sent is there at 0, so that an alert on its increase
+		// sees the first one (IdserverClusterDown).
+		"\nidserver_error_replies_by_code_total{code=\"CLUSTERDOWN\"} 0\n",
 		"\nidserver_command_rejected_calls_total{command=\"get\"} 1\n", "\nidserver_command_failed_calls_total{command=\"mgetid\"} 1\n",
 		"\nidserver_command_duration_seconds_count{command=\"getid\"} 1\n",
 	} {

@@ -98,10 +98,13 @@ func (s *Server) infoCommandStats() []stats.Field {
 }
 
 // infoErrorStats is Redis's errorstats: the error replies sent, by code
-// (the reply's first word).
+// (the reply's first word); codes never sent are left out, as Redis does.
 func (s *Server) infoErrorStats() []stats.Field {
 	var fields []stats.Field
 	for _, e := range s.ErrorReplies() {
+		if e.N == 0 {
+			continue
+		}
 		fields = append(fields, stats.T("errorstat_"+e.Name, fmt.Sprintf("count=%d", e.N)))
 	}
 	return fields

@@ -358,15 +358,16 @@ func (s *Server) Calls() []stats.Calls {
 }
 
 // ErrorReplies returns how many error replies of each code were sent
-// (those the framing sent included), in the order of the codes' names, as
-// Redis's errorstats; codes never sent are left out.
+// (those the framing sent included), in the order of the codes' names:
+// every code, those never sent at 0, so that a metric of each exists from
+// the start and the first reply of a code is an increase (Redis's
+// errorstats, which INFO gives, leaves out codes never sent).
 func (s *Server) ErrorReplies() []stats.Count {
 	proto := s.conns.Stats().ProtocolErrors
-	var counts []stats.Count
+	counts := make([]stats.Count, 0, replyerr.NCodes)
 	for code := range replyerr.Code(replyerr.NCodes) {
-		if n := s.errorCodes[code].Load() + proto[code]; n > 0 {
-			counts = append(counts, stats.Count{Name: code.String(), N: n})
-		}
+		n := s.errorCodes[code].Load() + proto[code]
+		counts = append(counts, stats.Count{Name: code.String(), N: n})
 	}
 	slices.SortFunc(counts, func(a, b stats.Count) int { return strings.Compare(a.Name, b.Name) })
 	return counts
