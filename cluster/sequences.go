@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -83,6 +84,9 @@ type Sequences struct {
 	lossLog  ratelog.ByText
 	deletes  deletes // the marks the watch saw deleted lately
 
+	followID uint64        // this server's key among those that follow (followedKey)
+	ttl      time.Duration // of the lease that key is bound to
+
 	clustered bool      // a Redis Cluster node: takes check slots (ServeSlots)
 	slots     slotTerms // of a Redis Cluster node
 }
@@ -94,7 +98,7 @@ const takers = 16
 // this server's copy of its marks in local (nil: none).
 func (m *Member) Sequences(local *sequence.File) *Sequences {
 	return &Sequences{client: m.etcd, dial: m.newClient, prefix: m.cfg.Prefix + "seq/", local: local, hist: m.hist, log: m.log,
-		clustered: m.cfg.Slots != nil}
+		clustered: m.cfg.Slots != nil, followID: rand.Uint64(), ttl: cmp.Or(m.cfg.LeaseTTL, 10*time.Second)}
 }
 
 // etcd is the client, once connected.

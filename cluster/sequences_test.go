@@ -374,3 +374,48 @@ func TestTakeBeforeWatchBegins(t *testing.T) {
 		t.Fatalf("INCR of a key made before the watch began: %v", err)
 	}
 }
+
+// TestBeginsWhereOthersStand: a server that begins following after a
+// delete, while another server that follows has yet to put the deleted
+// mark back (it says it stands before the delete: a revision, or "0",
+// beginning), makes the key above the deleted mark (100): its watch
+// begins where that server stands and brings the delete. A watch begun
+// where etcd stood made the key anew from 1, below values handed out.
+func TestBeginsWhereOthersStand(t *testing.T) {
+	e := testetcd.Start(t)
+	cli := e.Client()
+	defer cli.Close()
+	ctx := context.Background()
+	const prefix = "/test/seq/"
+	lease, err := cli.Grant(ctx, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		key := fmt.Sprintf("k%d", i)
+		put, err := cli.Put(ctx, prefix+key, "100")
+		if err != nil {
+			t.Fatal(err)
+		}
+		stands := strconv.FormatInt(put.Header.Revision, 10)
+		if i%2 == 1 {
+			stands = "0" // beginning: it handles every event from its key's on
+		}
+		if _, err := cli.Put(ctx, "/test/seq.followed/slow", stands, clientv3.WithLease(lease.ID)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cli.Delete(ctx, prefix+key); err != nil {
+			t.Fatal(err)
+		}
+		s := newFollowing(t, e, cli)
+		ts := []sequence.Take{{Key: key, N: 4, Born: true}}
+		tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		s.Take(tctx, ts)
+		cancel()
+		if ts[0].Err != nil || ts[0].First <= 100 {
+			t.Fatalf("%s, deleted at 100 before this server began, another standing before the delete (%s): taken %d..%d, %v; want above 100",
+				key, stands, ts[0].First, ts[0].Last, ts[0].Err)
+		}
+		s.Stop()
+	}
+}

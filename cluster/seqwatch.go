@@ -43,8 +43,11 @@ import (
 //     nothing), after a delete this server's watch had not yet brought:
 //     the take waits until the watch has passed its own write, and if a
 //     delete of the key came before it, takes again above the deleted
-//     mark before handing out anything (madeAnew). So a running server
-//     never makes a key over a delete that came while it followed.
+//     mark before handing out anything (madeAnew). A server's watch
+//     begins where the slowest other follower stands (followOnce), so
+//     it brings every delete another server saw and has yet to put
+//     back, even one that came before this server began: no server
+//     makes a key over a delete that a running server saw.
 
 // Follow has s write back t's marks where etcd lost data, and follow
 // the marks in etcd until Stop.
@@ -146,9 +149,8 @@ func (s *Sequences) Stop() {
 	}
 }
 
-// follow watches every mark, from the revision of its first read on,
-// and reads again when the watch breaks (etcd compacted past it, or was
-// replaced).
+// follow follows the marks (followOnce) until ctx ends, again after
+// each break.
 func (s *Sequences) follow(ctx context.Context) {
 	var backoff time.Duration
 	var cli *clientv3.Client
@@ -157,6 +159,7 @@ func (s *Sequences) follow(ctx context.Context) {
 			cli.Close()
 		}
 	}()
+	var floor int64 // etcd compacted below it: no watch begins lower
 	for ctx.Err() == nil {
 		backoff = min(max(2*backoff, 50*time.Millisecond), time.Second)
 		var err error
@@ -164,17 +167,7 @@ func (s *Sequences) follow(ctx context.Context) {
 			cli, err = s.dial()
 		}
 		if err == nil {
-			var resp *clientv3.GetResponse
-			if resp, err = cli.Get(ctx, s.prefix, clientv3.WithPrefix(), clientv3.WithCountOnly()); err == nil {
-				backoff = 0
-				// A delete before this read is one the watch will never
-				// bring: a take made before it waits for nothing more
-				// (madeAnew waited for its own write's event, which the
-				// watch, begun after it, never brings: a key's first
-				// INCR, right after a start, failed so under load).
-				s.deletes.reached(resp.Header.Revision)
-				s.watch(ctx, cli, resp.Header.Revision+1)
-			}
+			floor = s.followOnce(ctx, cli, floor, &backoff)
 		}
 		select {
 		case <-ctx.Done():
@@ -183,29 +176,148 @@ func (s *Sequences) follow(ctx context.Context) {
 	}
 }
 
-// watch handles the changes of the marks from revision rev on until the
-// watch ends.
-func (s *Sequences) watch(ctx context.Context, cli *clientv3.Client, rev int64) {
-	for wr := range cli.Watch(ctx, s.prefix, clientv3.WithPrefix(), clientv3.WithRev(rev), clientv3.WithPrevKV()) {
-		if wr.Err() != nil {
-			return
-		}
-		for _, ev := range wr.Events {
-			key := string(ev.Kv.Key[len(s.prefix):])
-			switch {
-			case ev.Type == clientv3.EventTypeDelete && ev.PrevKv != nil:
-				if was, err := s.parse(key, []*mvccpb.KeyValue{ev.PrevKv}); err == nil {
-					s.deletes.add(key, was.mark)
+// A server follows the marks from where the slowest other server that
+// follows them stands, not from where etcd stands when it begins: a
+// delete another server's watch brought but had not yet put back is then
+// brought by this server's watch too, before it makes any key anew. (A
+// server that began following after a delete made the key anew from
+// nothing, below the deleted mark, before the others put it back.)
+//
+// Each server that follows says how far it has handled the events, in
+// <prefix>seq.followed/<id>, bound to a lease of its own: "0" from before
+// it reads where the others stand (it will handle every event from that
+// key's revision on), then the revision it has handled, every
+// historyCheck. A delete up to that revision it has put back.
+
+// followOnce follows the marks until the watch breaks or ctx ends: it
+// says it follows, reads where the others stand, watches from below the
+// slowest of them (above floor), and says where it stands until the
+// watch ends. It returns the floor for the next time.
+func (s *Sequences) followOnce(ctx context.Context, cli *clientv3.Client, floor int64, backoff *time.Duration) int64 {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	l, err := grant(ctx, cli, s.ttl, s.ttl/3)
+	if err != nil {
+		return floor
+	}
+	defer l.revoke()
+	go l.keep(ctx)
+	key := s.followedKey()
+	if _, err := cli.Put(ctx, key, "0", clientv3.WithLease(l.id)); err != nil {
+		return floor
+	}
+	from, at, err := s.slowest(ctx, cli, key)
+	if err != nil {
+		return floor
+	}
+	from = max(from, floor)
+	if own := s.deletes.upToNow(); own > 0 {
+		from = min(from, own) // after a break: from where this server stood
+	}
+	*backoff = 0
+	w := cli.Watch(ctx, s.followedPrefix(), clientv3.WithRange(clientv3.GetPrefixRangeEnd(s.prefix)),
+		clientv3.WithRev(from+1), clientv3.WithPrevKV())
+	// An event past at, this key's, ends the events of before this
+	// server began (a delete among them may not be put back yet).
+	if _, err := cli.Put(ctx, key, strconv.FormatInt(at, 10), clientv3.WithLease(l.id)); err != nil {
+		return floor
+	}
+	said, saidAt, marks := at, time.Now(), false
+	tick := time.NewTicker(historyCheck)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return floor
+		case <-l.lost: // the key went: another server would follow from too high
+			return floor
+		case <-tick.C:
+			// Said when marks moved, else now and then: each saying is an
+			// event every other server's watch brings.
+			now := s.deletes.upToNow()
+			if now > said && (marks || time.Since(saidAt) >= followedIdle) {
+				if _, err := cli.Put(ctx, key, strconv.FormatInt(now, 10), clientv3.WithLease(l.id)); err == nil {
+					said, saidAt, marks = now, time.Now(), false
 				}
-				s.putBack(ctx, cli, key, ev.PrevKv)
-			case ev.Type == clientv3.EventTypePut:
-				s.raiseFlag(ctx, cli, key, ev.Kv)
 			}
-		}
-		if n := len(wr.Events); n > 0 {
-			s.deletes.reached(wr.Events[n-1].Kv.ModRevision) // events come in order
+		case wr, ok := <-w:
+			if !ok {
+				return floor
+			}
+			if wr.CompactRevision > 0 {
+				s.log.Warn().Int64("from", from+1).Int64("compacted", wr.CompactRevision).Msg("sequences: etcd compacted the history of the marks this server was to follow: a delete in it that no server put back is not seen")
+				return wr.CompactRevision - 1
+			}
+			if wr.Err() != nil {
+				return floor
+			}
+			marks = s.handle(ctx, cli, wr.Events) || marks
 		}
 	}
+}
+
+// followedIdle is how often a server says where it stands while no mark
+// moves: a server that begins then follows from at most about this far
+// back.
+const followedIdle = 30 * time.Second
+
+// slowest reads where the other servers that follow stand, and returns
+// the lowest revision up to which all have handled the events (their
+// deletes put back), and the revision of the read: at most that.
+func (s *Sequences) slowest(ctx context.Context, cli *clientv3.Client, own string) (from, at int64, err error) {
+	resp, err := cli.Get(ctx, s.followedPrefix(), clientv3.WithPrefix())
+	if err != nil {
+		return 0, 0, err
+	}
+	at = resp.Header.Revision
+	from = at
+	for _, kv := range resp.Kvs {
+		if string(kv.Key) == own {
+			continue
+		}
+		handled, err := strconv.ParseInt(string(kv.Value), 10, 64)
+		if err != nil || handled == 0 {
+			handled = kv.ModRevision - 1 // beginning: it handles every event from its key's on
+		}
+		from = min(from, handled)
+	}
+	return from, at, nil
+}
+
+// handle handles events of the marks and of the servers that follow
+// them, in order, and counts them handled; it reports whether any was a
+// mark's.
+func (s *Sequences) handle(ctx context.Context, cli *clientv3.Client, evs []*clientv3.Event) (marks bool) {
+	for _, ev := range evs {
+		if !strings.HasPrefix(string(ev.Kv.Key), s.prefix) {
+			continue // a server saying where it stands
+		}
+		marks = true
+		key := string(ev.Kv.Key[len(s.prefix):])
+		switch {
+		case ev.Type == clientv3.EventTypeDelete && ev.PrevKv != nil:
+			if was, err := s.parse(key, []*mvccpb.KeyValue{ev.PrevKv}); err == nil {
+				s.deletes.add(key, was.mark)
+			}
+			s.putBack(ctx, cli, key, ev.PrevKv, ev.Kv.ModRevision)
+		case ev.Type == clientv3.EventTypePut:
+			s.raiseFlag(ctx, cli, key, ev.Kv)
+		}
+	}
+	if n := len(evs); n > 0 {
+		s.deletes.reached(evs[n-1].Kv.ModRevision) // events come in order
+	}
+	return marks
+}
+
+// followedPrefix is where the servers that follow the marks say how far
+// they stand: beside the marks (<prefix>seq.followed/), so that one
+// watch brings both in order, yet outside them.
+func (s *Sequences) followedPrefix() string { return strings.TrimSuffix(s.prefix, "/") + ".followed/" }
+
+// followedKey is this server's key under followedPrefix.
+func (s *Sequences) followedKey() string {
+	return s.followedPrefix() + strconv.FormatUint(s.followID, 16)
 }
 
 // deletes are the marks deleted that this server's watch brought lately,
@@ -257,6 +369,13 @@ func (d *deletes) reached(rev int64) {
 	}
 }
 
+// upToNow is the revision up to which every event was handled.
+func (d *deletes) upToNow() int64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.rev
+}
+
 // upTo reports whether every event up to rev was handled, and if not, a
 // channel closed when that may have changed.
 func (d *deletes) upTo(rev int64) (bool, <-chan struct{}) {
@@ -297,22 +416,31 @@ func (s *Sequences) madeAnew(ctx context.Context, key string, rev int64) (int64,
 	}
 }
 
-// putBack puts back the mark a delete took, unless a server raised the
-// key above it since.
-func (s *Sequences) putBack(ctx context.Context, cli *clientv3.Client, key string, deleted *mvccpb.KeyValue) {
+// putBack puts back the mark a delete (at revision at) took, unless a
+// server raised the key above it since. It tries until it has, or ctx
+// ends: the delete counts as handled only then (followOnce), and a server
+// that begins following trusts what the others say they handled.
+func (s *Sequences) putBack(ctx context.Context, cli *clientv3.Client, key string, deleted *mvccpb.KeyValue, at int64) {
 	was, err := s.parse(key, []*mvccpb.KeyValue{deleted})
 	if err != nil {
 		return
 	}
 	k := s.prefix + key
+	var backoff time.Duration
 	for ctx.Err() == nil {
 		resp, err := cli.Get(ctx, k)
 		if err != nil {
-			return // the next server's, or the copies', then
+			backoff = retryPause(ctx, backoff)
+			continue
 		}
 		cur, err := s.parse(key, resp.Kvs)
-		if err != nil || cur.rev != 0 && cur.mark >= was.mark && cur.lost == was.lost {
+		switch {
+		case err != nil:
+			return
+		case cur.rev != 0 && cur.mark >= was.mark && cur.lost == was.lost:
 			return // put back, or taken above, already
+		case cur.rev > at && cur.mark >= was.mark && !cur.lost:
+			return // written at or above it since (an operator's SET, say): a delete brought again
 		}
 		v := strconv.FormatInt(max(cur.mark, was.mark), 10)
 		if was.lost || cur.lost && cur.mark > was.mark {
@@ -320,13 +448,25 @@ func (s *Sequences) putBack(ctx context.Context, cli *clientv3.Client, key strin
 		}
 		tx, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(k), "=", cur.rev)).Then(clientv3.OpPut(k, v)).Commit()
 		if err != nil {
-			return
+			backoff = retryPause(ctx, backoff)
+			continue
 		}
 		if tx.Succeeded {
 			s.logLoss("sequences: etcd lost marks (keys deleted by hand?); put back the marks they held, from the delete events: no value repeats", key, cur.rev != 0 && !cur.lost)
 			return
 		}
 	}
+}
+
+// retryPause waits before another try, longer each time up to a second,
+// and returns the wait for the next.
+func retryPause(ctx context.Context, last time.Duration) time.Duration {
+	next := min(max(2*last, 50*time.Millisecond), time.Second)
+	select {
+	case <-ctx.Done():
+	case <-time.After(next):
+	}
+	return next
 }
 
 // raiseFlag raises a key flagged lost to the end of what this server
