@@ -210,10 +210,10 @@ func (s *Sequences) followOnce(ctx context.Context, cli *clientv3.Client, floor 
 	if err != nil {
 		return floor
 	}
-	from = max(from, floor)
 	if own := s.deletes.upToNow(); own > 0 {
 		from = min(from, own) // after a break: from where this server stood
 	}
+	from = max(from, floor)
 	*backoff = 0
 	w := cli.Watch(ctx, s.followedPrefix(), clientv3.WithRange(clientv3.GetPrefixRangeEnd(s.prefix)),
 		clientv3.WithRev(from+1), clientv3.WithPrevKV())
