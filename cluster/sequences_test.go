@@ -419,3 +419,34 @@ func TestBeginsWhereOthersStand(t *testing.T) {
 		s.Stop()
 	}
 }
+
+// TestFollowsPastCompaction: a server that says it stands at a revision
+// etcd has compacted since (say it froze) does not keep a server that
+// begins from following: its watch begins at the compaction, and takes
+// go on.
+func TestFollowsPastCompaction(t *testing.T) {
+	e := testetcd.Start(t)
+	cli := e.Client()
+	defer cli.Close()
+	ctx := context.Background()
+	lease, err := cli.Grant(ctx, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(ctx, "/test/seq.followed/frozen", "1", clientv3.WithLease(lease.ID)); err != nil {
+		t.Fatal(err)
+	}
+	put, err := cli.Put(ctx, "/test/seq/k", "100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Compact(ctx, put.Header.Revision); err != nil {
+		t.Fatal(err)
+	}
+	s := newFollowing(t, e, cli)
+	ts := []sequence.Take{{Key: "k", N: 4, After: 100}}
+	s.Take(ctx, ts)
+	if ts[0].Err != nil || ts[0].First != 101 {
+		t.Fatalf("k after a compaction: %d..%d, %v; want 101..", ts[0].First, ts[0].Last, ts[0].Err)
+	}
+}
