@@ -133,7 +133,8 @@ func TestClusterSequences(t *testing.T) {
 // same 50 keys while etcd loses their marks in every way an operator or
 // a restore can take them, in an order drawn from a logged seed: the
 // prefix deleted under load, one key deleted under load, a server killed
-// and restarted on its dir, the prefix or one key deleted while every
+// and restarted on its dir, the prefix deleted as a server starts on a
+// new dir, the prefix or one key deleted while every
 // server is down (then they restart on their dirs), and etcd restored
 // from an older snapshot. No value of a key is handed out twice. Losses
 // seen as they happen are undone by the servers themselves; the others
@@ -183,15 +184,25 @@ func TestClusterSequencesEtcdLosesData(t *testing.T) {
 			servers.at(i).Kill9()
 			servers.replace(i, server(i))
 		},
+		// A server with no copy of any key (a new dir), starting while
+		// the other puts the marks back: it follows from where the other
+		// stands, so it brings the deletes too.
+		"the prefix deleted as a server starts on a new dir": func() {
+			i := rnd.IntN(2)
+			servers.at(i).Kill9()
+			dirs[i] = t.TempDir()
+			del(prefix, clientv3.WithPrefix())
+			servers.replace(i, server(i))
+		},
 		"the prefix deleted while every server is down": func() {
-			allDown(t, servers, server, func() { del(prefix, clientv3.WithPrefix()) })
+			allDown(t, cli, servers, server, func() { del(prefix, clientv3.WithPrefix()) })
 			if !awaitRefused(set) || logged("the key is flagged lost") == 0 {
 				unrefused = append(unrefused, "the prefix deleted while every server is down")
 			}
 			setAbove(t, set, servers, keys) // the operator's step
 		},
 		"one key deleted while every server is down": func() {
-			allDown(t, servers, server, func() { del(prefix + seqKey(rnd.IntN(keys))) })
+			allDown(t, cli, servers, server, func() { del(prefix + seqKey(rnd.IntN(keys))) })
 			setAbove(t, set, servers, keys) // the operator's step, if a server found it lost
 		},
 		"etcd restored from an older snapshot": func() {
@@ -271,6 +282,19 @@ func TestClusterSequencesEtcdLosesData(t *testing.T) {
 	t.Logf("%d replies, %d values from 2 servers, none twice; errors (the faults) %v", set.count(), values, set.fails)
 }
 
+// awaitNoFollowers waits until etcd has expired the keys by which the
+// servers killed said how far they followed the marks: a server that
+// starts then follows from where etcd stands, and sees none of the
+// losses made before it (with a key left, it would follow from that
+// key's revision and put the deleted marks back from the delete events).
+func awaitNoFollowers(t *testing.T, cli *clientv3.Client) {
+	t.Helper()
+	await.True(t, time.Minute, "the servers' followed keys expired", func() bool {
+		resp, err := cli.Get(context.Background(), "/idserver/seq.followed/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		return err == nil && resp.Count == 0
+	})
+}
+
 // wentBack reports whether p refuses sequence values because etcd went
 // back in time: an INCR of a new key (probe n: a take, not a value of a
 // segment in hand) says so.
@@ -307,13 +331,15 @@ func countLines(p *process, s string) int {
 	return n
 }
 
-// allDown kills every server of f, runs lose while none runs (no delete
-// event is seen), and restarts them on their dirs (server).
-func allDown(t *testing.T, f *fleet, server func(int) *process, lose func()) {
+// allDown kills every server of f, runs lose while none runs and none
+// can follow from before it (no delete event is seen), and restarts them
+// on their dirs (server).
+func allDown(t *testing.T, cli *clientv3.Client, f *fleet, server func(int) *process, lose func()) {
 	t.Helper()
 	for _, p := range f.all() {
 		p.Kill9()
 	}
+	awaitNoFollowers(t, cli)
 	lose()
 	for i := range f.all() {
 		f.replace(i, server(i))
