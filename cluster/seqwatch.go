@@ -167,7 +167,9 @@ func (s *Sequences) follow(ctx context.Context) {
 			cli, err = s.dial()
 		}
 		if err == nil {
-			floor = s.followOnce(ctx, cli, floor, &backoff)
+			if floor, err = s.followOnce(ctx, cli, floor); err == nil {
+				backoff = 0 // it followed, until the watch broke
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -186,72 +188,95 @@ func (s *Sequences) follow(ctx context.Context) {
 // Each server that follows says how far it has handled the events, in
 // <prefix>seq.followed/<id>, bound to a lease of its own: "0" from before
 // it reads where the others stand (it will handle every event from that
-// key's revision on), then the revision it has handled, every
-// historyCheck. A delete up to that revision it has put back.
+// key's revision on), then the revision it has handled (a follower). A
+// delete up to that revision it has put back.
 
 // followOnce follows the marks until the watch breaks or ctx ends: it
 // says it follows, reads where the others stand, watches from below the
 // slowest of them (above floor), and says where it stands until the
-// watch ends. It returns the floor for the next time.
-func (s *Sequences) followOnce(ctx context.Context, cli *clientv3.Client, floor int64, backoff *time.Duration) int64 {
+// watch ends. It returns the floor for the next time, and an error if it
+// did not begin to watch.
+func (s *Sequences) followOnce(ctx context.Context, cli *clientv3.Client, floor int64) (int64, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	l, err := grant(ctx, cli, s.ttl, s.ttl/3)
 	if err != nil {
-		return floor
+		return floor, err
 	}
 	defer l.revoke()
 	go l.keep(ctx)
-	key := s.followedKey()
-	if _, err := cli.Put(ctx, key, "0", clientv3.WithLease(l.id)); err != nil {
-		return floor
+	f := &follower{s: s, cli: cli, lease: l, key: s.followedKey()}
+	if err := f.say(ctx, 0); err != nil {
+		return floor, err
 	}
-	from, at, err := s.slowest(ctx, cli, key)
+	from, at, err := s.slowest(ctx, cli, f.key)
 	if err != nil {
-		return floor
+		return floor, err
 	}
 	if own := s.deletes.upToNow(); own > 0 {
 		from = min(from, own) // after a break: from where this server stood
 	}
 	from = max(from, floor)
-	*backoff = 0
 	w := cli.Watch(ctx, s.followedPrefix(), clientv3.WithRange(clientv3.GetPrefixRangeEnd(s.prefix)),
 		clientv3.WithRev(from+1), clientv3.WithPrevKV())
 	// An event past at, this key's, ends the events of before this
 	// server began (a delete among them may not be put back yet).
-	if _, err := cli.Put(ctx, key, strconv.FormatInt(at, 10), clientv3.WithLease(l.id)); err != nil {
-		return floor
+	if err := f.say(ctx, at); err != nil {
+		return floor, err
 	}
-	said, saidAt, marks := at, time.Now(), false
+	return f.follow(ctx, w, from, floor), nil
+}
+
+// A follower is one run of followOnce: its lease and key, and what it
+// said last.
+type follower struct {
+	s      *Sequences
+	cli    *clientv3.Client
+	lease  *lease
+	key    string
+	said   int64
+	saidAt time.Time
+	marks  bool // an event of the marks was handled since it said
+}
+
+// say says that every event up to rev was handled (0: from now on).
+func (f *follower) say(ctx context.Context, rev int64) error {
+	_, err := f.cli.Put(ctx, f.key, strconv.FormatInt(rev, 10), clientv3.WithLease(f.lease.id))
+	if err == nil {
+		f.said, f.saidAt, f.marks = rev, time.Now(), false
+	}
+	return err
+}
+
+// follow handles the events of w, and says where it stands every
+// historyCheck while marks move, every followedIdle while none does
+// (each saying is an event every other server's watch brings), until
+// the watch ends, its lease is lost (its key went: others would follow
+// from too high), or ctx ends. It returns the floor for the next time.
+func (f *follower) follow(ctx context.Context, w clientv3.WatchChan, from, floor int64) int64 {
 	tick := time.NewTicker(historyCheck)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return floor
-		case <-l.lost: // the key went: another server would follow from too high
+		case <-f.lease.lost:
 			return floor
 		case <-tick.C:
-			// Said when marks moved, else now and then: each saying is an
-			// event every other server's watch brings.
-			now := s.deletes.upToNow()
-			if now > said && (marks || time.Since(saidAt) >= followedIdle) {
-				if _, err := cli.Put(ctx, key, strconv.FormatInt(now, 10), clientv3.WithLease(l.id)); err == nil {
-					said, saidAt, marks = now, time.Now(), false
-				}
+			if now := f.s.deletes.upToNow(); now > f.said && (f.marks || time.Since(f.saidAt) >= followedIdle) {
+				f.say(ctx, now) // a miss: said at the next tick
 			}
 		case wr, ok := <-w:
-			if !ok {
+			switch {
+			case !ok:
 				return floor
-			}
-			if wr.CompactRevision > 0 {
-				s.log.Warn().Int64("from", from+1).Int64("compacted", wr.CompactRevision).Msg("sequences: etcd compacted the history of the marks this server was to follow: a delete in it that no server put back is not seen")
+			case wr.CompactRevision > 0:
+				f.s.log.Warn().Int64("from", from+1).Int64("compacted", wr.CompactRevision).Msg("sequences: etcd compacted the history of the marks this server was to follow: a delete in it that no server put back is not seen")
 				return wr.CompactRevision - 1
-			}
-			if wr.Err() != nil {
+			case wr.Err() != nil:
 				return floor
 			}
-			marks = s.handle(ctx, cli, wr.Events) || marks
+			f.marks = f.s.handle(ctx, f.cli, wr.Events) || f.marks
 		}
 	}
 }
