@@ -199,6 +199,15 @@ func (s *Sequences) follow(ctx context.Context) {
 func (s *Sequences) followOnce(ctx context.Context, cli *clientv3.Client, floor int64) (int64, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// Nothing is written before etcd's history is checked, nor while it
+	// went back until an operator confirms: a restored etcd's revision
+	// moved by this server's writes hid the restore from a server that
+	// checked it after (TestClusterEtcdRestored, once).
+	sent := s.hist.at()
+	resp, err := cli.Get(ctx, s.followedPrefix(), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err := s.answered(sent, resp, err); err != nil {
+		return floor, err
+	}
 	l, err := grant(ctx, cli, s.ttl, s.ttl/3)
 	if err != nil {
 		return floor, err
