@@ -38,6 +38,7 @@ type history struct {
 	wroteAt    time.Time // of the last write
 	recordedAt time.Time // of the last write record made
 	back       error     // etcd went back, as observe or guarded found: until confirmed
+	confirmed  uint64    // how many times an operator confirmed (observe)
 }
 
 // A guard is a key this server alone writes in etcd, one more each
@@ -91,7 +92,12 @@ func (h *history) check(hdr *etcdserverpb.ResponseHeader) error {
 // the file at most once a second (as record). Requests at once complete
 // in any order, so a response is compared with what was seen before its
 // request was sent (floor: at), not with what came since.
-func (h *history) observe(sent mark, hdr *etcdserverpb.ResponseHeader) error {
+//
+// A request sent before an operator's confirmation is not compared: what
+// it would be compared with was seen before the restore, and its answer,
+// from the restored etcd, read as etcd going back again (a SET refused
+// right after the confirmation, once, beside a follower's retries).
+func (h *history) observe(sent sentAt, hdr *etcdserverpb.ResponseHeader) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.back != nil {
@@ -100,15 +106,19 @@ func (h *history) observe(sent mark, hdr *etcdserverpb.ResponseHeader) error {
 		}
 		h.back = nil
 		h.loaded = false // reload: the file removed is the confirmation
+		h.confirmed++
+	}
+	if sent.confirmed != h.confirmed {
+		return nil
 	}
 	if !h.loaded {
 		if err := h.reload(); err != nil {
 			return err
 		}
-		sent = h.seen
+		sent.seen = h.seen
 	}
 	now := markOf(hdr)
-	if err := compare(sent, now, h.wentBack); err != nil {
+	if err := compare(sent.seen, now, h.wentBack); err != nil {
 		h.back = err
 		return err
 	}
@@ -119,12 +129,19 @@ func (h *history) observe(sent mark, hdr *etcdserverpb.ResponseHeader) error {
 	return nil
 }
 
-// at is where etcd stood as far as this server has seen, for observe:
+// sentAt is where etcd stood as far as this server had seen when a
+// request was sent, and how many confirmations came before it.
+type sentAt struct {
+	seen      mark
+	confirmed uint64
+}
+
+// at is where etcd stands as far as this server has seen, for observe:
 // taken as a request is sent.
-func (h *history) at() mark {
+func (h *history) at() sentAt {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.seen
+	return sentAt{h.seen, h.confirmed}
 }
 
 // compare fails, with wentBack's error, if etcd at now is behind seen.

@@ -86,3 +86,33 @@ func TestHistoryFileGuard(t *testing.T) {
 		t.Fatalf("its revision not read: %v", err)
 	}
 }
+
+// TestConfirmedStaysConfirmed: a request sent before an operator
+// confirmed a restore, answered by the restored etcd after it, does not
+// read as etcd going back again (it was compared with what was seen
+// before the restore: a SET refused right after the confirmation).
+func TestConfirmedStaysConfirmed(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "idserver.state.etcd")
+	h := &history{path: path}
+	if err := h.observe(h.at(), header(7, 1250, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.observe(h.at(), header(7, 1200, 2)); !errors.Is(err, errWentBack) { // restored
+		t.Fatalf("etcd restored: %v", err)
+	}
+	inFlight := h.at() // sent while refused, answered after the confirmation
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	for _, rev := range []int64{1238, 1240} { // the first finds the confirmation
+		if err := h.observe(h.at(), header(7, rev, 2)); err != nil {
+			t.Fatalf("after the confirmation: %v", err)
+		}
+	}
+	if err := h.observe(inFlight, header(7, 1236, 2)); err != nil {
+		t.Fatalf("a request sent before the confirmation, answered after it: %v", err)
+	}
+	if err := h.observe(h.at(), header(7, 1237, 2)); !errors.Is(err, errWentBack) {
+		t.Fatalf("etcd going back after the confirmation: %v", err)
+	}
+}

@@ -413,7 +413,7 @@ func (s *Sequences) takeFrom(ctx context.Context, cli *clientv3.Client, t *seque
 // answered checks etcd's answer to a request (a Txn or a Get) sent when
 // etcd stood at sent: its error, named, or whether etcd went back in time
 // (then this server's marks are written back, once).
-func (s *Sequences) answered(sent mark, resp any, err error) error {
+func (s *Sequences) answered(sent sentAt, resp any, err error) error {
 	if err != nil {
 		return etcdError(err)
 	}
