@@ -109,7 +109,7 @@ func TestFailedStartWritesNothing(t *testing.T) {
 		{"--bind", "192.0.2.1", "--port", "6551"}, // TEST-NET-1: no interface here has it (and a port of its own: a socket passed would serve instead of the bind)
 		{"--metrics-addr", "192.0.2.1:0"},
 	}
-	a.Cmd.Process.Signal(syscall.SIGSTOP)
+	a.Pause(t)
 	before := snapshot(t, path)
 	for _, args := range failures {
 		if out, code := runToExit(t, append([]string{"--dir", dir}, args...)...); code == 0 {
@@ -162,7 +162,7 @@ func TestStateFileDeleted(t *testing.T) {
 		issued := mgetid(t, a.Addr, 500_000) // borrows about 1 s ahead
 		// Stopped first, so that no renewal writes the files again before
 		// the kill: it dies before its next renewal.
-		a.Cmd.Process.Signal(syscall.SIGSTOP)
+		a.Pause(t)
 		for _, f := range remove {
 			os.Remove(f)
 		}

@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/idserver/idserver/internal/await"
 )
 
 // Run builds the main package in dir (the repository root, relative to
@@ -238,6 +240,31 @@ func (p *Process) Wait() int {
 func (p *Process) Stop() int {
 	p.Cmd.Process.Signal(syscall.SIGTERM)
 	return p.Wait()
+}
+
+// Pause stops p (SIGSTOP) and waits until every thread of it has
+// stopped: a signal takes effect a moment after it is sent, and a thread
+// may go on meanwhile (a renewal wrote the state file again after it was
+// deleted, once, beside two CPU hogs).
+func (p *Process) Pause(t testing.TB) {
+	t.Helper()
+	p.Cmd.Process.Signal(syscall.SIGSTOP)
+	tasks := filepath.Join("/proc", strconv.Itoa(p.Cmd.Process.Pid), "task")
+	await.True(t, 30*time.Second, "the process stopped", func() bool {
+		ds, err := os.ReadDir(tasks)
+		if err != nil {
+			return false
+		}
+		for _, d := range ds {
+			stat, err := os.ReadFile(filepath.Join(tasks, d.Name(), "stat"))
+			// The state is the field after the command's closing parenthesis.
+			i := strings.LastIndexByte(string(stat), ')')
+			if err != nil || i < 0 || i+2 >= len(stat) || stat[i+2] != 'T' && stat[i+2] != 't' {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // Kill9 kills p with SIGKILL and waits for it.
