@@ -161,19 +161,17 @@ func (s *Sequences) follow(ctx context.Context) {
 	}()
 	var floor int64 // etcd compacted below it: no watch begins lower
 	for ctx.Err() == nil {
-		backoff = min(max(2*backoff, 50*time.Millisecond), time.Second)
 		var err error
 		if cli == nil {
 			cli, err = s.dial()
 		}
 		if err == nil {
-			if floor, err = s.followOnce(ctx, cli, floor); err == nil {
-				backoff = 0 // it followed, until the watch broke
-			}
+			floor, err = s.followOnce(ctx, cli, floor)
 		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(backoff):
+		if err == nil {
+			backoff = 0 // it followed, until the watch broke: again at once
+		} else {
+			backoff = retryPause(ctx, backoff)
 		}
 	}
 }
