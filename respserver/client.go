@@ -129,7 +129,7 @@ type handler struct{ *Server }
 func (h handler) Open(cn *conns.Conn[*client]) *client {
 	c := &client{Conn: cn}
 	c.finish = func(err error) { h.finished(c, err) }
-	c.held.await, c.held.then, c.held.waitFor = c.awaitHeld, func(err error) { h.settleHeld(c) }, c.waitsForSets
+	c.held.await, c.held.then, c.held.waitFor = c.awaitHeld, func(err error) { h.settleHeld(c) }, c.waitsForHeld
 	c.setAuthed(h.opts.RequirePass == "")
 	c.stringIDs = h.opts.GetIDReply == GetIDString
 	c.refreshShown()

@@ -17,13 +17,13 @@ import (
 // as TIME: no two calls answer alike. DECODEID and IDRANGE compute from
 // their arguments and the layout the nodes share: none.
 var idCommands = []*command{
-	{name: "getid", arity: 1, flags: []string{"write", "fast"}, tips: nondeterministic, run: cmdGetID, besideSets: true, takes: takesID, doc: doc{
+	{name: "getid", arity: 1, flags: []string{"write", "fast"}, tips: nondeterministic, run: cmdGetID, besideHeld: true, takes: takesID, doc: doc{
 		summary:    "Returns a new unique ID: an integer, or a bulk string for JavaScript clients (getid-reply).",
 		since:      idserverSince,
 		group:      "idserver",
 		complexity: "O(1)",
 	}},
-	{name: "mgetid", arity: 2, flags: []string{"write"}, tips: nondeterministic, run: cmdMGetID, besideSets: true, takes: (*Server).takesIDs, doc: doc{
+	{name: "mgetid", arity: 2, flags: []string{"write"}, tips: nondeterministic, run: cmdMGetID, besideHeld: true, takes: (*Server).takesIDs, doc: doc{
 		summary:    "Returns count new unique IDs, consecutive and increasing, as bulk strings.",
 		since:      idserverSince,
 		group:      "idserver",

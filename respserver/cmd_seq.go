@@ -18,12 +18,12 @@ import (
 // never goes back, so the writes that would move one back or remove it
 // are refused (refusedCommands).
 var seqCommands = []*command{
-	{name: "incr", arity: 2, flags: []string{"write", "denyoom", "fast"}, run: cmdIncr, besideSets: true, takes: takesIncr, doc: doc{
+	{name: "incr", arity: 2, flags: []string{"write", "denyoom", "fast"}, run: cmdIncr, besideHeld: true, takes: takesIncr, doc: doc{
 		summary: "Returns the key's next value: 1 for a new key. Values never repeat, through crashes and restarts.",
 		since:   "1.0.0", group: "string", complexity: "O(1)",
 		args: []arg{{name: "key", typ: "key"}},
 	}},
-	{name: "incrby", arity: 3, flags: []string{"write", "denyoom", "fast"}, run: cmdIncrBy, besideSets: true, takes: (*Server).takesIncrBy, doc: doc{
+	{name: "incrby", arity: 3, flags: []string{"write", "denyoom", "fast"}, run: cmdIncrBy, besideHeld: true, takes: (*Server).takesIncrBy, doc: doc{
 		summary: "Reserves the key's next increment values and returns the last of them (1 <= increment <= seq-max-incrby).",
 		since:   "1.0.0", group: "string", complexity: "O(1)",
 		args: []arg{{name: "key", typ: "key"}, {name: "increment", typ: "integer"}},
@@ -38,12 +38,12 @@ var seqCommands = []*command{
 		since:   "1.0.0", group: "string", complexity: "O(N) where N is the number of keys to retrieve.",
 		args: []arg{{name: "key", typ: "key", flags: multiple}},
 	}},
-	{name: "set", arity: -3, flags: []string{"write", "denyoom", "no_multi"}, run: cmdSet, besideSets: true, doc: doc{
+	{name: "set", arity: -3, flags: []string{"write", "denyoom", "no_multi"}, run: cmdSet, besideHeld: true, doc: doc{
 		summary: "Sets the key's value, only upward: the next INCR returns value + 1 (to start above an existing MAX(id)).",
 		since:   "1.0.0", group: "string", complexity: "O(1)",
 		args: []arg{{name: "key", typ: "key"}, {name: "value", typ: "integer"}, oneOf("condition", optional, "NX", "XX")},
 	}},
-	{name: "setnx", arity: 3, flags: []string{"write", "denyoom", "fast", "no_multi"}, run: cmdSetNX, besideSets: true, doc: doc{
+	{name: "setnx", arity: 3, flags: []string{"write", "denyoom", "fast", "no_multi"}, run: cmdSetNX, besideHeld: true, doc: doc{
 		summary: "Sets the value of a new key; 1 if it was set, 0 if the key exists.",
 		since:   "1.0.0", group: "string", complexity: "O(1)",
 		args: []arg{{name: "key", typ: "key"}, {name: "value", typ: "integer"}},
@@ -121,14 +121,14 @@ func (s *Server) sequences() (*sequence.Table, error) {
 	return s.opts.Sequences, nil
 }
 
-func cmdIncr(s *Server, c *client, args [][]byte) error { return s.incr(c, args[1], 1) }
+func cmdIncr(s *Server, c *client, args [][]byte) error { return s.incr(c, "incr", args[1], 1) }
 
 func cmdIncrBy(s *Server, c *client, args [][]byte) error {
 	n, err := s.increment(args[2])
 	if err != nil {
 		return err
 	}
-	return s.incr(c, args[1], n)
+	return s.incr(c, "incrby", args[1], n)
 }
 
 func takesIncr(_ *Server, args [][]byte) take { return take{key: args[1], n: 1} }
@@ -151,11 +151,12 @@ func (s *Server) increment(arg []byte) (int64, error) {
 	return n, nil
 }
 
-// incr hands out n values of key and replies with the last. Inside EXEC
-// they come from the values EXEC took for the whole transaction.
-// Otherwise, where the key's segment lacks them, the rest is done off
-// the loop (later).
-func (s *Server) incr(c *client, key []byte, n int64) error {
+// incr hands out n values of key and replies with the last: at once, or,
+// for the first values of a key prepared ahead, once the table says the
+// reply may go (held). Inside EXEC they come from the values EXEC took
+// for the whole transaction. Otherwise, where the key's segment lacks
+// them, the rest is done off the loop (later).
+func (s *Server) incr(c *client, cmd string, key []byte, n int64) error {
 	if c.inExec {
 		v, err := c.txSeq.take(key, n)
 		if err == nil {
@@ -167,116 +168,102 @@ func (s *Server) incr(c *client, key []byte, n int64) error {
 	if err != nil {
 		return err
 	}
-	v, err := seq.TryIncr(key, n)
+	v, p, err := seq.TryIncr(key, n)
 	switch {
 	case errors.Is(err, sequence.ErrWouldWait):
 		s.prepareAhead(c, seq)
 		c.incrLater(seq, string(key), n)
 		return nil
-	case errors.Is(err, sequence.ErrBirthPending):
-		c.holdForBirths(seq)
 	case err != nil:
 		return err
 	}
+	at := len(c.Out)
 	c.writeInt64(v)
+	if !p.Ready() {
+		c.hold(seq, p, cmd, at)
+	}
 	return nil
 }
 
-// seqHeld is what the replies of a batch wait for (conns.Conn.Hold): the
-// keys born in it, and its SETs. Its await and then are made once per
+// seqHeld is the replies of a batch that may go only once the table
+// says so (conns.Conn.Hold; sequence.Pending: a key's existence not yet
+// durable, a SET's write), and where each is in c.Out: written as if it
+// may go, and put right if not. Its await and then are made once per
 // client: a batch holds with no allocation of its own. Between the Hold
 // and then, the goroutine running await owns it.
 type seqHeld struct {
 	seq     *sequence.Table
-	births  bool                     // keys were born in the batch
-	sets    []heldSet                // its SETs, in order
-	err     error                    // why awaiting the last SET ended before its write did
+	pending []sequence.Pending
+	replies []heldReply              // pending's, in order
+	errs    []error                  // why each may not go, once awaited
 	await   func() error             // c.awaitHeld
 	then    func(error)              // settleHeld for c
-	waitFor func(args [][]byte) bool // c.waitsForSets
+	waitFor func(args [][]byte) bool // c.waitsForHeld
 }
 
-// heldSet is a SET of the batch whose write is under way, and where its
-// reply is in c.Out: written as if it succeeds, and corrected if not.
-type heldSet struct {
-	p     sequence.PendingSet
-	at    int  // where its reply begins in c.Out
-	setNX bool // SETNX: 1 or 0, rather than OK or nil
+// heldReply is where a held reply is in c.Out, and the name of its
+// command (whose failure it counts, if it may not go).
+type heldReply struct {
+	at, n int
+	cmd   string
 }
 
-// hold has the batch's replies wait for what c.held lists.
-func (c *client) hold(seq *sequence.Table) {
+// hold has the batch's replies wait for p, the table's say on the reply
+// of cmd written at c.Out[at:].
+func (c *client) hold(seq *sequence.Table, p sequence.Pending, cmd string, at int) {
 	c.held.seq = seq
+	c.held.pending = append(c.held.pending, p)
+	c.held.replies = append(c.held.replies, heldReply{at: at, n: len(c.Out) - at, cmd: cmd})
 	c.Hold(c.held.await, c.held.then, c.held.waitFor)
 }
 
-// waitsForSets reports whether the command args must run only once the
-// batch's SETs are written: all but those that see no SET under way
-// (IDs) or that see it as it is (SET and INCR of its key wait for it;
-// the table knows it is under way), so that a GET, an EXISTS or a WATCH
-// pipelined after a SET sees it done, as in Redis.
-func (c *client) waitsForSets(args [][]byte) bool {
-	if len(c.held.sets) == 0 {
+// waitsForHeld reports whether the command args must run only once the
+// batch's held replies may go: all but those that see no key (IDs), that
+// see a key as it is (INCR and SET of a held key wait for it, or are
+// held too; the table knows), and those refused before they run, so
+// that a GET, an EXISTS or a WATCH pipelined after them sees them done,
+// as in Redis.
+func (c *client) waitsForHeld(args [][]byte) bool {
+	if len(c.held.pending) == 0 {
 		return false
 	}
 	cmd, err := c.lookup(args)
-	return err != nil || !cmd.besideSets
+	return err == nil && !cmd.besideHeld
 }
 
-// holdForBirths holds the batch's replies until the keys born in it are
-// durable (a pipelined INCR's key, prepared ahead, got its first value):
-// no client is given a value of a key a crash would forget. The values
-// are handed out either way; if the store does not record the keys in
-// time, the replies go out all the same (the values are reserved, so
-// none repeats) and the failure is counted as the store's.
-func (c *client) holdForBirths(seq *sequence.Table) {
-	c.held.births = true
-	c.hold(seq)
-}
-
-// awaitHeld waits, off the loop, for what the batch's replies wait for:
-// the keys born in it, and the write of its last SET (the writer writes
-// them in order: the others' writes have ended too).
+// awaitHeld waits, off the loop, until the table says whether each held
+// reply may go.
 func (c *client) awaitHeld() error {
-	if c.held.births {
-		c.held.seq.AwaitBirths()
-	}
-	if n := len(c.held.sets); n > 0 {
-		c.held.err = c.held.seq.AwaitSet(c.held.sets[n-1].p)
-	}
+	c.held.errs = slices.Grow(c.held.errs[:0], len(c.held.pending))[:len(c.held.pending)]
+	c.held.seq.Await(c.held.pending, c.held.errs)
 	return nil
 }
 
-// settleHeld, on the loop once awaitHeld returned, puts right the reply
-// of each of the batch's SETs that did not succeed (a failed write, or,
-// in cluster mode, etcd's refusal), and empties c.held.
+// settleHeld, on the loop once awaitHeld returned, puts right each held
+// reply that may not go: its values are not sent (they are skipped), or
+// its SET did not succeed (a failed write, a condition not met in
+// cluster mode, etcd's refusal); the error reply, or SET's nil, takes its
+// place. Then it empties c.held.
 func (s *Server) settleHeld(c *client) {
-	for i := len(c.held.sets) - 1; i >= 0; i-- { // from the last: the earlier ones' places stay
-		h := c.held.sets[i]
-		err := c.held.err
-		if h.p.Done() {
-			err = h.p.Err()
-		}
+	for i := len(c.held.replies) - 1; i >= 0; i-- { // from the last: the earlier ones' places stay
+		h, err := c.held.replies[i], c.held.errs[i]
 		if err == nil {
 			continue
 		}
-		tail := slices.Clone(c.Out[h.at+len(setOK(h.setNX)):])
+		tail := slices.Clone(c.Out[h.at+h.n:])
 		c.Out = c.Out[:h.at]
 		if notMet(err) {
-			c.writeSetReply(false, h.setNX)
+			c.writeSetReply(false, h.cmd == "setnx")
 		} else {
-			cmd := commands["set"]
-			if h.setNX {
-				cmd = commands["setnx"]
-			}
-			s.fail(c, cmd, err)
+			s.fail(c, commands[h.cmd], err)
 		}
 		c.Out = append(c.Out, tail...)
 	}
-	clear(c.held.sets)
-	c.held.sets, c.held.births, c.held.err = c.held.sets[:0], false, nil
-	if cap(c.held.sets) > keepBuf/32 {
-		c.held.sets = nil
+	clear(c.held.pending)
+	clear(c.held.errs)
+	c.held.pending, c.held.replies, c.held.errs = c.held.pending[:0], c.held.replies[:0], c.held.errs[:0]
+	if cap(c.held.pending) > keepBuf/32 {
+		c.held.pending, c.held.replies, c.held.errs = nil, nil, nil
 	}
 }
 
@@ -479,9 +466,13 @@ func (s *Server) set(c *client, key, value []byte, mode sequence.SetMode, setNX 
 	p, err := seq.TrySet(key, v, mode)
 	switch {
 	case err == nil:
-		c.held.sets = append(c.held.sets, heldSet{p: p, at: len(c.Out), setNX: setNX})
+		at := len(c.Out)
 		c.writeSetReply(true, setNX)
-		c.hold(seq)
+		cmd := "set"
+		if setNX {
+			cmd = "setnx"
+		}
+		c.hold(seq, p, cmd, at)
 	case notMet(err):
 		c.writeSetReply(false, setNX)
 	case errors.Is(err, sequence.ErrWouldWait):

@@ -178,10 +178,6 @@ func cmdExec(s *Server, c *client, args [][]byte) error {
 		r.incrs, r.over = s.overflowing(s.txIncrs(c, tx))
 	}
 	err := s.reserve(r, noWait)
-	if errors.Is(err, sequence.ErrBirthPending) {
-		c.holdForBirths(s.opts.Sequences)
-		err = nil
-	}
 	if errors.Is(err, idgen.ErrWouldWait) || errors.Is(err, sequence.ErrWouldWait) {
 		c.later(waiting{
 			off: func() error { return s.reserve(r, mayWait) },

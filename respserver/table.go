@@ -55,10 +55,11 @@ type command struct {
 	// noMonitor keeps it out of MONITOR's stream: the flag admin, as
 	// in Redis.
 	noMonitor bool
-	// besideSets: it may run while SETs pipelined before it are being
-	// written (waitsForSets): it reads nothing they change, or waits
-	// for them itself.
-	besideSets bool
+	// besideHeld: it may run while the replies pipelined before it are
+	// held (waitsForHeld: SETs being written, first values of keys whose
+	// existence is not durable yet): it reads nothing they change, or
+	// the table has it wait for them, or holds its reply too.
+	besideHeld bool
 	aclCats    []string // every ACL category, "@read", in Redis's order
 	bySub      map[string]*command
 	id         int // its figures' index in Server.calls

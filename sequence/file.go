@@ -54,6 +54,37 @@ type File struct {
 	// foldStep, if set (tests), runs before each transaction of a fold's
 	// marks, given the channel that stops the fold.
 	foldStep func(stop <-chan struct{})
+	// dirUnsynced: the file's name in its directory may not be durable
+	// (the file was opened, perhaps created, or a fold renamed a new one
+	// over it and the directory's sync failed): the next write syncs the
+	// directory first, and fails if it cannot. Otherwise a power loss
+	// could take away the file, or bring back the one before a fold,
+	// with writes reported durable.
+	dirUnsynced bool
+	// fault, if set (tests), is asked at each point where the file
+	// writes: an error fails the write there, as a disk would; it may
+	// block, as a disk that stalls.
+	fault func(at faultPoint) error
+}
+
+// faultPoint is a point where a File writes, for tests that fail writes
+// (File.fault).
+type faultPoint int
+
+const (
+	atWrite   faultPoint = iota // before a write's transaction: nothing lands
+	atWritten                   // after it: it landed, but is reported failed
+	atDirSync                   // before the directory is synced
+	atFoldTx                    // before each transaction of a fold's new file
+	atRename                    // before the fold's file is renamed over the old one
+)
+
+// inject is the fault the test asks for at at, if any.
+func (f *File) inject(at faultPoint) error {
+	if f.fault == nil {
+		return nil
+	}
+	return f.fault(at)
 }
 
 // folding is a fold under way: stop asks it to give up, done is closed
@@ -593,18 +624,57 @@ func (f *File) write(end ending, records func([]byte) []byte) error {
 	if cap(rec) <= keepRec {
 		f.rec = rec
 	}
-	err := f.db.Update(func(tx *bolt.Tx) error {
+	err := f.update(func(tx *bolt.Tx) error {
 		if err := f.mark(tx, end); err != nil {
 			return err
 		}
 		return putEntry(tx, f.entry+1, rec)
 	})
-	unmapResident(f.db)
 	if err != nil {
-		return fmt.Errorf("sequence file %s: %w", f.path, err)
+		return err
 	}
 	f.entry++
 	f.logBytes += len(rec)
+	if err := f.inject(atWritten); err != nil {
+		return fmt.Errorf("sequence file %s: %w", f.path, err)
+	}
+	return nil
+}
+
+// update runs one transaction that writes the file, durably before it
+// returns nil: the directory is synced first if it may need it. A failed
+// one leaves f as it was. f.mu is held.
+func (f *File) update(fn func(tx *bolt.Tx) error) error {
+	wasDirty := f.dirty
+	err := f.syncedDir()
+	if err == nil {
+		err = f.inject(atWrite)
+	}
+	if err == nil {
+		err = f.db.Update(fn)
+		unmapResident(f.db)
+	}
+	if err != nil {
+		f.dirty = wasDirty // not recorded: the next write tries again (mark)
+		return fmt.Errorf("sequence file %s: %w", f.path, err)
+	}
+	return nil
+}
+
+// syncedDir syncs the file's directory if its name may not be durable
+// (dirUnsynced). f.mu is held.
+func (f *File) syncedDir() error {
+	if !f.dirUnsynced {
+		return nil
+	}
+	err := f.inject(atDirSync)
+	if err == nil {
+		err = syncDir(filepath.Dir(f.path))
+	}
+	if err != nil {
+		return err
+	}
+	f.dirUnsynced = false
 	return nil
 }
 
@@ -729,7 +799,7 @@ func (f *File) fold(fl *folding, marks []Mark, from uint64) error {
 	if err == nil {
 		err = f.replace(db)
 	}
-	if err != nil {
+	if err != nil && f.db != db {
 		if db != nil {
 			db.Close()
 			os.Remove(db.Path())
@@ -738,7 +808,7 @@ func (f *File) fold(fl *folding, marks []Mark, from uint64) error {
 	}
 	f.logBytes = carried // what came during the fold is not folded yet
 	f.folds++
-	return nil
+	return err // the directory's sync, which the next write tries again
 }
 
 // carry copies into db the pieces of f's log entries after the piece
@@ -793,15 +863,19 @@ func copyClean(old, tx *bolt.Tx) error {
 	return meta.Delete(cleanKey)
 }
 
-// replace syncs db and renames it over f's file, whose place it takes.
+// replace syncs db and renames it over f's file, whose place it takes,
+// then syncs the directory. Once renamed, db is f's file whatever comes
+// after: the writes that follow go to the file the name gives (they went
+// to the old one, unlinked, and a restart lost them), and if the
+// directory's sync failed, each is refused until it succeeds (syncedDir).
 // f.mu is held.
 func (f *File) replace(db *bolt.DB) error {
 	err := db.Sync()
 	if err == nil {
-		err = os.Rename(db.Path(), f.path)
+		err = f.inject(atRename)
 	}
 	if err == nil {
-		err = syncDir(filepath.Dir(f.path))
+		err = os.Rename(db.Path(), f.path)
 	}
 	if err != nil {
 		return err
@@ -810,7 +884,8 @@ func (f *File) replace(db *bolt.DB) error {
 	f.db.Close()
 	f.db = db
 	unmapResident(db)
-	return nil
+	f.dirUnsynced = true
+	return f.syncedDir()
 }
 
 // stopFold stops a fold under way and waits for its end. f.mu is not
@@ -872,6 +947,9 @@ func (f *File) rewrite(fl *folding, marks []Mark, from uint64) (db *bolt.DB, err
 		case <-fl.stop:
 			return db, errFoldStopped
 		default:
+		}
+		if err = f.inject(atFoldTx); err != nil {
+			return db, err
 		}
 		n, size := 0, 0
 		for n < len(marks) && (n == 0 || size+len(marks[n].Key)+16 <= foldTx) {
@@ -976,7 +1054,7 @@ func (f *File) open() error {
 		db.Close()
 		return fmt.Errorf("sequence file %s: %w", f.path, err)
 	}
-	f.db = db
+	f.db, f.dirUnsynced = db, true // it may be new
 	return nil
 }
 
@@ -990,12 +1068,7 @@ func (f *File) MarkDirty() error {
 	if err := f.open(); err != nil {
 		return err
 	}
-	err := f.db.Update(func(tx *bolt.Tx) error { return f.mark(tx, dirty) })
-	if err != nil {
-		f.dirty = false // not recorded: the next write tries again
-		return fmt.Errorf("sequence file %s: %w", f.path, err)
-	}
-	return nil
+	return f.update(func(tx *bolt.Tx) error { return f.mark(tx, dirty) })
 }
 
 // Path is where the file is.

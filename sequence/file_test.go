@@ -221,8 +221,8 @@ func (g *ghostSet) has(key string) bool {
 
 // pipelines runs a client as the server runs a pipeline of INCRs of new
 // keys: it prepares them all, then INCRs them in order (a reply waits for
-// AwaitBirths where TryIncr says ErrBirthPending, and only then is a
-// value given: given), or, a client that closes before its replies,
+// Await where TryIncr's Pending is not Ready, and only then is a value
+// given: given), or, a client that closes before its replies,
 // INCRs none of the rest: those are ghosts, which must never exist.
 func pipelines(t *testing.T, tb *Table, wg *sync.WaitGroup, seed uint64, rounds int, given func(key string, v int64)) *ghostSet {
 	ghosts := &ghostSet{keys: map[string]bool{}}
@@ -240,12 +240,12 @@ func pipelines(t *testing.T, tb *Table, wg *sync.WaitGroup, seed uint64, rounds 
 					ghosts.add(key)
 					continue
 				}
-				v, err := tb.TryIncr([]byte(key), 1)
+				v, p, err := tb.TryIncr([]byte(key), 1)
 				switch {
 				case errors.Is(err, ErrWouldWait):
 					v, err = tb.Incr(key, 1)
-				case errors.Is(err, ErrBirthPending):
-					err = tb.AwaitBirths()
+				case err == nil:
+					err = awaitOne(tb, p)
 				}
 				if err != nil {
 					t.Error(err)
@@ -497,7 +497,7 @@ func TestCleanRestartResumes(t *testing.T) {
 	entries := f.entry
 	tb := New(Options{}, f, known)
 	for want := int64(4); want <= 10; want++ {
-		if v, err := tb.TryIncr([]byte("a"), 1); err != nil || v != want {
+		if v, err := tryIncr(tb, []byte("a"), 1); err != nil || v != want {
 			t.Fatalf("INCR after a clean restart: %d, %v; want %d without waiting", v, err, want)
 		}
 	}
@@ -537,7 +537,7 @@ func TestRestartsNeverRepeat(t *testing.T) {
 		for k := range 12 {
 			key := fmt.Sprint("k", k)
 			for range rnd.IntN(14) {
-				v, err := tb.TryIncr([]byte(key), 1)
+				v, err := tryIncr(tb, []byte(key), 1)
 				if errors.Is(err, ErrWouldWait) {
 					if rnd.IntN(2) == 0 {
 						break

@@ -2,8 +2,8 @@ package sequence
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"time"
 )
 
 // How SETs are written. A SET's reply may go out only once its value is
@@ -14,8 +14,8 @@ import (
 // round; the writer writes a round's SETs in one write (Backend.Set), at
 // once, as it takes segments, and then closes the round. The SETs that
 // come while it writes fill the next round: a pipeline's, and many
-// clients', share writes. AwaitSet is where a SET's reply learns that its
-// value is durable, or why not: the one place that decides it.
+// clients', share writes. A SET's reply is a Pending on its write: Await
+// tells it that its value is durable, or why not (reply.go).
 
 // Setting is one SET for a Backend: Value as Key's mark, under Mode.
 type Setting struct {
@@ -40,74 +40,76 @@ type queuedSet struct {
 	err  error
 }
 
-// PendingSet is a SET queued by TrySet: AwaitSet waits for its write.
-type PendingSet struct {
-	r *setRound
-	i int
-}
-
-// Done reports whether p's write ended: Err is then its result.
-func (p PendingSet) Done() bool {
+// setDone reports whether the write of p, a SET, ended: its err is then
+// final.
+func (p Pending) setDone() bool {
 	select {
-	case <-p.r.done:
+	case <-p.round.done:
 		return true
 	default:
 		return false
 	}
 }
 
-// Err is the result of p's write, once Done: nil if its value is durable.
-func (p PendingSet) Err() error { return p.r.sets[p.i].err }
+// setErr is the result of p's write, once setDone: nil if its value is
+// durable.
+func (p Pending) setErr() error { return p.round.sets[p.i].err }
 
 // TrySet makes v key's value, as Set does, without waiting: it records
 // the SET in the key (no value is handed out meanwhile, as for a take)
 // and queues it for the writer, whose next write stores it with every
-// other SET queued meanwhile; AwaitSet waits for that write. It fails at
+// other SET queued meanwhile; its reply waits for that write (Await). It fails at
 // once when the SET does not apply (ErrExists, ErrMissing, a
 // *BelowError, a *LimitError), and with ErrWouldWait when a take or a SET
 // of key is under way: Set waits for it. (If the write fails, the
 // segment stays let go: the write may have landed below it.)
-func (t *Table) TrySet(key []byte, v int64, mode SetMode) (PendingSet, error) {
+func (t *Table) TrySet(key []byte, v int64, mode SetMode) (Pending, error) {
 	p, _, err := t.trySet(key, v, mode)
 	return p, err
 }
 
-func (t *Table) trySet(key []byte, v int64, mode SetMode) (PendingSet, <-chan struct{}, error) {
+// trySet is TrySet that also returns, with ErrWouldWait, the wait for
+// the take or SET of key under way.
+func (t *Table) trySet(key []byte, v int64, mode SetMode) (Pending, waitOn, error) {
 	if t.stopped.Load() {
-		return PendingSet{}, nil, ErrStopped
+		return Pending{}, waitOn{}, ErrStopped
 	}
 	sh, h := t.shardOfBytes(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	e := find(&sh.index, h, key)
+	// A key exists once a value of it was handed out (its reply may
+	// wait for its existence to be durable) or SET (the SET's may), or
+	// is durable; one only prepared for a pipeline does not.
+	exists := e != nil && (e.born || e.mayReply() || e.has(setting))
 	switch {
-	case e != nil && mode == IfNew:
-		return PendingSet{}, nil, ErrExists
-	case e == nil && mode == IfOld:
-		return PendingSet{}, nil, ErrMissing
+	case exists && mode == IfNew:
+		return Pending{}, waitOn{}, ErrExists
+	case !exists && mode == IfOld:
+		return Pending{}, waitOn{}, ErrMissing
 	case e == nil && v < 0:
-		return PendingSet{}, nil, &BelowError{Key: string(key)}
+		return Pending{}, waitOn{}, &BelowError{Key: string(key)}
 	case e == nil:
 		var err error
 		if e, err = create(t, h, key); err != nil {
-			return PendingSet{}, nil, err
+			return Pending{}, waitOn{}, err
 		}
 	case v < e.issued:
-		return PendingSet{}, nil, &BelowError{Key: string(key), At: e.issued}
+		return Pending{}, waitOn{}, &BelowError{Key: string(key), At: e.issued}
 	}
 	if e.taking {
-		done := e.waiting()
+		w := e.waiting()
 		t.hurry()
-		return PendingSet{}, done, ErrWouldWait
+		return Pending{}, waitOn{e, w}, ErrWouldWait
 	}
 	e.taking, e.limit, e.next = true, e.issued, segment{}
-	e.bits, e.setTo = e.bits|stored|demanded, max(e.setTo, v) // before the write: a fold keeps it
-	return t.queueSet(e, v, mode), nil, nil
+	e.bits, e.setTo = e.bits|setting, max(e.setTo, v) // before the write: a fold of a durable key keeps it
+	return t.queueSet(e, v, mode), waitOn{}, nil
 }
 
 // queueSet adds a SET of e to the open round and wakes the writer; e's
 // shard is locked.
-func (t *Table) queueSet(e *entry, v int64, mode SetMode) PendingSet {
+func (t *Table) queueSet(e *entry, v int64, mode SetMode) Pending {
 	t.setMu.Lock()
 	r := t.round
 	if r == nil {
@@ -115,7 +117,7 @@ func (t *Table) queueSet(e *entry, v int64, mode SetMode) PendingSet {
 		t.round = r
 	}
 	r.sets = append(r.sets, queuedSet{e: e, v: v, mode: mode})
-	p := PendingSet{r, len(r.sets) - 1}
+	p := Pending{e: e, round: r, i: len(r.sets) - 1}
 	t.setMu.Unlock()
 	select {
 	case t.setWake <- struct{}{}:
@@ -124,23 +126,24 @@ func (t *Table) queueSet(e *entry, v int64, mode SetMode) PendingSet {
 	return p
 }
 
-// AwaitSet waits, up to Options.Wait, for p's write, and returns its
-// result: nil once p's value is durable. Rounds are written in order: a
-// SET's write has ended once that of a SET queued after it has.
-func (t *Table) AwaitSet(p PendingSet) error {
-	if p.Done() {
-		return p.Err()
+// awaitSet waits, until ctx ends, for the write of p, a SET, and
+// returns its result: nil once p's value is durable. It gives up at once
+// when a write has stalled (down): the SET's is behind it.
+func (t *Table) awaitSet(ctx context.Context, p Pending) error {
+	if p.setDone() {
+		return p.setErr()
 	}
-	deadline := time.NewTimer(t.opts.Wait)
-	defer deadline.Stop()
+	if err := t.down(sets); err != nil {
+		return err
+	}
 	select {
-	case <-p.r.done:
-		return p.Err()
-	case <-deadline.C:
+	case <-p.round.done:
+		return p.setErr()
+	case <-ctx.Done():
 		return fmt.Errorf("%w: the store did not write the SET within %v", ErrNotReserved, t.opts.Wait)
 	case <-t.done: // the writer ended: it answered every round it took
-		if p.Done() {
-			return p.Err()
+		if p.setDone() {
+			return p.setErr()
 		}
 		return ErrStopped
 	}
@@ -149,20 +152,21 @@ func (t *Table) AwaitSet(p PendingSet) error {
 // Set makes v the key's value, durably before it returns, if v is at
 // least its value now (else a *BelowError): the next Incr hands out
 // v + 1. mode says whether the key must be new or existing. It waits for
-// a take or SET of the key under way, then as AwaitSet does.
+// a take or SET of the key under way, then for its write, Options.Wait
+// in all at most.
 func (t *Table) Set(key string, v int64, mode SetMode) error {
+	ctx, cancel := t.waitContext()
+	defer cancel()
 	for {
-		p, done, err := t.trySet([]byte(key), v, mode)
+		p, on, err := t.trySet([]byte(key), v, mode)
 		if err == nil {
-			return t.AwaitSet(p)
+			return t.await(ctx, p)
 		}
-		if done == nil {
+		if on.w == nil {
 			return err
 		}
-		select {
-		case <-done:
-		case <-t.stop:
-			return ErrStopped
+		if err := t.waitForStore(ctx, on.e, on.w, sets); err != nil {
+			return err
 		}
 	}
 }
@@ -185,21 +189,34 @@ func (t *Table) writeSets(w *writer) (wrote, ok bool) {
 		for _, s := range rest[:n] {
 			ss = append(ss, Setting{Key: s.e.key, Value: s.v, Mode: s.mode})
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), t.opts.Wait)
-		t.backend.Set(ctx, ss)
-		cancel()
-		t.takes.Add(1) // a save, as a take's write
+		t.write(func(ctx context.Context) { t.backend.Set(ctx, ss) })
+		var storeErr error
+		written := 0
 		for i := range rest[:n] {
 			s := &rest[i]
 			s.err = ss[i].Err
 			ok = ok && s.err == nil
+			switch {
+			case s.err == nil:
+				written++
+			case !notApplied(s.err):
+				storeErr = s.err
+			}
 			t.setWritten(s.e, s.v, s.err)
 		}
+		t.wrote(written, storeErr)
 		clear(ss) // the keys and errors are not the writer's to keep
 		w.sets, rest = ss, rest[n:]
 	}
 	close(r.done)
 	return true, ok
+}
+
+// notApplied reports whether err is a Backend's refusal of a SET, not the
+// store failing.
+func notApplied(err error) bool {
+	return errors.Is(err, ErrExists) || errors.Is(err, ErrMissing) || errors.As(err, new(*BelowError)) ||
+		errors.As(err, new(*LostError)) || errors.Is(err, ErrNotServed)
 }
 
 // setWritten ends a SET of v to e whose write returned err: the key
@@ -210,12 +227,12 @@ func (t *Table) setWritten(e *entry, v int64, err error) {
 	defer sh.mu.Unlock()
 	if err == nil {
 		e.issued, e.limit, e.next, e.asked = v, v, segment{}, v
+		e.born = true
 		t.settle(e)
-		t.bear(e)
 	}
 	e.taking = false
-	e.bits &^= demanded
-	e.wake()
+	e.bits &^= setting
+	e.ended(nil) // a SET waiting for it tries again, and sees it
 }
 
 // failSets answers the round still open when the writer ends: nothing

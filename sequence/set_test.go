@@ -24,7 +24,7 @@ func TestSetsShareWrites(t *testing.T) {
 		gate := make(chan struct{})
 		b.slow = gate // the first write waits: the others queue meanwhile
 		tb := newTable(t, b, Options{}, nil)
-		ps := make([]PendingSet, n)
+		ps := make([]Pending, n)
 		for i := range ps {
 			var err error
 			if ps[i], err = tb.TrySet(fmt.Appendf(nil, "k%d", i), int64(100+i), Always); err != nil {
@@ -32,7 +32,7 @@ func TestSetsShareWrites(t *testing.T) {
 			}
 		}
 		for i, p := range ps {
-			if p.Done() {
+			if p.setDone() {
 				t.Fatalf("SET %d answered before its write", i)
 			}
 		}
@@ -41,7 +41,7 @@ func TestSetsShareWrites(t *testing.T) {
 		b.mu.Unlock()
 		close(gate)
 		for i, p := range ps {
-			if err := tb.AwaitSet(p); err != nil {
+			if err := awaitOne(tb, p); err != nil {
 				t.Fatal(err)
 			}
 			b.mu.Lock()
@@ -107,7 +107,7 @@ func TestSetsShareWrites(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := tb.AwaitSet(p); err == nil || !errors.Is(err, b.fail) {
+		if err := awaitOne(tb, p); err == nil || !errors.Is(err, b.fail) {
 			t.Fatalf("SET whose write failed: %v", err)
 		}
 		if _, ok := tb.Get("k"); ok {
@@ -155,7 +155,7 @@ func TestPipelinedSetsNeverGoBack(t *testing.T) {
 		type set struct {
 			key string
 			v   int64
-			p   PendingSet
+			p   Pending
 		}
 		var pending []set
 		ack := func(key string, v int64) {
@@ -167,11 +167,13 @@ func TestPipelinedSetsNeverGoBack(t *testing.T) {
 		}
 		// settle is the batch's replies going out: each SET's result.
 		settle := func() {
-			if len(pending) > 0 {
-				tb.AwaitSet(pending[len(pending)-1].p)
+			ps, errs := make([]Pending, len(pending)), make([]error, len(pending))
+			for i, s := range pending {
+				ps[i] = s.p
 			}
-			for _, s := range pending {
-				if s.p.Done() && s.p.Err() == nil { // else no reply, or an error: nothing promised
+			tb.Await(ps, errs)
+			for i, s := range pending {
+				if errs[i] == nil { // else an error: nothing promised
 					ack(s.key, s.v)
 				}
 			}
@@ -194,13 +196,13 @@ func TestPipelinedSetsNeverGoBack(t *testing.T) {
 				}
 				continue
 			}
-			v, err := tb.TryIncr([]byte(key), 1)
+			v, p, err := tb.TryIncr([]byte(key), 1)
 			if errors.Is(err, ErrWouldWait) {
 				settle() // as a connection runs a waiting INCR after the batch's hold
 				v, err = tb.Incr(key, 1)
 			}
-			if errors.Is(err, ErrBirthPending) {
-				err = tb.AwaitBirths()
+			if err == nil {
+				err = awaitOne(tb, p)
 			}
 			if err != nil {
 				t.Fatalf("run %d: INCR %s: %v", run, key, err)

@@ -126,12 +126,6 @@ var (
 	ErrOverflow = errors.New("increment or decrement would overflow")
 	// ErrStopped is returned after Stop.
 	ErrStopped = errors.New("sequences stopped")
-	// ErrBirthPending is returned by TryIncr and TryIncrAll with the
-	// values handed out (the result is valid) when the key's existence is
-	// not durable yet: it was prepared for a pipeline, and this is its
-	// first value. The reply must wait for AwaitBirths, so that no client
-	// is given a value of a key a crash would forget.
-	ErrBirthPending = errors.New("the key's existence is not durable yet")
 	// ErrNotCreated is a Backend's answer to a Take of a key that is not
 	// born and that no server made: nothing was taken, and the key is
 	// made by the take of the request that needs it.
@@ -211,9 +205,7 @@ type Table struct {
 	order   []*entry // every key, in the order it came: SCAN's cursor is an index
 	bytes   atomic.Int64
 	longest atomic.Int64 // the longest key's length
-	born    atomic.Int64 // keys that exist for GET, DBSIZE and SCAN (see entry.born)
-
-	births births // keys born whose existence is not durable yet
+	keys    atomic.Int64 // keys that exist for GET, DBSIZE and SCAN: durable ones
 
 	queueMu sync.Mutex
 	queue   []*entry // keys whose next segment is asked for
@@ -229,7 +221,9 @@ type Table struct {
 	takes, taken, failures, waits atomic.Uint64
 	lastTake                      atomic.Int64 // unix ms of the last successful Take
 	lastErr                       atomic.Pointer[string]
-	failLog                       ratelog.ByText // run's own
+	failing                       atomic.Pointer[error] // the last write's error; nil once one succeeded
+	writing                       atomic.Int64          // unix ns when the write under way began; 0: none
+	failLog                       ratelog.ByText        // run's own
 	foldLogMu                     sync.Mutex
 	foldLog                       ratelog.ByText // under foldLogMu: the folds' ends log
 }
@@ -261,12 +255,14 @@ type entry struct {
 	below  int64   // the next segment is asked for when fewer values are left (relow)
 	klen   uint32  // len(key)
 	taking bool    // a take (or a Set) is queued or under way
-	// born: the key has a value, handed out, set or stored. A key made
-	// only to Prepare its segment (a pipelined INCR that has not run) is
-	// not born: GET, EXISTS, DBSIZE and SCAN do not see it.
+	// born: a value of the key was handed out (its reply may wait for
+	// its existence to be durable: reply.go), or set, or stored. A key
+	// made only to Prepare its segment (a pipelined INCR that has not
+	// run) is not born: its take records it as not existing. GET,
+	// EXISTS, DBSIZE and SCAN see durable keys only.
 	born  bool
 	shard uint8    // its shard, in Table.shards
-	bits  uint8    // stored, durable, demanded
+	bits  uint8    // durable, demanded, absent, setting
 	short [16]byte // the key, if it is 16 bytes or shorter (key points here)
 
 	key     string
@@ -274,20 +270,18 @@ type entry struct {
 	asked   int64 // issued when it was asked for
 	askedAt int64 // unix ns then
 	want    int64 // values a waiting request needs at once
-	wait    *wait // nil but while a request waits or after a take failed
+	wait    *wait // nil but while a request waits
 	setTo   int64 // the most a Set stored, or may have
 }
 
 // An entry's bits.
 const (
-	// stored: the backend may hold a mark of the key (see marks).
-	stored uint8 = 1 << iota
 	// durable: the backend holds the key as born, so a restart brings it
 	// back. A key born from a segment prepared for a pipeline is not,
 	// until a write records it: until then, a reply with its value waits
-	// (ErrBirthPending), so that no client holds a value of a key a crash
-	// would forget.
-	durable
+	// (a Pending: reply.go), so that no client holds a value of a key a
+	// crash would forget. Once durable, always.
+	durable uint8 = 1 << iota
 	// demanded: a request waits for the key's values (not only a
 	// Prepare), so its take records the key as born.
 	demanded
@@ -296,15 +290,12 @@ const (
 	// pipeline of new keys in cluster mode had the keys behind it looked
 	// up in etcd again (24 keys a second). Its own take makes it.
 	absent
+	// setting: a SET of the key is queued or being written: a SETNX
+	// behind it sees the key as existing (TrySet).
+	setting
 )
 
 func (e *entry) has(b uint8) bool { return e.bits&b != 0 }
-
-// wait is what few entries need at a time.
-type wait struct {
-	done chan struct{} // closed when the take under way ends
-	err  error         // why the last take failed
-}
 
 type segment struct{ first, last int64 }
 
@@ -394,11 +385,11 @@ func New(opts Options, backend Backend, known []Mark) *Table {
 	for _, m := range known {
 		_, h := t.shardOf(m.Key)
 		e := insert(t, h, m.Key)
-		e.issued, e.limit, e.bits = m.Value, m.Value, stored|durable
+		e.issued, e.limit, e.born = m.Value, m.Value, true
+		t.settle(e)
 		if resume {
 			e.limit = max(m.Value, m.Reserved)
 		}
-		t.bear(e)
 	}
 	go t.run()
 	return t
@@ -460,25 +451,13 @@ func (t *Table) remember(e *entry) {
 	}
 }
 
-// bear makes e born, once; its shard is locked (or not yet shared).
-func (t *Table) bear(e *entry) {
-	if !e.born {
-		e.born = true
-		t.born.Add(1)
-		if !e.has(durable) {
-			t.births.unborn.Add(1)
-		}
-	}
-}
-
 // settle records that the backend holds e as born: a restart brings it
-// back. Its shard is locked.
+// back, and it exists for GET, DBSIZE and SCAN. Its shard is locked (or
+// not yet shared).
 func (t *Table) settle(e *entry) {
 	if !e.has(durable) {
 		e.bits |= durable
-		if e.born {
-			t.births.unborn.Add(-1)
-		}
+		t.keys.Add(1)
 	}
 }
 
@@ -493,49 +472,57 @@ func (t *Table) LongestKey() int {
 
 // TryIncr hands out n values of key and returns the last, without
 // waiting: where the key's segment lacks them, it asks for the next and
-// returns ErrWouldWait (nothing handed out).
-func (t *Table) TryIncr(key []byte, n int64) (int64, error) {
-	v, _, err := t.tryIncr(key, n)
-	return v, err
+// returns ErrWouldWait (nothing handed out). The reply may go at once if
+// the Pending is Ready; otherwise only once Await says so (the key's
+// existence is not durable yet: reply.go).
+func (t *Table) TryIncr(key []byte, n int64) (int64, Pending, error) {
+	v, p, _, err := t.tryIncr(key, n)
+	return v, p, err
 }
 
-// tryIncr is TryIncr that also returns, with ErrWouldWait, a channel
-// closed when the take it waits for ends.
-func (t *Table) tryIncr(key []byte, n int64) (int64, <-chan struct{}, error) {
+// waitOn is a request's wait for the take or SET of e under way.
+type waitOn struct {
+	e *entry
+	w *wait
+}
+
+// tryIncr is TryIncr that also returns, with ErrWouldWait, the wait for
+// the take it needs.
+func (t *Table) tryIncr(key []byte, n int64) (int64, Pending, waitOn, error) {
 	if t.stopped.Load() {
-		return 0, nil, ErrStopped
+		return 0, Pending{}, waitOn{}, ErrStopped
 	}
 	sh, h := t.shardOfBytes(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	e, err := t.find(sh, h, key)
 	if err != nil {
-		return 0, nil, err
+		return 0, Pending{}, waitOn{}, err
 	}
 	if e.issued > math.MaxInt64-n {
-		return 0, nil, ErrOverflow
+		return 0, Pending{}, waitOn{}, ErrOverflow
 	}
 	if e.available(n) {
 		e.issued += n
 		sh.issued += uint64(n)
-		t.bear(e)
-		if !e.taking && (e.low() || !e.has(durable)) {
-			t.ask(e)
+		e.born = true
+		if !e.taking && (e.low() || !e.mayReply()) {
+			t.ask(e) // a key not durable: its take records it as born
 		}
-		if !e.has(durable) {
-			return e.issued, nil, ErrBirthPending
+		if !e.mayReply() {
+			return e.issued, Pending{e: e}, waitOn{}, nil
 		}
-		return e.issued, nil, nil
+		return e.issued, Pending{}, waitOn{}, nil
 	}
 	if e.end() == math.MaxInt64 { // no take could add them: see low
-		return 0, nil, ErrOverflow
+		return 0, Pending{}, waitOn{}, ErrOverflow
 	}
 	e.demand(n)
 	if !e.taking {
 		t.ask(e)
 	}
 	t.hurry()
-	return 0, e.waiting(), ErrWouldWait
+	return 0, Pending{}, waitOn{e, e.waiting()}, ErrWouldWait
 }
 
 // shardOfBytes is shardOf for a key as bytes, without copying it.
@@ -627,33 +614,15 @@ func (e *entry) demand(n int64) {
 	e.bits |= demanded
 }
 
-// waiting returns a channel closed when the take under way for e ends.
-func (e *entry) waiting() <-chan struct{} {
-	if e.wait == nil {
-		e.wait = &wait{}
-	}
-	if e.wait.done == nil {
-		e.wait.done = make(chan struct{})
-	}
-	return e.wait.done
-}
-
-// wake ends the wait of the requests waiting for e's take.
-func (e *entry) wake() {
-	if e.wait != nil && e.wait.done != nil {
-		close(e.wait.done)
-		e.wait.done = nil
-	}
-}
-
 // took ends e's take, which failed if err is not nil: its waiting
-// requests go on, and see err.
-func (e *entry) took(err error) {
+// requests go on, and see err. A key whose take failed is not born but
+// if durable: the replies of its values waited for the take, and fail
+// with it (reply.go). e's shard is locked.
+func (t *Table) took(e *entry, err error) {
 	e.taking = false
-	e.wake()
-	e.wait = nil
+	e.ended(err)
 	if err != nil {
-		e.wait = &wait{err: err}
+		t.unborn(e)
 	}
 }
 
@@ -682,29 +651,26 @@ func (t *Table) Prepare(key []byte, n int64) {
 }
 
 // Incr is TryIncr that waits, up to Options.Wait, for the values to be
-// reserved (and, for a key whose first values they are, for its
-// existence to be durable: AwaitBirths). It fails with ErrNotReserved,
-// wrapped with the backend's error if its write failed.
+// reserved and, for a key whose first values they are, for its
+// existence to be durable: its reply may go once it returned them. It
+// fails with ErrNotReserved, wrapped with the backend's error if its
+// write failed.
 func (t *Table) Incr(key string, n int64) (int64, error) {
-	deadline := time.NewTimer(t.opts.Wait)
-	defer deadline.Stop()
+	ctx, cancel := t.waitContext()
+	defer cancel()
 	t.waits.Add(1)
 	for {
-		v, done, err := t.tryIncr([]byte(key), n)
-		if errors.Is(err, ErrBirthPending) {
-			return v, t.AwaitBirths()
+		v, p, on, err := t.tryIncr([]byte(key), n)
+		if err == nil {
+			if err := t.await(ctx, p); err != nil {
+				return 0, err
+			}
+			return v, nil
 		}
 		if !errors.Is(err, ErrWouldWait) {
 			return v, err
 		}
-		select {
-		case <-done:
-		case <-deadline.C:
-			return 0, fmt.Errorf("%w: the store did not answer within %v", ErrNotReserved, t.opts.Wait)
-		case <-t.stop:
-			return 0, ErrStopped
-		}
-		if err := t.failure(key); err != nil {
+		if err := t.waitForStore(ctx, on.e, on.w, takes); err != nil {
 			return 0, err
 		}
 	}
@@ -721,13 +687,15 @@ type Want struct {
 // TryIncrAll hands out the values of every w in ws in one step (no other
 // request's values of their keys come between), each key at most once in
 // ws; or none of them, with ErrWouldWait (asking for the segments that
-// lack them) or the first error of a key.
+// lack them, and the writes that make the keys whose existence is not
+// durable: their values are not handed out before) or the first error of
+// a key. Its reply may go at once.
 func (t *Table) TryIncrAll(ws []Want) error {
 	_, err := t.tryIncrAll(ws)
 	return err
 }
 
-func (t *Table) tryIncrAll(ws []Want) ([]<-chan struct{}, error) {
+func (t *Table) tryIncrAll(ws []Want) ([]waitOn, error) {
 	if t.stopped.Load() {
 		return nil, ErrStopped
 	}
@@ -744,7 +712,7 @@ func (t *Table) tryIncrAll(ws []Want) ([]<-chan struct{}, error) {
 		}
 	}
 	es := make([]*entry, len(ws))
-	var waits []<-chan struct{}
+	var waits []waitOn
 	for i, w := range ws {
 		e := find(&t.shards[shardIndex(hs[i])].index, hs[i], w.Key)
 		if e == nil {
@@ -757,79 +725,48 @@ func (t *Table) tryIncrAll(ws []Want) ([]<-chan struct{}, error) {
 			return nil, ErrOverflow
 		}
 		es[i] = e
-		if !e.available(w.N) {
-			if e.end() == math.MaxInt64 {
+		if avail := e.available(w.N); !avail || !e.mayReply() {
+			if !avail && e.end() == math.MaxInt64 {
 				return nil, ErrOverflow
 			}
-			e.demand(w.N)
+			e.demand(w.N) // its take records it as born
 			if !e.taking {
 				t.ask(e)
 			}
 			t.hurry()
-			waits = append(waits, e.waiting())
+			waits = append(waits, waitOn{e, e.waiting()})
 		}
 	}
 	if len(waits) > 0 {
 		return waits, ErrWouldWait
 	}
-	var err error
 	for i, e := range es {
 		e.issued += ws[i].N
 		t.shardOfEntry(e).issued += uint64(ws[i].N)
 		ws[i].Last = e.issued
-		t.bear(e)
-		if !e.taking && (e.low() || !e.has(durable)) {
+		if !e.taking && e.low() {
 			t.ask(e)
 		}
-		if !e.has(durable) {
-			err = ErrBirthPending
-		}
 	}
-	return nil, err
+	return nil, nil
 }
 
 // IncrAll is TryIncrAll that waits, as Incr does.
 func (t *Table) IncrAll(ws []Want) error {
-	deadline := time.NewTimer(t.opts.Wait)
-	defer deadline.Stop()
+	ctx, cancel := t.waitContext()
+	defer cancel()
 	t.waits.Add(1)
 	for {
 		waits, err := t.tryIncrAll(ws)
-		if errors.Is(err, ErrBirthPending) {
-			return t.AwaitBirths()
-		}
 		if !errors.Is(err, ErrWouldWait) {
 			return err
 		}
-		for _, done := range waits {
-			select {
-			case <-done:
-			case <-deadline.C:
-				return fmt.Errorf("%w: the store did not answer within %v", ErrNotReserved, t.opts.Wait)
-			case <-t.stop:
-				return ErrStopped
-			}
-		}
-		for _, w := range ws {
-			if err := t.failure(w.Key); err != nil {
+		for _, on := range waits {
+			if err := t.waitForStore(ctx, on.e, on.w, takes); err != nil {
 				return err
 			}
 		}
 	}
-}
-
-// failure is why the last take of key failed, if it did.
-func (t *Table) failure(key string) error {
-	sh, h := t.shardOf(key)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if e := find(&sh.index, h, key); e != nil && e.wait != nil && e.wait.err != nil {
-		if lost := (*LostError)(nil); errors.As(e.wait.err, &lost) {
-			return lost // not the store failing: nothing to retry
-		}
-		return fmt.Errorf("%w: the last write failed: %w", ErrNotReserved, e.wait.err)
-	}
-	return nil
 }
 
 // Get returns key's value: the last handed out (after a restart, its
@@ -838,7 +775,7 @@ func (t *Table) Get(key string) (int64, bool) {
 	sh, h := t.shardOf(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if e := find(&sh.index, h, key); e != nil && e.born {
+	if e := find(&sh.index, h, key); e != nil && e.mayReply() {
 		return e.issued, true
 	}
 	return 0, false
@@ -857,8 +794,8 @@ func (t *Table) Reserved(key string) (int64, bool) {
 	return 0, false
 }
 
-// Len is the number of keys.
-func (t *Table) Len() int { return int(t.born.Load()) }
+// Len is the number of keys: those whose existence is durable.
+func (t *Table) Len() int { return int(t.keys.Load()) }
 
 // entries is the number of keys made, born or not: what they cost in
 // memory, bounded by MaxKeys.
@@ -870,7 +807,8 @@ func (t *Table) entries() int {
 
 // Keys returns up to count keys from cursor on, in a stable order (keys
 // are never deleted, and new ones come last), and the cursor to go on
-// from: 0 after the last. It examines count keys, returning those born.
+// from: 0 after the last. It examines count keys, returning those that
+// exist (durable).
 func (t *Table) Keys(cursor uint64, count int, keys []string) ([]string, uint64) {
 	t.orderMu.RLock()
 	if cursor >= uint64(len(t.order)) {
@@ -886,7 +824,7 @@ func (t *Table) Keys(cursor uint64, count int, keys []string) ([]string, uint64)
 	for _, e := range examined {
 		sh := t.shardOfEntry(e)
 		sh.mu.Lock()
-		if e.born {
+		if e.mayReply() {
 			keys = append(keys, e.key)
 		}
 		sh.mu.Unlock()
@@ -908,7 +846,7 @@ func (t *Table) Stop(ctx context.Context) error {
 	var marks []Mark
 	t.each(func(e *entry) {
 		if e.limit > e.issued || e.next.first != 0 {
-			marks = append(marks, Mark{Key: e.key, Value: e.issued, Reserved: e.end(), Born: e.born})
+			marks = append(marks, Mark{Key: e.key, Value: e.issued, Reserved: e.end(), Born: e.mayReply()})
 		}
 	})
 	if len(marks) == 0 {

@@ -129,6 +129,20 @@ func newTable(t *testing.T, b Backend, opts Options, known []Mark) *Table {
 	return tb
 }
 
+// tryIncr is TryIncr for a test of keys whose existence is durable: their
+// replies may go at once.
+func tryIncr(tb *Table, key []byte, n int64) (int64, error) {
+	v, _, err := tb.TryIncr(key, n)
+	return v, err
+}
+
+// awaitOne is Await of one reply.
+func awaitOne(tb *Table, p Pending) error {
+	errs := make([]error, 1)
+	tb.Await([]Pending{p}, errs)
+	return errs[0]
+}
+
 func incr(t *testing.T, tb *Table, key string, n int64) int64 {
 	t.Helper()
 	v, err := tb.Incr(key, n)
@@ -402,8 +416,9 @@ func waitIdle(t *testing.T, tb *Table, keys ...string) {
 }
 
 // TestFailingBackend: while writes fail, a key past its segment gets
-// ErrNotReserved naming the cause; values in hand go on; once writes
-// succeed, INCR goes on above everything before.
+// ErrNotReserved naming the cause, and so does a new key, at once; values
+// in hand go on; once writes succeed (the writer tries again after its
+// back-off), INCR goes on above everything before.
 func TestFailingBackend(t *testing.T) {
 	b := newMem()
 	tb := newTable(t, b, Options{SegmentTime: time.Hour}, nil)
@@ -432,7 +447,13 @@ func TestFailingBackend(t *testing.T) {
 	b.mu.Lock()
 	b.fail = nil
 	b.mu.Unlock()
-	if v := incr(t, tb, "k", 1); v != last+1 {
+	var v int64
+	await.True(t, time.Minute, "INCR works again once writes succeed", func() bool {
+		var err error
+		v, err = tb.Incr("k", 1)
+		return err == nil
+	})
+	if v != last+1 {
 		t.Fatalf("after recovery: %d, want %d", v, last+1)
 	}
 }
@@ -443,7 +464,7 @@ func TestTryIncrDoesNotWait(t *testing.T) {
 	b := newMem()
 	b.slow = make(chan struct{})
 	tb := newTable(t, b, Options{}, nil)
-	if _, err := tb.TryIncr([]byte("k"), 1); !errors.Is(err, ErrWouldWait) {
+	if _, err := tryIncr(tb, []byte("k"), 1); !errors.Is(err, ErrWouldWait) {
 		t.Fatalf("TryIncr of a new key: %v", err)
 	}
 	got := make(chan int64)
@@ -510,7 +531,7 @@ func BenchmarkTryIncr(b *testing.B) {
 	b.Run("hot", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := tb.TryIncr(hot, 1); err != nil && !errors.Is(err, ErrWouldWait) {
+			if _, _, err := tb.TryIncr(hot, 1); err != nil && !errors.Is(err, ErrWouldWait) {
 				b.Fatal(err)
 			}
 		}
@@ -524,7 +545,7 @@ func BenchmarkTryIncr(b *testing.B) {
 		b.ReportAllocs()
 		i := 0
 		for b.Loop() {
-			if _, err := tb.TryIncr(keys[i%len(keys)], 1); err != nil && !errors.Is(err, ErrWouldWait) {
+			if _, _, err := tb.TryIncr(keys[i%len(keys)], 1); err != nil && !errors.Is(err, ErrWouldWait) {
 				b.Fatal(err)
 			}
 			i++
@@ -542,7 +563,7 @@ func BenchmarkTryIncr(b *testing.B) {
 		b.ReportAllocs()
 		i := 0
 		for b.Loop() {
-			if _, err := tb.TryIncr(many[order[i%len(order)]%len(many)], 1); err != nil && !errors.Is(err, ErrWouldWait) {
+			if _, _, err := tb.TryIncr(many[order[i%len(order)]%len(many)], 1); err != nil && !errors.Is(err, ErrWouldWait) {
 				b.Fatal(err)
 			}
 			i++
@@ -551,10 +572,9 @@ func BenchmarkTryIncr(b *testing.B) {
 }
 
 // TestPrepareIsInvisible: a key made only to prepare its segment (a
-// pipelined INCR not run yet) does not exist for GET, DBSIZE or SCAN
-// until a value of it is handed out; its first INCR still returns 1, and
-// says that its reply must wait for the key's existence to be durable
-// (ErrBirthPending), which AwaitBirths then is.
+// pipelined INCR not run yet) does not exist for GET, DBSIZE or SCAN; its
+// first INCR returns 1 at once with a reply that may go only once the
+// key's existence is durable (a Pending), and it exists from then on.
 func TestPrepareIsInvisible(t *testing.T) {
 	b := newMem()
 	tb := newTable(t, b, Options{}, nil)
@@ -569,16 +589,17 @@ func TestPrepareIsInvisible(t *testing.T) {
 	if b.born("p") {
 		t.Fatal("the backend holds a prepared key as born")
 	}
-	if v, err := tb.TryIncr([]byte("p"), 1); !errors.Is(err, ErrBirthPending) || v != 1 {
-		t.Fatalf("INCR of a prepared key: %d, %v (want 1 without waiting, and ErrBirthPending)", v, err)
+	v, p, err := tb.TryIncr([]byte("p"), 1)
+	if err != nil || v != 1 || p.Ready() {
+		t.Fatalf("INCR of a prepared key: %d, %v, ready %v (want 1 without waiting, its reply pending)", v, err, p.Ready())
+	}
+	if err := awaitOne(tb, p); err != nil || !b.born("p") {
+		t.Fatalf("Await: %v; the backend holds it as born: %v", err, b.born("p"))
 	}
 	if v, ok := tb.Get("p"); !ok || v != 1 || tb.Len() != 1 {
 		t.Fatalf("after INCR: %d %v, %d keys", v, ok, tb.Len())
 	}
-	if err := tb.AwaitBirths(); err != nil || !b.born("p") {
-		t.Fatalf("AwaitBirths: %v; the backend holds it as born: %v", err, b.born("p"))
-	}
-	if v, err := tb.TryIncr([]byte("p"), 1); err != nil || v != 2 {
+	if v, err := tryIncr(tb, []byte("p"), 1); err != nil || v != 2 {
 		t.Fatalf("the second INCR: %d, %v", v, err)
 	}
 }
@@ -649,7 +670,7 @@ func TestBurstsWrittenOnce(t *testing.T) {
 	writes := func() int { b.mu.Lock(); defer b.mu.Unlock(); return b.writes }
 	waits := 0
 	one := func() {
-		if _, err := tb.TryIncr([]byte("bursty"), 1); errors.Is(err, ErrWouldWait) {
+		if _, err := tryIncr(tb, []byte("bursty"), 1); errors.Is(err, ErrWouldWait) {
 			waits++
 			incr(t, tb, "bursty", 1)
 		} else if err != nil {
@@ -898,7 +919,7 @@ func TestOverflowAtOnce(t *testing.T) {
 	writes := b.writes
 	b.mu.Unlock()
 	for _, n := range []int64{1, 5} {
-		if _, err := tb.TryIncr([]byte("k"), n); !errors.Is(err, ErrOverflow) {
+		if _, err := tryIncr(tb, []byte("k"), n); !errors.Is(err, ErrOverflow) {
 			t.Fatalf("TryIncr %d past the largest integer: %v", n, err)
 		}
 		if _, err := tb.Incr("k", n); !errors.Is(err, ErrOverflow) {
@@ -927,10 +948,10 @@ func TestDropLetsValuesGo(t *testing.T) {
 		}
 	}
 	tb.Drop(func(key string) bool { return key == "a" })
-	if _, err := tb.TryIncr([]byte("a"), 1); !errors.Is(err, ErrWouldWait) {
+	if _, err := tryIncr(tb, []byte("a"), 1); !errors.Is(err, ErrWouldWait) {
 		t.Fatalf("a dropped key's next value: %v; want it to wait for a take", err)
 	}
-	if v, err := tb.TryIncr([]byte("b"), 1); err != nil || v != 2 {
+	if v, err := tryIncr(tb, []byte("b"), 1); err != nil || v != 2 {
 		t.Fatalf("a key not dropped: %d, %v; want 2 at once", v, err)
 	}
 	m.mu.Lock()

@@ -3,11 +3,8 @@ package sequence
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -39,83 +36,6 @@ func (t *Table) ask(e *entry) {
 	select {
 	case t.wake <- struct{}{}:
 	default:
-	}
-}
-
-// births is how a reply waits for the keys born before it to be durable
-// (ErrBirthPending). Such a key is always taking (tryIncr asks for it),
-// and its take records it as born, or, if the record was made before the
-// birth, asks again as it ends (take): so every key born before a write
-// begins is durable once that write succeeds. Writes are one at a time.
-type births struct {
-	unborn atomic.Int64 // keys born whose existence is not durable
-
-	mu      sync.Mutex
-	begun   uint64        // writes begun
-	done    uint64        // the last write begun that succeeded
-	written chan struct{} // closed, and replaced, when a write ends
-}
-
-// begin counts a write as begun, before its records are made.
-func (b *births) begin() uint64 {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.begun++
-	return b.begun
-}
-
-// end records that write id ended, and whether it succeeded.
-func (b *births) end(id uint64, ok bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if ok {
-		b.done = max(b.done, id)
-	}
-	if b.written != nil {
-		close(b.written)
-		b.written = nil
-	}
-}
-
-// since reports whether a write begun after write id succeeded, and if
-// not, a channel closed when a write ends.
-func (b *births) since(id uint64) (bool, <-chan struct{}) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.done > id {
-		return true, nil
-	}
-	if b.written == nil {
-		b.written = make(chan struct{})
-	}
-	return false, b.written
-}
-
-// AwaitBirths waits, up to Options.Wait, until every key born before the
-// call is durable: a restart brings it back. A reply that gives a client
-// a value of a key TryIncr said ErrBirthPending of waits for it.
-func (t *Table) AwaitBirths() error {
-	t.births.mu.Lock()
-	after := t.births.begun
-	t.births.mu.Unlock()
-	deadline := time.NewTimer(t.opts.Wait)
-	defer deadline.Stop()
-	for {
-		if t.births.unborn.Load() == 0 {
-			return nil
-		}
-		ok, written := t.births.since(after)
-		if ok {
-			return nil
-		}
-		t.hurry()
-		select {
-		case <-written:
-		case <-deadline.C:
-			return fmt.Errorf("%w: the store did not record new keys within %v", ErrNotReserved, t.opts.Wait)
-		case <-t.stop:
-			return ErrStopped
-		}
 	}
 }
 
@@ -233,7 +153,6 @@ func (w *writer) gather(t *Table) bool {
 // take takes a segment for each entry of batch, and hands them over; it
 // reports whether any failed.
 func (t *Table) take(batch []*entry, w *writer) (failed bool) {
-	id := t.births.begin()
 	now := t.opts.now().UnixNano()
 	ts := slices.Grow(w.ts[:0], len(batch))
 	kept := batch[:0]
@@ -249,7 +168,7 @@ func (t *Table) take(batch []*entry, w *writer) (failed bool) {
 		n := min(max(size-e.left(), e.want, 1), math.MaxInt64-e.end())
 		if n == 0 {
 			e.bits &^= demanded
-			e.took(nil)
+			t.took(e, nil)
 			sh.mu.Unlock()
 			continue
 		}
@@ -261,31 +180,57 @@ func (t *Table) take(batch []*entry, w *writer) (failed bool) {
 	}
 	w.ts, batch = ts, kept
 	if len(batch) == 0 {
-		t.births.end(id, true)
 		return false
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), t.opts.Wait)
-	t.backend.Take(ctx, ts)
-	cancel()
-	t.takes.Add(1)
+	t.write(func(ctx context.Context) { t.backend.Take(ctx, ts) })
+	var storeErr error
+	written := 0
 	for i, e := range batch {
 		sh := t.shardOfEntry(e)
 		sh.mu.Lock()
 		err := t.granted(e, &ts[i])
-		failed = failed || err != nil && !errors.As(err, new(*LostError)) && !errors.Is(err, ErrNotServed) // no store failing: no back-off
-		e.took(err)
-		if e.born && !e.has(durable) && err == nil {
+		switch {
+		case err == nil:
+			written++
+		case !errors.As(err, new(*LostError)) && !errors.Is(err, ErrNotServed): // else no store failing: no back-off
+			storeErr = err
+		}
+		t.took(e, err)
+		if e.born && !e.mayReply() && err == nil {
 			t.ask(e) // born after its record was made: the next write records it
 		}
 		sh.mu.Unlock()
 	}
-	t.births.end(id, !failed)
-	if failed {
+	t.wrote(written, storeErr)
+	if storeErr != nil {
 		t.failed(ts)
 	} else {
 		t.lastTake.Store(t.opts.now().UnixMilli())
 	}
-	return failed
+	return storeErr != nil
+}
+
+// write runs one write of the backend, bounded by Options.Wait, and
+// records while it runs that it does: a request does not wait behind a
+// write that has run past Options.Wait (down).
+func (t *Table) write(f func(ctx context.Context)) {
+	ctx, cancel := context.WithTimeout(context.Background(), t.opts.Wait)
+	defer cancel()
+	t.writing.Store(t.opts.now().UnixNano())
+	defer t.writing.Store(0)
+	f(ctx)
+	t.takes.Add(1)
+}
+
+// wrote records how the last write ended: it stored written keys, and
+// err is the store's failure of the others. The store fails while its
+// writes store nothing: requests do not wait for takes then (down).
+func (t *Table) wrote(written int, err error) {
+	if written > 0 || err == nil {
+		t.failing.Store(nil)
+		return
+	}
+	t.failing.Store(&err)
 }
 
 // granted hands e what tk took, and returns tk's error; a key that was
@@ -304,7 +249,7 @@ func (t *Table) granted(e *entry, tk *Take) error {
 		return tk.Err
 	}
 	e.grant(tk.First, tk.Last)
-	e.bits = e.bits&^absent | stored
+	e.bits &^= absent
 	if tk.Born {
 		t.settle(e)
 	}
@@ -348,16 +293,17 @@ func (t *Table) foldFailed(err error) {
 	}
 }
 
-// marks is the mark of every key the backend may hold as born: above
-// every value reserved for it, and every value a Set stored or is
-// storing (a Set records its value in the entry, and marks it demanded,
-// before it writes it). Value is the last value handed out.
+// marks is the mark of every key the backend holds as born: above every
+// value reserved for it, and every value a Set stored or may have (a Set
+// records its value in the entry before it writes it; a failed write may
+// have landed). Value is the last value handed out. A key whose
+// existence is not durable is left out: no value of it was sent
+// (reply.go), and the writes that record it come after the fold's
+// snapshot, which carries them.
 func (t *Table) marks() []Mark {
 	marks := make([]Mark, 0, t.entries())
 	t.each(func(e *entry) {
-		// A key only prepared (not born, nor recorded as born, nor being
-		// SET) is forgotten: no value of it was handed out.
-		if e.has(stored) && (e.born || e.has(durable|demanded)) {
+		if e.mayReply() {
 			marks = append(marks, Mark{Key: e.key, Value: e.issued, Reserved: max(e.end(), e.setTo, e.issued), Born: true})
 		}
 	})

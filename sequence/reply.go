@@ -1,0 +1,201 @@
+package sequence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// When a reply may go. A value leaves the server only once what makes it
+// unique is durable: a reservation above it, and the key's existence, so
+// that a restart brings the key back at or above the value. The first
+// holds by construction: a segment is granted only once its Take
+// returned. The second does not for the first values of a key prepared
+// for a pipeline (Prepare): its take recorded the key as not existing,
+// so that a key whose INCR never runs is forgotten. Such values are
+// handed out with a Pending, and their reply goes only once Await says
+// so: the key's existence is durable (mayReply, the one test of it). If
+// its write fails, or the store is down, the values are skipped, never
+// sent: the reply is an error, the key is not born (a restart may forget
+// it, as no value of it was sent), and nothing counts it (Len, Keys and
+// Get see durable keys only). A SET's reply is a Pending too, on its
+// write. A transaction (IncrAll) hands out no value of a key whose
+// existence is not durable: it waits for it first.
+//
+// Every wait is bounded. A request that must wait for a write (values
+// past a segment, a key's existence, a SET behind a take) waits in
+// waitForStore, the one place that does: at most Options.Wait, and not at all while the
+// store is down (the last write failed, and the writer backs off before
+// it tries again; or a write has run past Options.Wait and may never
+// return). So a pipeline of such requests gets its error replies at once,
+// not one Options.Wait each, and a client gets a reply within
+// Options.Wait of its request, whatever the store does.
+
+// Pending is a reply that may go only once Await says so: of values of a
+// key whose existence is not durable yet, or of a SET being written. The
+// zero Pending may go at once.
+type Pending struct {
+	e     *entry    // the key
+	round *setRound // a SET's write; nil: e's existence
+	i     int       // the SET's place in round
+}
+
+// Ready reports whether p's reply may go at once, without Await.
+func (p Pending) Ready() bool { return p.e == nil }
+
+// mayReply reports whether a reply of e's values may go: its existence is
+// durable. (Each value lies below a durable reservation: segments are
+// granted once taken.) e's shard is locked.
+func (e *entry) mayReply() bool { return e.has(durable) }
+
+// Await waits until the reply of each of ps may go, at most Options.Wait
+// for all of them, and sets errs[i] to why that of ps[i] may not: nil if
+// it may. errs is as long as ps.
+func (t *Table) Await(ps []Pending, errs []error) {
+	ctx, cancel := t.waitContext()
+	defer cancel()
+	for i, p := range ps {
+		errs[i] = t.await(ctx, p)
+	}
+}
+
+// waitContext bounds a request's waits: Options.Wait from now.
+func (t *Table) waitContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), t.opts.Wait)
+}
+
+// await waits, until ctx ends, until p's reply may go.
+func (t *Table) await(ctx context.Context, p Pending) error {
+	switch {
+	case p.e == nil:
+		return nil
+	case p.round != nil:
+		return t.awaitSet(ctx, p)
+	}
+	e := p.e
+	sh := t.shardOfEntry(e)
+	for {
+		sh.mu.Lock()
+		if e.mayReply() {
+			sh.mu.Unlock()
+			return nil
+		}
+		if !e.born {
+			// A request for e gave up, or a write failed, after these
+			// values were handed out: they are skipped.
+			sh.mu.Unlock()
+			return fmt.Errorf("%w: the key's first write failed or was given up", ErrNotReserved)
+		}
+		if !e.taking {
+			t.ask(e)
+		}
+		t.hurry()
+		w := e.waiting()
+		sh.mu.Unlock()
+		if err := t.waitForStore(ctx, e, w, takes); err != nil {
+			return err
+		}
+	}
+}
+
+// wait is what few entries need at a time: a request's wait for the end
+// of its key's take (or SET) under way.
+type wait struct {
+	done chan struct{} // closed when it ends
+	err  error         // why it failed, once done
+}
+
+// waiting returns the wait for the end of e's take or SET under way (or
+// asked for). e's shard is locked.
+func (e *entry) waiting() *wait {
+	if e.wait == nil {
+		e.wait = &wait{done: make(chan struct{})}
+	}
+	return e.wait
+}
+
+// ended ends the waits for e's take or SET under way: they see err. e's
+// shard is locked.
+func (e *entry) ended(err error) {
+	if e.wait != nil {
+		e.wait.err = err
+		close(e.wait.done)
+		e.wait = nil
+	}
+}
+
+// waitKind is what a request waits for: a take, or a SET's write.
+type waitKind int
+
+const (
+	takes waitKind = iota
+	sets
+)
+
+// waitForStore waits until w, the wait for e's take or SET under way,
+// ends, or ctx does: the one place a request waits for the store. A request gives
+// up at once, without waiting, when the store is down (down): for a SET,
+// only when a write has stalled, as the writer writes SETs at once even
+// while its takes back off. A request that gives up ends the wait of
+// every request for e (giveUp).
+func (t *Table) waitForStore(ctx context.Context, e *entry, w *wait, k waitKind) error {
+	if err := t.down(k); err != nil {
+		return t.giveUp(e, w, err)
+	}
+	select {
+	case <-w.done:
+		if w.err == nil {
+			return nil
+		}
+		if errors.As(w.err, new(*LostError)) || errors.Is(w.err, ErrNotReserved) || errors.Is(w.err, ErrOverflow) || errors.Is(w.err, ErrNotServed) {
+			return w.err // not the store failing: nothing to retry (or already said)
+		}
+		return fmt.Errorf("%w: the last write failed: %w", ErrNotReserved, w.err)
+	case <-ctx.Done():
+		return t.giveUp(e, w, fmt.Errorf("%w: the store did not answer within %v", ErrNotReserved, t.opts.Wait))
+	case <-t.stop:
+		return ErrStopped
+	}
+}
+
+// giveUp ends w with err, if it is still e's wait, so that every request
+// waiting with it gets err; and, unless e's existence is durable, makes
+// e not born: no value of it was sent (mayReply), and its next take
+// records it as existing only if a request waits for it again. It
+// returns err.
+func (t *Table) giveUp(e *entry, w *wait, err error) error {
+	sh := t.shardOfEntry(e)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if e.wait == w {
+		e.ended(err)
+	}
+	t.unborn(e)
+	return err
+}
+
+// unborn makes e not born, and not demanded, unless its existence is
+// durable. e's shard is locked.
+func (t *Table) unborn(e *entry) {
+	if !e.mayReply() {
+		e.born = false
+		e.bits &^= demanded
+	}
+}
+
+// down is why a request should not wait for the store: the last write
+// failed (for takes; the writer backs off before it tries again), or the
+// write under way has run past Options.Wait (it may never return). nil
+// if neither.
+func (t *Table) down(k waitKind) error {
+	if p := t.failing.Load(); p != nil && k == takes {
+		return fmt.Errorf("%w: the last write failed: %w", ErrNotReserved, *p)
+	}
+	if began := t.writing.Load(); began != 0 {
+		if d := time.Duration(t.opts.now().UnixNano() - began); d > t.opts.Wait {
+			return fmt.Errorf("%w: a write has not returned for %v", ErrNotReserved, d.Round(time.Millisecond))
+		}
+	}
+	return nil
+}
