@@ -415,3 +415,42 @@ func TestPipelinedSetFails(t *testing.T) {
 		}
 	}
 }
+
+// failingBirths is a File whose takes that record a key beginning with
+// "bad" as existing fail (a full disk, for the write of its birth); the
+// others are written.
+type failingBirths struct{ *sequence.File }
+
+func (f failingBirths) Take(ctx context.Context, ts []sequence.Take) {
+	for i := range ts {
+		if ts[i].Born && strings.HasPrefix(ts[i].Key, "bad") {
+			ts[i].Err = errors.New("no space left on device")
+		}
+	}
+	f.File.Take(ctx, ts)
+}
+
+// TestPipelinedBirthFails: the first value of a key prepared for a
+// pipeline is replied only once the write that records the key ended: if
+// it failed, the reply is -BUSY in its place among the pipeline's (the
+// value is skipped, never sent), the key does not exist, and the keys
+// written with it reply their values.
+func TestPipelinedBirthFails(t *testing.T) {
+	f, marks, _, err := sequence.OpenFile(filepath.Join(t.TempDir(), "idserver.seq"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq := sequence.New(sequence.Options{}, failingBirths{f}, marks)
+	t.Cleanup(func() { seq.Stop(context.Background()); f.Close() })
+	_, addr := startServer(t, idgen.Settings{}, Options{Sequences: seq})
+	c := dialRaw(t, addr)
+	// The first waits for its write, and prepares the others meanwhile.
+	c.send(encode("INCR", "first") + encode("INCR", "bad1") + encode("INCR", "good2") + encode("PING") +
+		encode("INCRBY", "bad3", "2") + encode("GET", "bad1") + encode("GET", "good2") + encode("EXISTS", "bad3") + encode("DBSIZE"))
+	busy := "BUSY sequence values ahead are not yet reserved durably: the last write failed: no space left on device; retry shortly"
+	for i, w := range []any{int64(1), respError(busy), int64(1), "PONG", respError(busy), nil, "1", int64(0), int64(2)} {
+		if got := c.reply(); got != w {
+			t.Fatalf("reply %d: %#v, want %#v", i, got, w)
+		}
+	}
+}
