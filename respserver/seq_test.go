@@ -379,6 +379,19 @@ func TestPipelinedSetsShareWrites(t *testing.T) {
 // anID is GETID's reply, any integer, among those a test wants.
 type anID struct{}
 
+// overFile starts a server whose sequences are kept by wrap of a File
+// of t's, and returns its address.
+func overFile(t *testing.T, wrap func(f *sequence.File) sequence.Backend) string {
+	f, marks, _, err := sequence.OpenFile(filepath.Join(t.TempDir(), "idserver.seq"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq := sequence.New(sequence.Options{}, wrap(f), marks)
+	t.Cleanup(func() { seq.Stop(context.Background()); f.Close() })
+	_, addr := startServer(t, idgen.Settings{}, Options{Sequences: seq})
+	return addr
+}
+
 // failingSets is a File whose writes of SETs of keys that begin with
 // "bad" fail; the others are written.
 type failingSets struct{ *sequence.File }
@@ -397,14 +410,7 @@ func (f failingSets) Set(ctx context.Context, ss []sequence.Setting) {
 // others', as if it succeeded, and put right once the write ended); the
 // SETs written with it reply OK.
 func TestPipelinedSetFails(t *testing.T) {
-	f, marks, _, err := sequence.OpenFile(filepath.Join(t.TempDir(), "idserver.seq"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	seq := sequence.New(sequence.Options{}, failingSets{f}, marks)
-	t.Cleanup(func() { seq.Stop(context.Background()); f.Close() })
-	_, addr := startServer(t, idgen.Settings{}, Options{Sequences: seq})
-	c := dialRaw(t, addr)
+	c := dialRaw(t, overFile(t, func(f *sequence.File) sequence.Backend { return failingSets{f} }))
 	c.send(encode("SET", "a", "10") + encode("SET", "bad1", "10") + encode("PING") +
 		encode("SETNX", "bad2", "3") + encode("SET", "b", "20", "NX") + encode("SET", "bad3", "1", "XX") +
 		encode("GET", "a") + encode("GET", "bad1") + encode("INCR", "b"))
@@ -436,14 +442,7 @@ func (f failingBirths) Take(ctx context.Context, ts []sequence.Take) {
 // value is skipped, never sent), the key does not exist, and the keys
 // written with it reply their values.
 func TestPipelinedBirthFails(t *testing.T) {
-	f, marks, _, err := sequence.OpenFile(filepath.Join(t.TempDir(), "idserver.seq"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	seq := sequence.New(sequence.Options{}, failingBirths{f}, marks)
-	t.Cleanup(func() { seq.Stop(context.Background()); f.Close() })
-	_, addr := startServer(t, idgen.Settings{}, Options{Sequences: seq})
-	c := dialRaw(t, addr)
+	c := dialRaw(t, overFile(t, func(f *sequence.File) sequence.Backend { return failingBirths{f} }))
 	// The first waits for its write, and prepares the others meanwhile.
 	c.send(encode("INCR", "first") + encode("INCR", "bad1") + encode("INCR", "good2") + encode("PING") +
 		encode("INCRBY", "bad3", "2") + encode("GET", "bad1") + encode("GET", "good2") + encode("EXISTS", "bad3") + encode("DBSIZE"))
