@@ -517,6 +517,17 @@ func (t *Table) tryIncr(key []byte, n int64) (int64, Pending, waitOn, error) {
 	if e.end() == math.MaxInt64 { // no take could add them: see low
 		return 0, Pending{}, waitOn{}, ErrOverflow
 	}
+	if err := t.down(takes); err != nil {
+		// No wait while the store is down (reply.go): the error at once,
+		// on the caller's goroutine. The key is asked for all the same,
+		// not demanded: the writer tries again with it once it has
+		// backed off.
+		if !e.taking {
+			t.ask(e)
+		}
+		t.hurry()
+		return 0, Pending{}, waitOn{}, err
+	}
 	e.demand(n)
 	if !e.taking {
 		t.ask(e)
