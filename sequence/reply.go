@@ -25,13 +25,14 @@ import (
 //
 // Every wait is bounded. A request that must wait for a write (values
 // past a segment, a key's existence, a SET behind a take) waits in
-// waitForStore, the one place that does: at most Options.Wait, and not at all while the
-// store is down (the last write failed, and the writer backs off before
-// it tries again; or a write has run past Options.Wait and may never
-// return); TryIncr, which never waits, then returns the error at once
-// rather than ErrWouldWait. So a pipeline of such requests gets its error
-// replies at once, not one Options.Wait each, and a client gets a reply
-// within Options.Wait of its request, whatever the store does.
+// waitForStore, the one place that does: at most Options.Wait, and not
+// at all while the store is down (down: the last write stored nothing,
+// and the writer backs off before it tries again; or a write has run
+// past Options.Wait and may never return); TryIncr, which never waits,
+// then returns the error at once rather than ErrWouldWait. So a pipeline
+// of such requests gets its error replies at once, not one Options.Wait
+// each, and a client gets a reply within Options.Wait of its request,
+// whatever the store does.
 
 // Pending is a reply that may go only once Await says so: of values of a
 // key whose existence is not durable yet, or of a SET being written. The
