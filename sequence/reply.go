@@ -136,18 +136,20 @@ const (
 )
 
 // waitForStore waits until w, the wait for e's take or SET under way,
-// ends, or ctx does: the one place a request waits for the store. A request gives
-// up at once, without waiting, when the store is down (down): for a SET,
-// only when a write has stalled, as the writer writes SETs at once even
-// while its takes back off. A request that gives up ends the wait of
-// every request for e (giveUp).
+// ends, or ctx does: the one place a request waits for the store. It
+// returns why the take failed; nil for a SET, which waits only for the
+// take to end (a take that fails as the key's mark was lost is what the
+// SET puts right). A request gives up at once, without waiting, when the
+// store is down (down): for a SET, only when a write has stalled, as the
+// writer writes SETs at once even while its takes back off. A request
+// that gives up ends the wait of every request for e (giveUp).
 func (t *Table) waitForStore(ctx context.Context, e *entry, w *wait, k waitKind) error {
 	if err := t.down(k); err != nil {
 		return t.giveUp(e, w, err)
 	}
 	select {
 	case <-w.done:
-		if w.err == nil {
+		if w.err == nil || k == sets {
 			return nil
 		}
 		if errors.As(w.err, new(*LostError)) || errors.Is(w.err, ErrNotReserved) || errors.Is(w.err, ErrOverflow) || errors.Is(w.err, ErrNotServed) {

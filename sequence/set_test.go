@@ -8,8 +8,11 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/idserver/idserver/internal/await"
 	"github.com/idserver/idserver/internal/testseed"
 )
 
@@ -325,4 +328,73 @@ func (f *freezable) Set(ctx context.Context, ss []Setting) {
 		return
 	}
 	f.File.Set(ctx, ss)
+}
+
+// lostBackend is a memBackend whose takes of the key "lost" fail with a
+// LostError until it is SET, as etcd's flagged marks do in cluster mode.
+type lostBackend struct {
+	*memBackend
+	cleared atomic.Bool
+}
+
+func (b *lostBackend) Take(ctx context.Context, ts []Take) {
+	b.memBackend.Take(ctx, ts)
+	for i := range ts {
+		if ts[i].Key == "lost" && !b.cleared.Load() {
+			ts[i].Err = &LostError{Key: "lost", Mark: 10, Cause: "flagged"}
+		}
+	}
+}
+
+func (b *lostBackend) Set(ctx context.Context, ss []Setting) {
+	b.memBackend.Set(ctx, ss)
+	b.cleared.Store(true)
+}
+
+// TestSetBehindLostTake: a SET of a key whose take is under way waits for
+// the take to end, and is then written, however the take ended: a take
+// refused as the key's mark was lost is what the operator's SET puts
+// right (in cluster mode, SET at or above the largest value).
+func TestSetBehindLostTake(t *testing.T) {
+	b := &lostBackend{memBackend: newMem()}
+	gate := make(chan struct{})
+	b.slow = gate
+	tb := newTable(t, b, Options{}, nil)
+	incrErr := make(chan error, 1)
+	go func() { _, err := tb.Incr("lost", 1); incrErr <- err }()
+	waitTaking(t, tb, "lost")
+	_, on, err := tb.trySet([]byte("lost"), 100, Always)
+	if !errors.Is(err, ErrWouldWait) {
+		t.Fatalf("SET while the key's take is under way: %v, want ErrWouldWait", err)
+	}
+	b.mu.Lock()
+	b.slow = nil
+	b.mu.Unlock()
+	close(gate)
+	if err := <-incrErr; !errors.As(err, new(*LostError)) {
+		t.Fatalf("INCR of a key whose mark was lost: %v", err)
+	}
+	ctx, cancel := tb.waitContext()
+	defer cancel()
+	if err := tb.waitForStore(ctx, on.e, on.w, sets); err != nil {
+		t.Fatalf("a SET waiting behind the take: %v, want to go on", err)
+	}
+	if err := tb.Set("lost", 100, Always); err != nil {
+		t.Fatal(err)
+	}
+	if v := incr(t, tb, "lost", 1); v != 101 {
+		t.Fatalf("INCR after SET lost 100: %d", v)
+	}
+}
+
+// waitTaking waits until key's take is under way.
+func waitTaking(t *testing.T, tb *Table, key string) {
+	t.Helper()
+	await.True(t, time.Minute, key+"'s take under way", func() bool {
+		sh, h := tb.shardOf(key)
+		sh.mu.Lock()
+		defer sh.mu.Unlock()
+		e := find(&sh.index, h, key)
+		return e != nil && e.taking
+	})
 }
