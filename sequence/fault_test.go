@@ -49,10 +49,10 @@ func TestFaultsNeverRepeat(t *testing.T) {
 			t.Fatalf("run %d: %v", run, err)
 		}
 		f.foldMin, f.foldPerKey = 1+rnd.IntN(4<<10), 1+rnd.IntN(16) // folds often
+		d := &disk{rnd: rand.New(rand.NewPCG(seed, uint64(run)+1<<32))}
+		f.fault = d.fault // set before the File is shared; no fault until d runs
 		tb := New(Options{SegmentTime: time.Duration(5+rnd.IntN(50)) * time.Millisecond, Wait: 300 * time.Millisecond}, f, known)
 		o.restarted(t, run, tb)
-		d := &disk{rnd: rand.New(rand.NewPCG(seed, uint64(run)+1<<32))}
-		f.fault = d.fault
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
 		for c := range 4 {
