@@ -1,7 +1,6 @@
 package sequence
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -55,25 +54,51 @@ func (e *entry) mayReply() bool { return e.has(durable) }
 // for all of them, and sets errs[i] to why that of ps[i] may not: nil if
 // it may. errs is as long as ps.
 func (t *Table) Await(ps []Pending, errs []error) {
-	ctx, cancel := t.waitContext()
-	defer cancel()
+	d := t.deadline()
+	defer d.stop()
 	for i, p := range ps {
-		errs[i] = t.await(ctx, p)
+		errs[i] = t.await(&d, p)
 	}
 }
 
-// waitContext bounds a request's waits: Options.Wait from now.
-func (t *Table) waitContext() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), t.opts.Wait)
+// deadline bounds a request's waits: Options.Wait from its start. Its
+// timer is made only once a wait blocks: a context for each request that
+// may wait cost about a microsecond of CPU per new key made (making
+// 100,000 keys with redis-benchmark, 10.9 against 10.1 us a request).
+type deadline struct {
+	at    time.Time
+	timer *time.Timer
 }
 
-// await waits, until ctx ends, until p's reply may go.
-func (t *Table) await(ctx context.Context, p Pending) error {
+// deadline is a request's, from now.
+func (t *Table) deadline() deadline { return deadline{at: time.Now().Add(t.opts.Wait)} }
+
+// passed reports whether d has passed.
+func (d *deadline) passed() bool { return !time.Now().Before(d.at) }
+
+// reached returns a channel that receives once d passes (once: a wait
+// that gets it ends the request's waits).
+func (d *deadline) reached() <-chan time.Time {
+	if d.timer == nil {
+		d.timer = time.NewTimer(time.Until(d.at))
+	}
+	return d.timer.C
+}
+
+// stop lets d's timer go.
+func (d *deadline) stop() {
+	if d.timer != nil {
+		d.timer.Stop()
+	}
+}
+
+// await waits, until d, until p's reply may go.
+func (t *Table) await(d *deadline, p Pending) error {
 	switch {
 	case p.e == nil:
 		return nil
 	case p.round != nil:
-		return t.awaitSet(ctx, p)
+		return t.awaitSet(d, p)
 	}
 	e := p.e
 	sh := t.shardOfEntry(e)
@@ -95,7 +120,7 @@ func (t *Table) await(ctx context.Context, p Pending) error {
 		t.hurry()
 		w := e.waiting()
 		sh.mu.Unlock()
-		if err := t.waitForStore(ctx, e, w, takes); err != nil {
+		if err := t.waitForStore(d, e, w, takes); err != nil {
 			return err
 		}
 	}
@@ -136,16 +161,19 @@ const (
 )
 
 // waitForStore waits until w, the wait for e's take or SET under way,
-// ends, or ctx does: the one place a request waits for the store. It
+// ends, or d passes: the one place a request waits for the store. It
 // returns why the take failed; nil for a SET, which waits only for the
 // take to end (a take that fails as the key's mark was lost is what the
 // SET puts right). A request gives up at once, without waiting, when the
 // store is down (down): for a SET, only when a write has stalled, as the
 // writer writes SETs at once even while its takes back off. A request
 // that gives up ends the wait of every request for e (giveUp).
-func (t *Table) waitForStore(ctx context.Context, e *entry, w *wait, k waitKind) error {
+func (t *Table) waitForStore(d *deadline, e *entry, w *wait, k waitKind) error {
 	if err := t.down(k); err != nil {
 		return t.giveUp(e, w, err)
+	}
+	if d.passed() {
+		return t.giveUp(e, w, t.timedOut())
 	}
 	select {
 	case <-w.done:
@@ -156,11 +184,16 @@ func (t *Table) waitForStore(ctx context.Context, e *entry, w *wait, k waitKind)
 			return w.err // not the store failing: nothing to retry (or already said)
 		}
 		return fmt.Errorf("%w: the last write failed: %w", ErrNotReserved, w.err)
-	case <-ctx.Done():
-		return t.giveUp(e, w, fmt.Errorf("%w: the store did not answer within %v", ErrNotReserved, t.opts.Wait))
+	case <-d.reached():
+		return t.giveUp(e, w, t.timedOut())
 	case <-t.stop:
 		return ErrStopped
 	}
+}
+
+// timedOut is the error of a request whose waits passed Options.Wait.
+func (t *Table) timedOut() error {
+	return fmt.Errorf("%w: the store did not answer within %v", ErrNotReserved, t.opts.Wait)
 }
 
 // giveUp ends w with err, if it is still e's wait, so that every request

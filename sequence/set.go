@@ -3,7 +3,6 @@ package sequence
 import (
 	"context"
 	"errors"
-	"fmt"
 )
 
 // How SETs are written. A SET's reply may go out only once its value is
@@ -126,21 +125,24 @@ func (t *Table) queueSet(e *entry, v int64, mode SetMode) Pending {
 	return p
 }
 
-// awaitSet waits, until ctx ends, for the write of p, a SET, and
-// returns its result: nil once p's value is durable. It gives up at once
-// when a write has stalled (down): the SET's is behind it.
-func (t *Table) awaitSet(ctx context.Context, p Pending) error {
+// awaitSet waits, until d, for the write of p, a SET, and returns its
+// result: nil once p's value is durable. It gives up at once when a
+// write has stalled (down): the SET's is behind it.
+func (t *Table) awaitSet(d *deadline, p Pending) error {
 	if p.setDone() {
 		return p.setErr()
 	}
 	if err := t.down(sets); err != nil {
 		return err
 	}
+	if d.passed() {
+		return t.timedOut()
+	}
 	select {
 	case <-p.round.done:
 		return p.setErr()
-	case <-ctx.Done():
-		return fmt.Errorf("%w: the store did not write the SET within %v", ErrNotReserved, t.opts.Wait)
+	case <-d.reached():
+		return t.timedOut()
 	case <-t.done: // the writer ended: it answered every round it took
 		if p.setDone() {
 			return p.setErr()
@@ -155,17 +157,17 @@ func (t *Table) awaitSet(ctx context.Context, p Pending) error {
 // a take or SET of the key under way, then for its write, Options.Wait
 // in all at most.
 func (t *Table) Set(key string, v int64, mode SetMode) error {
-	ctx, cancel := t.waitContext()
-	defer cancel()
+	d := t.deadline()
+	defer d.stop()
 	for {
 		p, on, err := t.trySet([]byte(key), v, mode)
 		if err == nil {
-			return t.await(ctx, p)
+			return t.await(&d, p)
 		}
 		if on.w == nil {
 			return err
 		}
-		if err := t.waitForStore(ctx, on.e, on.w, sets); err != nil {
+		if err := t.waitForStore(&d, on.e, on.w, sets); err != nil {
 			return err
 		}
 	}

@@ -374,9 +374,9 @@ func TestSetBehindLostTake(t *testing.T) {
 	if err := <-incrErr; !errors.As(err, new(*LostError)) {
 		t.Fatalf("INCR of a key whose mark was lost: %v", err)
 	}
-	ctx, cancel := tb.waitContext()
-	defer cancel()
-	if err := tb.waitForStore(ctx, on.e, on.w, sets); err != nil {
+	d := tb.deadline()
+	defer d.stop()
+	if err := tb.waitForStore(&d, on.e, on.w, sets); err != nil {
 		t.Fatalf("a SET waiting behind the take: %v, want to go on", err)
 	}
 	if err := tb.Set("lost", 100, Always); err != nil {

@@ -667,13 +667,13 @@ func (t *Table) Prepare(key []byte, n int64) {
 // fails with ErrNotReserved, wrapped with the backend's error if its
 // write failed.
 func (t *Table) Incr(key string, n int64) (int64, error) {
-	ctx, cancel := t.waitContext()
-	defer cancel()
+	d := t.deadline()
+	defer d.stop()
 	t.waits.Add(1)
 	for {
 		v, p, on, err := t.tryIncr([]byte(key), n)
 		if err == nil {
-			if err := t.await(ctx, p); err != nil {
+			if err := t.await(&d, p); err != nil {
 				return 0, err
 			}
 			return v, nil
@@ -681,7 +681,7 @@ func (t *Table) Incr(key string, n int64) (int64, error) {
 		if !errors.Is(err, ErrWouldWait) {
 			return v, err
 		}
-		if err := t.waitForStore(ctx, on.e, on.w, takes); err != nil {
+		if err := t.waitForStore(&d, on.e, on.w, takes); err != nil {
 			return 0, err
 		}
 	}
@@ -764,8 +764,8 @@ func (t *Table) tryIncrAll(ws []Want) ([]waitOn, error) {
 
 // IncrAll is TryIncrAll that waits, as Incr does.
 func (t *Table) IncrAll(ws []Want) error {
-	ctx, cancel := t.waitContext()
-	defer cancel()
+	d := t.deadline()
+	defer d.stop()
 	t.waits.Add(1)
 	for {
 		waits, err := t.tryIncrAll(ws)
@@ -773,7 +773,7 @@ func (t *Table) IncrAll(ws []Want) error {
 			return err
 		}
 		for _, on := range waits {
-			if err := t.waitForStore(ctx, on.e, on.w, takes); err != nil {
+			if err := t.waitForStore(&d, on.e, on.w, takes); err != nil {
 				return err
 			}
 		}
