@@ -109,10 +109,14 @@ func (t *Table) await(d *deadline, p Pending) error {
 			return nil
 		}
 		if !e.born {
-			// A request for e gave up, or a write failed, after these
+			// A write failed, or a request for e gave up, after these
 			// values were handed out: they are skipped.
+			err := fmt.Errorf("%w: the key's first write was given up", ErrNotReserved)
+			if e.wait != nil && e.wait.done == nil {
+				err = failure(e.wait.err)
+			}
 			sh.mu.Unlock()
-			return fmt.Errorf("%w: the key's first write failed or was given up", ErrNotReserved)
+			return err
 		}
 		if !e.taking {
 			t.ask(e)
@@ -127,7 +131,9 @@ func (t *Table) await(d *deadline, p Pending) error {
 }
 
 // wait is what few entries need at a time: a request's wait for the end
-// of its key's take (or SET) under way.
+// of its key's take (or SET) under way; or, done nil, why the last one
+// failed, kept until the next (for a reply that comes to wait after it:
+// await).
 type wait struct {
 	done chan struct{} // closed when it ends
 	err  error         // why it failed, once done
@@ -136,7 +142,7 @@ type wait struct {
 // waiting returns the wait for the end of e's take or SET under way (or
 // asked for). e's shard is locked.
 func (e *entry) waiting() *wait {
-	if e.wait == nil {
+	if e.wait == nil || e.wait.done == nil {
 		e.wait = &wait{done: make(chan struct{})}
 	}
 	return e.wait
@@ -145,10 +151,13 @@ func (e *entry) waiting() *wait {
 // ended ends the waits for e's take or SET under way: they see err. e's
 // shard is locked.
 func (e *entry) ended(err error) {
-	if e.wait != nil {
+	if e.wait != nil && e.wait.done != nil {
 		e.wait.err = err
 		close(e.wait.done)
-		e.wait = nil
+	}
+	e.wait = nil
+	if err != nil {
+		e.wait = &wait{err: err}
 	}
 }
 
@@ -180,15 +189,20 @@ func (t *Table) waitForStore(d *deadline, e *entry, w *wait, k waitKind) error {
 		if w.err == nil || k == sets {
 			return nil
 		}
-		if errors.As(w.err, new(*LostError)) || errors.Is(w.err, ErrNotReserved) || errors.Is(w.err, ErrOverflow) || errors.Is(w.err, ErrNotServed) {
-			return w.err // not the store failing: nothing to retry (or already said)
-		}
-		return fmt.Errorf("%w: the last write failed: %w", ErrNotReserved, w.err)
+		return failure(w.err)
 	case <-d.reached():
 		return t.giveUp(e, w, t.timedOut())
 	case <-t.stop:
 		return ErrStopped
 	}
+}
+
+// failure is a request's error for a take that failed with err.
+func failure(err error) error {
+	if errors.As(err, new(*LostError)) || errors.Is(err, ErrNotReserved) || errors.Is(err, ErrOverflow) || errors.Is(err, ErrNotServed) {
+		return err // not the store failing: nothing to retry (or already said)
+	}
+	return fmt.Errorf("%w: the last write failed: %w", ErrNotReserved, err)
 }
 
 // timedOut is the error of a request whose waits passed Options.Wait.

@@ -270,7 +270,7 @@ type entry struct {
 	asked   int64 // issued when it was asked for
 	askedAt int64 // unix ns then
 	want    int64 // values a waiting request needs at once
-	wait    *wait // nil but while a request waits
+	wait    *wait // nil but while a request waits, or after a take failed
 	setTo   int64 // the most a Set stored, or may have
 }
 
