@@ -53,6 +53,11 @@ var likeRedis = []struct {
 	{"transaction resp3", true, [][]string{{"MULTI"}, {"PING"}, {"ECHO", "x"}, {"EXEC"}}},
 	{"without multi", false, [][]string{{"EXEC"}, {"DISCARD"}, {"EXEC", "x"}}},
 	{"nested multi", false, [][]string{{"MULTI"}, {"MULTI"}, {"PING"}, {"EXEC"}}},
+	{"unknown command's arguments cut", false, [][]string{
+		{"NOSUCH", strings.Repeat("a", 200), "b"}, {"NOSUCH", strings.Repeat("a", 100), strings.Repeat("b", 100), "c"},
+		{strings.Repeat("n", 130), "x"}, {"NOSUCH", "a\x00b", "c\u00e9"}, {"n\x00sh", "x"}, {"NOSUCH", strings.Repeat("\u00e9", 65)},
+		{"NOSUCH", strings.Repeat("a", 125), "bcdef"}, {"CLIENT", strings.Repeat("\u00e9", 65)}, {"CLIENT", "a\x00b"},
+	}},
 	{"unknown command queued", false, [][]string{{"MULTI"}, {"NOSUCH", "a"}, {"PING"}, {"EXEC"}, {"PING"}}},
 	{"wrong arity queued", false, [][]string{{"MULTI"}, {"PING", "a", "b"}, {"PING"}, {"EXEC"}}},
 	{"unknown subcommand queued", false, [][]string{{"MULTI"}, {"CLIENT", "NOSUCH"}, {"EXEC"}}},

@@ -1,6 +1,7 @@
 package respserver
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strconv"
@@ -28,20 +29,35 @@ func errArity(name string) error {
 }
 
 func errSubcommand(sub []byte, cmd string) error {
-	return replyerr.Errorf("unknown subcommand '%.128s'. Try %s HELP.", sub, strings.ToUpper(cmd))
+	return replyerr.Errorf("unknown subcommand '%s'. Try %s HELP.", cString(sub, 128), strings.ToUpper(cmd))
 }
 
-// errUnknown words the reply as Redis 7 does, quoting what the client sent.
+// errUnknown words the reply as Redis 7 does, quoting what the client
+// sent as Redis cuts it: the name at 128 bytes, then the arguments while
+// they take fewer than 128 bytes, the last cut to end there.
 func errUnknown(args [][]byte) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "unknown command '%.128s', with args beginning with: ", args[0])
+	fmt.Fprintf(&b, "unknown command '%s', with args beginning with: ", cString(args[0], 128))
+	begun := b.Len()
 	for _, a := range args[1:] {
-		if b.Len() > 256 {
+		n := b.Len() - begun
+		if n >= 128 {
 			break
 		}
-		fmt.Fprintf(&b, "'%.128s' ", a)
+		fmt.Fprintf(&b, "'%s' ", cString(a, 128-n))
 	}
 	return replyerr.New(replyerr.ERR, b.String())
+}
+
+// cString is b as C's printf prints it with "%.*s" and precision n, as
+// Redis quotes what a client sent: at most n bytes (Go's precision
+// counts runes), up to a NUL byte.
+func cString(b []byte, n int) []byte {
+	b = b[:min(len(b), n)]
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		b = b[:i]
+	}
+	return b
 }
 
 // reply is the error reply for err, which a command returned: the one
