@@ -3,6 +3,7 @@ package respserver
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"reflect"
@@ -297,4 +298,42 @@ func runSession(t *testing.T, addr string, resp3 bool, cmds [][]string) []any {
 		replies[i] = c.do(cmd...)
 	}
 	return replies
+}
+
+// TestNotServedLikeUnknown: Redis's commands of other data types and of
+// persistence (notServed), each a command of redis-server 7, get the
+// reply redis-server gives when it does not know it (the command renamed
+// away), and the hint after it; COMMAND does not know them; inside MULTI
+// they discard the transaction, as an unknown command does.
+func TestNotServedLikeUnknown(t *testing.T) {
+	plain := dialRaw(t, startRedisSocket(t))
+	var renamed []string
+	for name := range notServed {
+		renamed = append(renamed, "--rename-command", name, "")
+	}
+	without := dialRaw(t, startRedisSocket(t, renamed...))
+	_, addr := startServer(t, idgen.Settings{}, Options{})
+	c := dialRaw(t, addr)
+	for name, hint := range notServed {
+		if info := plain.do("COMMAND", "INFO", name).([]any); info[0] == nil {
+			t.Errorf("%s is not a command of redis-server 7", name)
+		}
+		upper := strings.ToUpper(name)
+		want, got := without.do(upper, "k", "v"), c.do(upper, "k", "v")
+		if e, ok := got.(respError); !ok || string(e) != fmt.Sprintf("%s(%s)", want, hint) {
+			t.Errorf("%s: idserver replied %q, redis-server without it %q", upper, got, want)
+		}
+		if info := c.do("COMMAND", "INFO", name).([]any); info[0] != nil {
+			t.Errorf("COMMAND INFO %s: %v, want nil", name, info)
+		}
+	}
+	for _, cmd := range [][]string{{"MULTI"}, {"HSET", "h", "f", "v"}, {"INCR", "k"}, {"EXEC"}} {
+		want, got := without.do(cmd...), c.do(cmd...)
+		if e, ok := got.(respError); ok && cmd[0] == "HSET" {
+			got = respError(strings.TrimSuffix(string(e), "("+notServed["hset"]+")"))
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%q: idserver replied %#v, redis-server without HSET %#v", cmd, got, want)
+		}
+	}
 }

@@ -34,8 +34,9 @@ func errSubcommand(sub []byte, cmd string) error {
 
 // errUnknown words the reply as Redis 7 does, quoting what the client
 // sent as Redis cuts it: the name at 128 bytes, then the arguments while
-// they take fewer than 128 bytes, the last cut to end there.
-func errUnknown(args [][]byte) error {
+// they take fewer than 128 bytes, the last cut to end there. A hint, if
+// any, follows in parentheses.
+func errUnknown(args [][]byte, hint string) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "unknown command '%s', with args beginning with: ", cString(args[0], 128))
 	begun := b.Len()
@@ -45,6 +46,9 @@ func errUnknown(args [][]byte) error {
 			break
 		}
 		fmt.Fprintf(&b, "'%s' ", cString(a, 128-n))
+	}
+	if hint != "" {
+		fmt.Fprintf(&b, "(%s)", hint)
 	}
 	return replyerr.New(replyerr.ERR, b.String())
 }

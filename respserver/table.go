@@ -156,6 +156,38 @@ func init() {
 	}
 }
 
+// notServed are Redis's common commands for other data types and for
+// persistence, which idserver has no counterpart for, each with the hint
+// its reply adds. They stay unknown commands, in COMMAND too: the reply
+// begins as Redis's "ERR unknown command '<name>'", which clients and
+// tools match on, and the hint follows.
+var notServed = func() map[string]string {
+	served := "idserver serves IDs and counters (GETID, MGETID, INCR, INCRBY, GET, SET)"
+	hints := map[string][]string{
+		served + "; it has no lists": {"lpush", "rpush", "lpushx", "rpushx", "lpop", "rpop", "lrange", "llen", "lindex", "lset",
+			"lrem", "ltrim", "linsert", "lpos", "lmove", "rpoplpush", "lmpop", "blpop", "brpop", "brpoplpush", "blmove", "blmpop"},
+		served + "; it has no hashes": {"hset", "hsetnx", "hmset", "hget", "hmget", "hgetall", "hdel", "hexists", "hincrby",
+			"hincrbyfloat", "hkeys", "hvals", "hlen", "hstrlen", "hscan", "hrandfield"},
+		served + "; it has no sets": {"sadd", "srem", "smembers", "sismember", "smismember", "scard", "spop", "srandmember",
+			"smove", "sinter", "sintercard", "sinterstore", "sunion", "sunionstore", "sdiff", "sdiffstore", "sscan"},
+		served + "; it has no sorted sets": {"zadd", "zrem", "zincrby", "zscore", "zmscore", "zcard", "zcount", "zlexcount",
+			"zrange", "zrangestore", "zrangebyscore", "zrangebylex", "zrevrange", "zrevrangebyscore", "zrevrangebylex", "zrank",
+			"zrevrank", "zpopmin", "zpopmax", "bzpopmin", "bzpopmax", "zmpop", "bzmpop", "zremrangebyrank", "zremrangebyscore",
+			"zremrangebylex", "zunion", "zunionstore", "zinter", "zinterstore", "zintercard", "zdiff", "zdiffstore", "zrandmember", "zscan"},
+		served + "; it has no streams": {"xadd", "xread", "xreadgroup", "xrange", "xrevrange", "xlen", "xdel", "xtrim", "xgroup",
+			"xack", "xpending", "xclaim", "xautoclaim", "xinfo", "xsetid"},
+		"there is nothing to save: idserver's state is durable on every write; to back it up, copy the files in dir (CONFIG GET dir)": {
+			"save", "bgsave", "bgrewriteaof", "lastsave"},
+	}
+	byName := map[string]string{}
+	for hint, names := range hints {
+		for _, name := range names {
+			byName[name] = hint
+		}
+	}
+	return byName
+}()
+
 // index derives the fields the table does not spell out.
 func index(cmd *command) {
 	cmd.id = numCommands
@@ -250,7 +282,7 @@ func aclCategories(cmd *command) []string {
 func (c *client) lookup(args [][]byte) (*command, error) {
 	name := args[0]
 	if len(name) > len(c.lower) {
-		return nil, errUnknown(args)
+		return nil, errUnknown(args, "")
 	}
 	lower := c.lower[:len(name)]
 	for i, ch := range name {
@@ -261,7 +293,7 @@ func (c *client) lookup(args [][]byte) (*command, error) {
 	}
 	cmd, ok := commands[string(lower)] // no allocation: the compiler sees the lookup
 	if !ok {
-		return nil, errUnknown(args)
+		return nil, errUnknown(args, notServed[string(lower)])
 	}
 	if cmd.bySub != nil && len(args) > 1 {
 		sub, ok := cmd.bySub[keyword(args[1])]
