@@ -203,6 +203,14 @@ func (c *client) writeInt(n int)           { c.Out = redcon.AppendInt(c.Out, int
 func (c *client) writeInt64(n int64)       { c.Out = redcon.AppendInt(c.Out, n) }
 func (c *client) writeArray(n int)         { c.Out = redcon.AppendArray(c.Out, n) }
 
+// writeStrings writes an array of simple strings: a HELP's lines.
+func (c *client) writeStrings(lines []string) {
+	c.writeArray(len(lines))
+	for _, l := range lines {
+		c.writeString(l)
+	}
+}
+
 // writeNull writes a nil: a null bulk string in RESP2, RESP3's null.
 func (c *client) writeNull() {
 	if c.resp3 {

@@ -251,18 +251,21 @@ func (c *client) writeArgs(args []arg) {
 // subcommand, as Redis prints them.
 func cmdHelp(s *Server, c *client, args [][]byte) error {
 	parent := commands[keyword(args[0])]
-	lines := []string{strings.ToUpper(parent.name) + " <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"}
+	lines := []string{helpHeader(parent.name)}
 	if parent.run != nil {
 		lines = append(lines, "(no subcommand)", "    "+parent.doc.summary)
 	}
 	for _, sub := range parent.subs {
 		lines = append(lines, usage(sub), "    "+sub.doc.summary)
 	}
-	c.writeArray(len(lines))
-	for _, l := range lines {
-		c.writeString(l)
-	}
+	c.writeStrings(lines)
 	return nil
+}
+
+// helpHeader is the first line of the HELP of the command name, as
+// Redis's.
+func helpHeader(name string) string {
+	return strings.ToUpper(name) + " <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"
 }
 
 // usage is a subcommand's name and arguments, as in Redis's help texts:

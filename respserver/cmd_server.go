@@ -77,13 +77,13 @@ var serverCommands = []*command{
 	{name: "time", arity: 1, flags: []string{"loading", "stale", "fast"}, tips: nondeterministic, run: cmdTime, doc: doc{
 		summary: "Returns the server time.", since: "2.6.0", group: "server", complexity: "O(1)",
 	}},
-	{name: "debug", arity: -2, flags: []string{"admin", "noscript", "loading", "stale"}, run: cmdDebug, doc: doc{
-		summary: "DEBUG CLOCK-OFFSET [ms]: shows or shifts the generator's clock, for tests (enable-debug-command).", since: idserverSince, group: "server", complexity: "O(1)",
+	{name: "debug", arity: -2, flags: []string{"admin", "noscript", "loading", "stale"}, protected: true, run: cmdDebug, doc: doc{
+		summary: "DEBUG CLOCK-OFFSET [ms]: shows or shifts the generator's clock, for tests; DEBUG HELP lists it (enable-debug-command).", since: idserverSince, group: "server", complexity: "O(1)",
 		args: []arg{token("CLOCK-OFFSET"), {name: "ms", typ: "integer", flags: optional}},
 	}},
 	{name: "shutdown", arity: -1, flags: []string{"admin", "noscript", "loading", "stale", "no_multi", "allow_busy"}, run: cmdShutdown, doc: doc{
 		summary: "Stops the server as SIGTERM does, writing the reservation.", since: "1.0.0", group: "server", complexity: "O(1)",
-		args: []arg{oneOf("save-selector", optional, "NOSAVE", "SAVE"), token("NOW"), token("FORCE")},
+		args: []arg{oneOf("save-selector", optional, "NOSAVE", "SAVE"), token("NOW"), token("FORCE"), token("ABORT")},
 	}},
 }
 
@@ -146,20 +146,31 @@ func (s *Server) debugAllowed(c *client) bool {
 	return false
 }
 
+// errDebugNotAllowed is Redis's reply to DEBUG when enable-debug-command
+// does not let the client run it.
+var errDebugNotAllowed = replyerr.New(replyerr.ERR, `DEBUG command not allowed. If the enable-debug-command option is set to "local", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.`)
+
+// debugHelp is DEBUG HELP's reply, in Redis's words for its own
+// subcommands.
+var debugHelp = []string{
+	helpHeader("debug"),
+	"CLOCK-OFFSET [<ms>]",
+	"    Show the generator clock's shift, or shift it by <ms> (negative: back), for tests.",
+	"HELP",
+	"    Prints this help.",
+}
+
 // cmdDebug is DEBUG CLOCK-OFFSET [ms]: shift the generator's clock (a
 // negative offset steps it back) or show the shift, so the real binary
-// can be tested black-box against clock steps.
+// can be tested black-box against clock steps; and DEBUG HELP. Who may
+// run it is checked before (command.protected).
 func cmdDebug(s *Server, c *client, args [][]byte) error {
-	if !s.debugAllowed(c) {
-		return replyerr.New(replyerr.ERR, `DEBUG command not allowed. If the enable-debug-command option is set to "local", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.`)
-	}
-	if keyword(args[1]) != "clock-offset" {
-		return errSubcommand(args[1], "debug")
-	}
-	switch len(args) {
-	case 2:
+	switch sub := keyword(args[1]); {
+	case sub == "help" && len(args) == 2:
+		c.writeStrings(debugHelp)
+	case sub == "clock-offset" && len(args) == 2:
 		c.writeInt64(s.offset.Load())
-	case 3:
+	case sub == "clock-offset" && len(args) == 3:
 		ms, ok := parseInt(args[2])
 		if !ok || ms < -1<<40 || ms > 1<<40 {
 			return errNotInteger
@@ -171,24 +182,33 @@ func cmdDebug(s *Server, c *client, args [][]byte) error {
 		s.log.Warn().Int64("offset_ms", ms).Str("client", c.RemoteAddr()).Msg("DEBUG CLOCK-OFFSET: generator clock shifted")
 		c.writeString("OK")
 	default:
-		return errArity("debug|clock-offset")
+		return errSubcommandSyntax(args)
 	}
 	return nil
 }
 
-// cmdShutdown is SHUTDOWN [NOSAVE|SAVE|NOW|FORCE]: the same graceful stop
-// as SIGTERM (the reservation is always written). Like Redis, it sends no
-// reply; the connection closes.
+// cmdShutdown is SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]: the same
+// graceful stop as SIGTERM (the reservation is always written). Like
+// Redis, it sends no reply; the connection closes. The stop does not
+// wait for anything a client could abort (Redis waits for its replicas),
+// so ABORT always finds no shutdown in progress, as Redis words it.
 func cmdShutdown(s *Server, c *client, args [][]byte) error {
-	if s.opts.Shutdown == nil || !s.debugAllowed(c) && s.opts.RequirePass == "" {
-		return replyerr.New(replyerr.ERR, "SHUTDOWN is not allowed: set requirepass, or enable-debug-command yes or local")
-	}
+	opts := map[string]bool{}
 	for _, a := range args[1:] {
-		switch keyword(a) {
-		case "nosave", "save", "now", "force":
+		switch o := keyword(a); o {
+		case "nosave", "save", "now", "force", "abort":
+			opts[o] = true
 		default:
-			return replyerr.Errorf("syntax error, unsupported SHUTDOWN option '%.128s'", a)
+			return errSyntax
 		}
+	}
+	switch {
+	case opts["abort"] && len(opts) > 1, opts["nosave"] && opts["save"]:
+		return errSyntax
+	case opts["abort"]:
+		return replyerr.New(replyerr.ERR, "No shutdown in progress.")
+	case s.opts.Shutdown == nil || !s.debugAllowed(c) && s.opts.RequirePass == "":
+		return replyerr.New(replyerr.ERR, "SHUTDOWN is not allowed: set requirepass, or enable-debug-command yes or local")
 	}
 	s.log.Info().Str("client", c.RemoteAddr()).Msg("SHUTDOWN requested")
 	s.opts.Shutdown()

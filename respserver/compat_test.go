@@ -337,3 +337,47 @@ func TestNotServedLikeUnknown(t *testing.T) {
 		}
 	}
 }
+
+// TestDebugAndShutdownLikeRedis: DEBUG refused by enable-debug-command
+// no (HELP too) before AUTH and before MULTI queues it, so that EXEC
+// discards the transaction; DEBUG's subcommand errors and HELP's frame
+// where it is allowed; SHUTDOWN ABORT and SHUTDOWN's syntax errors: all
+// as redis-server 7 replies.
+func TestDebugAndShutdownLikeRedis(t *testing.T) {
+	stop := func() { t.Error("SHUTDOWN stopped the server") }
+	refused := [][]string{
+		{"DEBUG", "HELP"}, {"DEBUG"}, {"MULTI"}, {"DEBUG", "CLOCK-OFFSET"}, {"PING"}, {"EXEC"},
+		{"SHUTDOWN", "ABORT"}, {"SHUTDOWN", "abort", "NOW"}, {"SHUTDOWN", "FOO"}, {"SHUTDOWN", "NOSAVE", "SAVE"},
+		{"MULTI"}, {"SHUTDOWN", "ABORT"}, {"EXEC"},
+	}
+	allowed := [][]string{{"DEBUG", "NOSUCH"}, {"DEBUG", "HELP", "x"}, {"DEBUG", "clock-offset", "1", "2"}, {"DEBUG", "x\x00y"}}
+	for _, tt := range []struct {
+		name  string
+		redis []string
+		opts  Options
+		cmds  [][]string
+	}{
+		{"not allowed", nil, Options{Shutdown: stop}, refused},
+		{"not allowed before AUTH", []string{"--requirepass", "pw"}, Options{Shutdown: stop, RequirePass: "pw"}, [][]string{{"DEBUG", "HELP"}, {"DEBUG"}}},
+		{"allowed", []string{"--enable-debug-command", "yes"}, Options{Shutdown: stop, EnableDebug: DebugAll}, allowed},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			sock := startRedisSocket(t, tt.redis...)
+			_, addr := startServer(t, idgen.Settings{}, tt.opts)
+			want, got := runSession(t, sock, false, tt.cmds), runSession(t, addr, false, tt.cmds)
+			for i, cmd := range tt.cmds {
+				if !reflect.DeepEqual(got[i], want[i]) {
+					t.Errorf("%q: idserver replied %#v, redis-server %#v", cmd, got[i], want[i])
+				}
+			}
+		})
+	}
+	t.Run("help", func(t *testing.T) {
+		want := dialRaw(t, startRedisSocket(t, "--enable-debug-command", "yes")).do("DEBUG", "HELP").([]any)
+		_, addr := startServer(t, idgen.Settings{}, Options{EnableDebug: DebugAll})
+		got, ok := dialRaw(t, addr).do("DEBUG", "help").([]any)
+		if !ok || len(got) < 5 || got[0] != want[0] || !reflect.DeepEqual(got[len(got)-2:], want[len(want)-2:]) || !slices.Contains(got, any("CLOCK-OFFSET [<ms>]")) {
+			t.Errorf("DEBUG HELP: %q; redis-server's begins %q and ends %q", got, want[0], want[len(want)-2:])
+		}
+	})
+}

@@ -32,6 +32,13 @@ func errSubcommand(sub []byte, cmd string) error {
 	return replyerr.Errorf("unknown subcommand '%s'. Try %s HELP.", cString(sub, 128), strings.ToUpper(cmd))
 }
 
+// errSubcommandSyntax is Redis's reply to an unknown subcommand, or one
+// with the wrong number of arguments, of a command that checks its
+// subcommands itself (DEBUG).
+func errSubcommandSyntax(args [][]byte) error {
+	return replyerr.Errorf("unknown subcommand or wrong number of arguments for '%s'. Try %s HELP.", cString(args[1], 128), bytes.ToUpper(args[0]))
+}
+
 // errUnknown words the reply as Redis 7 does, quoting what the client
 // sent as Redis cuts it: the name at 128 bytes, then the arguments while
 // they take fewer than 128 bytes, the last cut to end there. A hint, if

@@ -47,7 +47,12 @@ type command struct {
 	keyFlags []string
 	noAuth   bool // runs before AUTH: the flag no_auth
 	noMulti  bool // refused inside MULTI: the flag no_multi
-	control  bool // runs at once inside MULTI instead of being queued
+	// protected: refused unless enable-debug-command lets the client run
+	// it, after the arity check and before AUTH's and MULTI's, as
+	// Redis's CMD_PROTECTED (DEBUG): inside MULTI it discards the
+	// transaction.
+	protected bool
+	control   bool // runs at once inside MULTI instead of being queued
 	// setup marks what client libraries send on connect before their
 	// ready check (AUTH, HELLO, SELECT, CLIENT SETNAME and SETINFO):
 	// it does not count as the connection's first command (see greet).
@@ -312,6 +317,9 @@ func (c *client) lookup(args [][]byte) (*command, error) {
 // c.Out. Inside MULTI, it queues the command instead.
 func (s *Server) dispatch(c *client, args [][]byte) {
 	cmd, err := c.lookup(args)
+	if err == nil && cmd.protected && !s.debugAllowed(c) {
+		err = errDebugNotAllowed
+	}
 	if err == nil && !c.authed && !cmd.noAuth {
 		err = errNoAuth
 	}
