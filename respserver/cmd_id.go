@@ -90,8 +90,7 @@ func (s *Server) mgetidCount(args [][]byte) (int64, error) {
 	return n, nil
 }
 
-// inMGetIDMax checks a count against 1..mgetid-max: MGETID's, and the
-// numbers of one PUBLICID or PRIVATEID.
+// inMGetIDMax checks MGETID's count against 1..mgetid-max.
 func (s *Server) inMGetIDMax(n int64) error {
 	if n < 1 || n > int64(s.opts.MGetIDMax) {
 		return replyerr.Errorf("count %d out of range, must be 1..%d (mgetid-max)", n, s.opts.MGetIDMax)

@@ -1,6 +1,7 @@
 package respserver
 
 import (
+	"bytes"
 	"errors"
 	"strconv"
 
@@ -38,8 +39,18 @@ var defaultPublicID = func() *publicid.Codec {
 	return c
 }()
 
+// manyAtOnce checks that a PUBLICID or PRIVATEID (args) converts no
+// more numbers or strings (what) than an MGETID makes IDs: its reply is
+// as large.
+func (s *Server) manyAtOnce(args [][]byte, what string) error {
+	if n := len(args) - 1; n > s.opts.MGetIDMax {
+		return replyerr.Errorf("%s takes at most %d %s at once (mgetid-max), not %d", bytes.ToUpper(args[0]), s.opts.MGetIDMax, what, n)
+	}
+	return nil
+}
+
 func cmdPublicID(s *Server, c *client, args [][]byte) error {
-	if err := s.inMGetIDMax(int64(len(args) - 1)); err != nil {
+	if err := s.manyAtOnce(args, "numbers"); err != nil {
 		return err
 	}
 	for _, a := range args[1:] { // all checked first: no reply half written
@@ -65,7 +76,7 @@ func cmdPublicID(s *Server, c *client, args [][]byte) error {
 }
 
 func cmdPrivateID(s *Server, c *client, args [][]byte) error {
-	if err := s.inMGetIDMax(int64(len(args) - 1)); err != nil {
+	if err := s.manyAtOnce(args, "strings"); err != nil {
 		return err
 	}
 	if len(args) > 2 {

@@ -67,8 +67,8 @@ func TestPublicID(t *testing.T) {
 			{[]string{"PUBLICID", "1x"}, respError("ERR value is not an integer or out of range")},
 			{[]string{"PUBLICID"}, respError("ERR wrong number of arguments for 'publicid' command")},
 			{[]string{"PRIVATEID"}, respError("ERR wrong number of arguments for 'privateid' command")},
-			{[]string{"PUBLICID", "1", "2", "3", "4", "5", "6"}, respError("ERR count 6 out of range, must be 1..5 (mgetid-max)")},
-			{[]string{"PRIVATEID", "a", "b", "c", "d", "e", "f"}, respError("ERR count 6 out of range, must be 1..5 (mgetid-max)")},
+			{[]string{"PUBLICID", "1", "2", "3", "4", "5", "6"}, respError("ERR PUBLICID takes at most 5 numbers at once (mgetid-max), not 6")},
+			{[]string{"privateid", "a", "b", "c", "d", "e", "f"}, respError("ERR PRIVATEID takes at most 5 strings at once (mgetid-max), not 6")},
 		} {
 			got := c.do(tt.args...)
 			if ga, ok := got.([]any); ok {
