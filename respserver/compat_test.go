@@ -381,3 +381,26 @@ func TestDebugAndShutdownLikeRedis(t *testing.T) {
 		}
 	})
 }
+
+// TestClientKillLikeRedis: a client killed is gone at once, as in Redis:
+// a second CLIENT KILL of its ID, pipelined behind the first, counts
+// none, and CLIENT LIST shows it no more. (Not the old form, CLIENT KILL addr: on redis-server's unix
+// socket every client has the same address.)
+func TestClientKillLikeRedis(t *testing.T) {
+	replies := func(addr string) []any {
+		c := dialRaw(t, addr)
+		var all []any
+		for range 3 {
+			id := fmt.Sprint(dialRaw(t, addr).do("CLIENT", "ID"))
+			kill := encode("CLIENT", "KILL", "ID", id)
+			c.send(kill + kill + encode("CLIENT", "LIST", "ID", id)) // in one batch: no time to close between them
+			all = append(all, c.reply(), c.reply(), c.reply())
+		}
+		return all
+	}
+	sock := startRedisSocket(t)
+	_, addr := startServer(t, idgen.Settings{}, Options{})
+	if want, got := replies(sock), replies(addr); !reflect.DeepEqual(got, want) {
+		t.Errorf("idserver replied %#v, redis-server %#v", got, want)
+	}
+}

@@ -63,6 +63,7 @@ type Conn[S any] struct {
 
 	active   atomic.Int64 // Server.tick when it last sent something
 	draining atomic.Bool  // set by Shutdown: finish, flush, close
+	closing  atomic.Bool  // Close was called: Conns leaves it out
 	bill                  // what the accountant charged for it
 }
 
@@ -142,8 +143,10 @@ func (c *Conn[S]) Hold(off func() error, then func(error), waitFor func(args [][
 }
 
 // Close closes c from any goroutine; what was written to it is sent
-// first.
+// first. From now on Conns leaves c out, as Redis frees a client it
+// kills at once: a second CLIENT KILL finds it no more.
 func (c *Conn[S]) Close() {
+	c.closing.Store(true)
 	if l := c.liveLink(); l != nil {
 		l.Close()
 	}

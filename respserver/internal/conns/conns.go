@@ -340,13 +340,16 @@ func (s *Server[S]) Shutdown(ctx context.Context) error {
 	return nil
 }
 
-// Conns returns the open connections, in no order.
+// Conns returns the open connections, in no order, but for those being
+// closed (Conn.Close).
 func (s *Server[S]) Conns() []*Conn[S] {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	all := make([]*Conn[S], 0, len(s.conns))
 	for c := range s.conns {
-		all = append(all, c)
+		if !c.closing.Load() {
+			all = append(all, c)
+		}
 	}
 	return all
 }
