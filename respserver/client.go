@@ -54,6 +54,7 @@ type txState struct {
 	txSeq    txSeq        // the values EXEC took for the transaction's INCRs
 	txLater  execLater    // its commands that finish off the loop, after the others
 	watched  []watchedKey // WATCHed since the last EXEC, DISCARD or UNWATCH
+	touches  *touches     // the server's, where watched are counted
 }
 
 // keepBuf is the largest scratch buffer a client keeps between requests;
@@ -128,6 +129,7 @@ type handler struct{ *Server }
 // Open is a new connection's client.
 func (h handler) Open(cn *conns.Conn[*client]) *client {
 	c := &client{Conn: cn}
+	c.touches = &h.touches
 	c.finish = func(err error) { h.finished(c, err) }
 	c.held.await, c.held.then, c.held.waitFor = c.awaitHeld, func(err error) { h.settleHeld(c) }, c.waitsForHeld
 	c.setAuthed(h.opts.RequirePass == "")
@@ -162,8 +164,11 @@ func (s *Server) finished(c *client, err error) {
 // Sent counts the latency of the batch whose replies were just written.
 func (h handler) Sent(cn *conns.Conn[*client]) { cn.Session.batch.observe(h.Server, cn.Start()) }
 
-// Closed ends what the client's session started: MONITOR.
-func (h handler) Closed(cn *conns.Conn[*client]) { h.unmonitor(cn.Session) }
+// Closed ends what the client's session started: MONITOR, WATCH.
+func (h handler) Closed(cn *conns.Conn[*client]) {
+	h.unmonitor(cn.Session)
+	cn.Session.unwatch()
+}
 
 // Holds is what the session holds: the queued transaction, the keys it
 // WATCHes, MGETID's scratch, MONITOR's pending lines.

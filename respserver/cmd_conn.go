@@ -71,7 +71,8 @@ func cmdQuit(s *Server, c *client, args [][]byte) error {
 func cmdReset(s *Server, c *client, args [][]byte) error {
 	s.unmonitor(c)
 	c.mon = nil
-	c.tx, c.watched = nil, nil
+	c.tx = nil
+	c.unwatch()
 	c.track = tracking{}
 	c.resp3, c.name = false, ""
 	c.setAuthed(s.opts.RequirePass == "")

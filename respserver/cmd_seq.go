@@ -466,6 +466,7 @@ func (s *Server) set(c *client, key, value []byte, mode sequence.SetMode, setNX 
 	p, err := seq.TrySet(key, v, mode)
 	switch {
 	case err == nil:
+		s.touches.touch(key)
 		at := len(c.Out)
 		c.writeSetReply(true, setNX)
 		cmd := "set"
@@ -491,6 +492,9 @@ func (c *client) setLater(seq *sequence.Table, key string, v int64, mode sequenc
 		off: func() error {
 			err := seq.Set(key, v, mode)
 			set = err == nil
+			if set {
+				c.touches.touch([]byte(key))
+			}
 			if notMet(err) {
 				return nil
 			}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -420,7 +422,8 @@ func (c *client) abortTransaction(err error) error {
 
 // endTransaction leaves MULTI, and forgets the keys WATCHed.
 func (c *client) endTransaction() {
-	c.tx, c.watched = nil, nil
+	c.tx = nil
+	c.unwatch()
 	c.refreshShown()
 }
 
@@ -433,12 +436,14 @@ func cmdDiscard(s *Server, c *client, args [][]byte) error {
 	return nil
 }
 
-// watchedKey is a key a client WATCHes, and its value then. A sequence's
-// value only goes up, so an unchanged value means an unchanged key.
+// watchedKey is a key a client WATCHes, its value then, and the writes
+// of it counted then (touches). A sequence's value only goes up, so an
+// unchanged value, and no write since, means an unchanged key.
 type watchedKey struct {
-	key    string
-	v      int64
-	exists bool
+	key     string
+	v       int64
+	exists  bool
+	touches uint64
 }
 
 // watchedBytes is what a watched key costs beside its name.
@@ -451,29 +456,114 @@ func cmdWatch(s *Server, c *client, args [][]byte) error {
 	if seq, err := s.sequences(); err == nil {
 		for _, key := range args[1:] {
 			v, ok := seq.Get(string(key))
-			c.watched = append(c.watched, watchedKey{string(key), v, ok})
+			c.watched = append(c.watched, watchedKey{string(key), v, ok, s.touches.watch(string(key))})
 		}
 	}
 	c.writeString("OK")
 	return nil
 }
 
-// watchedChanged reports whether a key c WATCHes changed since.
+// watchedChanged reports whether a key c WATCHes changed since, or was
+// written (touched).
 func (s *Server) watchedChanged(c *client) bool {
 	seq, err := s.sequences()
 	if err != nil {
 		return false
 	}
 	for _, w := range c.watched {
-		if v, ok := seq.Get(w.key); v != w.v || ok != w.exists {
+		if v, ok := seq.Get(w.key); v != w.v || ok != w.exists || s.touches.count(w.key) != w.touches {
 			return true
 		}
 	}
 	return false
 }
 
-func cmdUnwatch(s *Server, c *client, args [][]byte) error {
+// unwatch forgets the keys c WATCHes.
+func (c *client) unwatch() {
+	for _, w := range c.watched {
+		c.touches.unwatch(w.key)
+	}
 	c.watched = nil
+}
+
+// touches counts the writes of the keys clients WATCH, so that EXEC
+// aborts after a write of a watched key that left its value as it was
+// (a SET to the value it holds), as Redis's signalModifiedKey has every
+// write do. INCR and INCRBY always change the value, which EXEC compares
+// too; SET and SETNX touch. Only watched keys are counted: a write of a
+// key no one watches costs an atomic load.
+type touches struct {
+	watches atomic.Int64 // WATCHes of all keys not yet ended; 0: touch returns at once
+	mu      sync.Mutex
+	keys    map[string]*touched
+}
+
+// touched is a watched key's count.
+type touched struct {
+	watches int    // its WATCHes not yet ended
+	n       uint64 // its writes since the first of them
+}
+
+// watch counts a WATCH of key, and returns its writes so far.
+func (t *touches) watch(key string) uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	k := t.keys[key]
+	if k == nil {
+		if t.keys == nil {
+			t.keys = map[string]*touched{}
+		}
+		k = &touched{}
+		t.keys[key] = k
+	}
+	k.watches++
+	t.watches.Add(1)
+	return k.n
+}
+
+// unwatch ends a WATCH of key.
+func (t *touches) unwatch(key string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if k := t.keys[key]; k != nil {
+		t.watches.Add(-1)
+		if k.watches--; k.watches == 0 {
+			delete(t.keys, key)
+		}
+	}
+}
+
+// touch counts a write of key, if it is watched.
+func (t *touches) touch(key []byte) {
+	if t.watches.Load() == 0 {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if k := t.keys[string(key)]; k != nil {
+		k.n++
+	}
+}
+
+// count is the writes of key, watched, since the first WATCH of it.
+func (t *touches) count(key string) uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if k := t.keys[key]; k != nil {
+		return k.n
+	}
+	return 0
+}
+
+// empty reports whether no key is watched.
+func (t *touches) empty() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.keys) == 0 && t.watches.Load() == 0
+}
+
+func cmdUnwatch(s *Server, c *client, args [][]byte) error {
+	c.unwatch()
 	c.writeString("OK")
 	return nil
 }

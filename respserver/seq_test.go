@@ -9,10 +9,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idserver/idserver/idgen"
+	"github.com/idserver/idserver/internal/await"
 	"github.com/idserver/idserver/sequence"
 )
 
@@ -44,6 +46,12 @@ var seqLikeRedis = []struct {
 	{"transaction resp3", true, [][]string{{"MULTI"}, {"INCR", "t3"}, {"GET", "t3"}, {"EXEC"}}},
 	{"watch changed", false, [][]string{{"INCR", "w"}, {"WATCH", "w"}, {"INCR", "w"}, {"MULTI"}, {"INCR", "w"}, {"EXEC"}, {"GET", "w"}}},
 	{"watch unchanged", false, [][]string{{"WATCH", "w2", "w3"}, {"MULTI"}, {"INCR", "w2"}, {"EXEC"}, {"WATCH", "w2"}, {"UNWATCH"}, {"INCR", "w2"}, {"MULTI"}, {"INCR", "w2"}, {"EXEC"}}},
+	{"watch touched", false, [][]string{
+		{"SET", "w5", "5"}, {"WATCH", "w5"}, {"SET", "w5", "5"}, {"MULTI"}, {"GET", "w5"}, {"EXEC"},
+		{"WATCH", "w5"}, {"SET", "w5", "5", "XX"}, {"MULTI"}, {"GET", "w5"}, {"EXEC"},
+		{"WATCH", "w5"}, {"SET", "w5", "5", "NX"}, {"SETNX", "w5", "7"}, {"MULTI"}, {"GET", "w5"}, {"EXEC"},
+		{"WATCH", "w6"}, {"SET", "w6", "7", "XX"}, {"MULTI"}, {"GET", "w6"}, {"EXEC"},
+	}},
 	{"watch resp3", true, [][]string{{"WATCH", "w4"}, {"INCR", "w4"}, {"MULTI"}, {"GET", "w4"}, {"EXEC"}}},
 	{"expiry and length", false, [][]string{{"INCRBY", "x", "12345"}, {"TTL", "x"}, {"PTTL", "x"}, {"TTL", "nox"}, {"PTTL", "nox"}, {"STRLEN", "x"}, {"STRLEN", "nox"}, {"TOUCH", "x", "nox", "x"}}},
 	{"overflow", false, [][]string{
@@ -455,4 +463,40 @@ func TestPipelinedBirthFails(t *testing.T) {
 			t.Fatalf("reply %d: %#v, want %#v", i, got, w)
 		}
 	}
+}
+
+// TestWatchTouchedLikeRedis: a SET by another client of a WATCHed key to
+// the value it holds, or a SETNX of a new key, aborts the EXEC, as in
+// redis-server (a write always touches the key); the keys watched are
+// forgotten when the clients' transactions end or they close.
+func TestWatchTouchedLikeRedis(t *testing.T) {
+	sock := startRedisSocket(t)
+	s, addr := startServer(t, idgen.Settings{}, withSequences(t, Options{}))
+	steps := []struct {
+		other bool
+		cmd   []string
+	}{
+		{true, []string{"SET", "t1", "5"}}, {false, []string{"WATCH", "t1"}}, {true, []string{"SET", "t1", "5"}},
+		{false, []string{"MULTI"}}, {false, []string{"GET", "t1"}}, {false, []string{"EXEC"}},
+		{false, []string{"WATCH", "t2", "t1"}}, {true, []string{"SETNX", "t2", "1"}}, {false, []string{"MULTI"}}, {false, []string{"EXEC"}},
+		{false, []string{"WATCH", "t2"}}, {false, []string{"WATCH", "t2"}}, {true, []string{"SET", "t2", "1", "NX"}}, {false, []string{"UNWATCH"}},
+		{true, []string{"SET", "t2", "1"}}, {false, []string{"MULTI"}}, {false, []string{"EXEC"}}, {false, []string{"WATCH", "t1"}},
+	}
+	replies := func(addr string) []any {
+		c, other := dialRaw(t, addr), dialRaw(t, addr)
+		var all []any
+		for _, st := range steps {
+			if st.other {
+				all = append(all, other.do(st.cmd...))
+			} else {
+				all = append(all, c.do(st.cmd...))
+			}
+		}
+		c.conn.Close()
+		return all
+	}
+	if want, got := replies(sock), replies(addr); !reflect.DeepEqual(got, want) {
+		t.Errorf("idserver replied %#v, redis-server %#v", got, want)
+	}
+	await.True(t, time.Minute, "no key watched once the clients closed", func() bool { return s.touches.empty() })
 }

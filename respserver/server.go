@@ -133,6 +133,7 @@ type Server struct {
 	configKeyLen int             // the longest key in config
 	port         atomic.Int64
 
+	touches        touches // the writes of keys clients WATCH
 	commands       atomic.Uint64
 	scriptRefusals atomic.Uint64                  // calls of scriptCommands
 	callStats      []calls                        // by command.id
