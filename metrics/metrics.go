@@ -68,6 +68,8 @@ var (
 		[]string{"version", "id_range", "shard_range", "random_range"}, nil)
 	latencyDesc = prometheus.NewDesc("idserver_command_duration_seconds",
 		"Time from a command's start to its reply, by command (waits at the lead bound included).", []string{"command"}, nil)
+	busyDesc = prometheus.NewDesc("idserver_command_busy_seconds_total",
+		"Time the calls ran, their waits (disk, etcd, the clock) left out, by command: INFO commandstats' usec.", []string{"command"}, nil)
 	rejectedDesc = prometheus.NewDesc("idserver_command_rejected_calls_total",
 		"Calls refused before they ran (arity, authentication, refused inside MULTI), by command: INFO commandstats' rejected_calls.", []string{"command"}, nil)
 	failedDesc = prometheus.NewDesc("idserver_command_failed_calls_total",
@@ -108,6 +110,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		if cs.Count > 0 {
 			ch <- prometheus.MustNewConstHistogram(latencyDesc, cs.Count, cs.Sum, cs.Buckets, cs.Name)
 		}
+		ch <- prometheus.MustNewConstMetric(busyDesc, prometheus.CounterValue, cs.Busy, cs.Name)
 		ch <- prometheus.MustNewConstMetric(rejectedDesc, prometheus.CounterValue, float64(cs.Rejected), cs.Name)
 		ch <- prometheus.MustNewConstMetric(failedDesc, prometheus.CounterValue, float64(cs.Failed), cs.Name)
 	}

@@ -273,7 +273,7 @@ func TestPromtool(t *testing.T) {
 		// sees the first one (IdserverClusterDown).
 		"\nidserver_error_replies_by_code_total{code=\"CLUSTERDOWN\"} 0\n",
 		"\nidserver_command_rejected_calls_total{command=\"get\"} 1\n", "\nidserver_command_failed_calls_total{command=\"mgetid\"} 1\n",
-		"\nidserver_command_duration_seconds_count{command=\"getid\"} 1\n",
+		"\nidserver_command_duration_seconds_count{command=\"getid\"} 1\n", "\nidserver_command_busy_seconds_total{command=\"getid\"} ",
 	} {
 		if !strings.Contains(scrape, want) {
 			t.Errorf("no %q in the scrape", strings.TrimSpace(want))

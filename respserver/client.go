@@ -95,6 +95,24 @@ func (c *client) later(w waiting) {
 // read.
 type batch struct {
 	ran []ran // consecutive runs of one command
+
+	// start and at are the batch's start and the time since it when its
+	// last command ended, for lap: one clock reading per command (a
+	// monotonic one) counts their busy time.
+	start time.Time
+	at    time.Duration
+}
+
+// lap is the time since the last command of the batch that began at
+// start ended, or since start for its first.
+func (b *batch) lap(start time.Time) time.Duration {
+	if start != b.start {
+		b.start, b.at = start, 0
+	}
+	at := time.Since(start)
+	d := at - b.at
+	b.at = at
+	return d
 }
 
 type ran struct {
@@ -139,10 +157,15 @@ func (h handler) Open(cn *conns.Conn[*client]) *client {
 }
 
 // Command runs one command; one that waits has handed itself to the
-// connection layer to finish (client.later).
+// connection layer to finish (client.later). The time since the last
+// command of the batch (reading its arguments, and running it) is the
+// command's busy time, if it ran.
 func (h handler) Command(cn *conns.Conn[*client], args [][]byte) {
 	h.commands.Add(1)
-	h.dispatch(cn.Session, args)
+	ran := h.dispatch(cn.Session, args)
+	if d := cn.Session.batch.lap(cn.Start()); ran != nil {
+		h.calls(ran).busy.Add(uint64(d))
+	}
 }
 
 // finished ends a command that waited, on its loop again, unless its
@@ -151,9 +174,11 @@ func (h handler) Command(cn *conns.Conn[*client], args [][]byte) {
 func (s *Server) finished(c *client, err error) {
 	w := c.wait
 	c.wait = waiting{}
+	start := time.Now()
 	if err = w.then(c, err); err != nil {
 		s.fail(c, w.cmd, err)
 	}
+	s.calls(w.cmd).busy.Add(uint64(time.Since(start)))
 	if c.wait.off != nil { // then called later: the next step
 		c.wait.cmd, c.wait.start = w.cmd, w.start
 		return

@@ -337,10 +337,12 @@ func (s *Server) runTransaction(c *client, r *txReserve, err error) error {
 		c.execArgs = args
 		start, waits := time.Now(), len(c.txLater.cmds)
 		err := q.cmd.run(s, c, args)
+		ran := time.Since(start)
+		s.calls(q.cmd).busy.Add(uint64(ran))
 		if len(c.txLater.cmds) > waits { // observed once it has its reply
 			c.txLater.cmds[waits].cmd, c.txLater.cmds[waits].start = q.cmd, start
 		} else {
-			s.calls(q.cmd).latency.Observe(time.Since(start)) // a call, as Redis counts those inside EXEC
+			s.calls(q.cmd).latency.Observe(ran) // a call, as Redis counts those inside EXEC
 		}
 		if err != nil {
 			s.fail(c, q.cmd, err)
@@ -393,9 +395,11 @@ func (l *execLater) wait(s *Server, c *client) {
 		},
 		then: func(c *client, _ error) error {
 			for i, w := range l.cmds {
+				start := time.Now()
 				if err := w.then(c, w.err); err != nil {
 					s.fail(c, w.cmd, err)
 				}
+				s.calls(w.cmd).busy.Add(uint64(time.Since(start)))
 				s.calls(w.cmd).latency.Observe(time.Since(w.start))
 				end := len(after)
 				if i+1 < len(l.cmds) {

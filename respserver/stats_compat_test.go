@@ -4,8 +4,10 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idserver/idserver/idgen"
 	"github.com/idserver/idserver/internal/redisinfo"
@@ -233,4 +235,43 @@ func TestCommandListLikeRedis(t *testing.T) {
 // refuses (refusedCommands), or a scripting command (scriptCommands).
 func refusedCommand(name string) bool {
 	return slices.ContainsFunc(slices.Concat(refusedCommands, scriptCommands), func(cmd *command) bool { return cmd.name == name })
+}
+
+// TestCommandStatsBusyLikeRedis: INFO commandstats' usec is the time a
+// command ran, not the time it waited: a BLPOP that blocks on
+// redis-server, and an MGETID that waits for the clock on idserver (the
+// second of two), each for waited, count far less. (Tools read
+// usec_per_call as the cost of a call.)
+func TestCommandStatsBusyLikeRedis(t *testing.T) {
+	const waited = 300 * time.Millisecond
+	usecPerCall := func(addr, cmd string) float64 {
+		t.Helper()
+		line := ""
+		for _, f := range redisinfo.Parse(dialRaw(t, addr).do("INFO", "commandstats").(string)) {
+			if f.Name == "cmdstat_"+cmd {
+				line = f.Value
+			}
+		}
+		m := regexp.MustCompile(`^calls=\d+,usec=\d+,usec_per_call=([\d.]+),`).FindStringSubmatch(line)
+		if m == nil {
+			t.Fatalf("cmdstat_%s:%s", cmd, line)
+		}
+		v, _ := strconv.ParseFloat(m[1], 64)
+		return v
+	}
+	sock := startRedisSocket(t)
+	start := time.Now()
+	if v := dialRaw(t, sock).do("BLPOP", "nolist", strconv.FormatFloat(waited.Seconds(), 'f', -1, 64)); v != nil || time.Since(start) < waited {
+		t.Fatalf("BLPOP: %v after %v", v, time.Since(start))
+	}
+	if us := usecPerCall(sock, "blpop"); us > float64(waited.Microseconds())/3 {
+		t.Fatalf("redis-server: a BLPOP blocked %v, usec_per_call=%.0f", waited, us)
+	}
+	_, a, b, last, clk := startWaiting(t, Options{}, encode("MGETID", "1000"))
+	time.Sleep(waited) // how long MGETID waits, off the loop
+	clk.Advance(time.Second)
+	checkIDs(t, a.reply(), 1000, last)
+	if us := usecPerCall(b.conn.RemoteAddr().String(), "mgetid"); us > float64(waited.Microseconds())/3 {
+		t.Errorf("idserver: an MGETID waited %v, usec_per_call=%.0f; redis-server counts a blocked BLPOP's run only", waited, us)
+	}
 }

@@ -74,6 +74,10 @@ type command struct {
 // test runs several in one process).
 type calls struct {
 	latency stats.Latency // of the calls that ran, until their reply
+	// busy is the time the calls ran on their event loop, ns: not their
+	// waits off it (for the disk, etcd, the clock), as Redis's usec
+	// counts the time its commands ran.
+	busy atomic.Uint64
 	// rejected counts the calls refused before they ran (arity, NOAUTH,
 	// refused inside MULTI), failed those that ran and replied with an
 	// error, as Redis's rejected_calls and failed_calls.
@@ -314,8 +318,9 @@ func (c *client) lookup(args [][]byte) (*command, error) {
 }
 
 // dispatch runs one command, appending its reply, or its error reply, to
-// c.Out. Inside MULTI, it queues the command instead.
-func (s *Server) dispatch(c *client, args [][]byte) {
+// c.Out, and returns it; nil if it did not run. Inside MULTI, it queues
+// the command instead.
+func (s *Server) dispatch(c *client, args [][]byte) *command {
 	cmd, err := c.lookup(args)
 	if err == nil && cmd.protected && !s.debugAllowed(c) {
 		err = errDebugNotAllowed
@@ -329,15 +334,15 @@ func (s *Server) dispatch(c *client, args [][]byte) {
 	switch {
 	case err != nil && cmd == execCommand:
 		s.reject(c, cmd, c.abortTransaction(err))
-		return
+		return nil
 	case c.tx != nil && !(err == nil && cmd.control):
 		if err := s.enqueue(c, cmd, args, err); err != nil {
 			s.reject(c, cmd, err)
 		}
-		return
+		return nil
 	case err != nil: // MONITOR shows no command refused before it ran, as Redis
 		s.reject(c, cmd, err)
-		return
+		return nil
 	}
 	if !c.greeted && !cmd.setup {
 		s.greet(c, args)
@@ -346,12 +351,13 @@ func (s *Server) dispatch(c *client, args [][]byte) {
 	s.feed(c, cmd, args)
 	if c.wait.off != nil { // it called later: finished observes it, once it has its reply
 		c.wait.cmd, c.wait.start = cmd, c.Start()
-		return
+		return cmd
 	}
 	c.batch.add(cmd)
 	if err != nil {
 		s.fail(c, cmd, err)
 	}
+	return cmd
 }
 
 // reject sends err, the error reply of a call of cmd refused before it
@@ -387,7 +393,7 @@ func (s *Server) Calls() []stats.Calls {
 	walk = func(cmds []*command) {
 		for _, cmd := range cmds {
 			c := s.calls(cmd)
-			cs := stats.Calls{Histogram: c.latency.Read(cmd.name), Rejected: c.rejected.Load(), Failed: c.failed.Load()}
+			cs := stats.Calls{Histogram: c.latency.Read(cmd.name), Busy: float64(c.busy.Load()) / 1e9, Rejected: c.rejected.Load(), Failed: c.failed.Load()}
 			if cs.Count+cs.Rejected+cs.Failed > 0 {
 				all = append(all, cs)
 			}

@@ -107,6 +107,9 @@ type Histogram struct {
 // replied with an error.
 type Calls struct {
 	Histogram
+	// Busy is the seconds the calls ran, their waits (for the disk,
+	// etcd, the clock) left out, as Redis's commandstats usec.
+	Busy             float64
 	Rejected, Failed uint64
 }
 
