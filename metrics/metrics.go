@@ -101,7 +101,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			if f.Kind == stats.Counter {
 				kind = prometheus.CounterValue
 			}
-			ch <- prometheus.MustNewConstMetric(prometheus.NewDesc(name, f.Help, nil, nil), kind, float64(f.Num)/per)
+			help := f.Help
+			if stats.TimePoint(f.Name) {
+				help += " Unix time."
+			}
+			ch <- prometheus.MustNewConstMetric(prometheus.NewDesc(name, help, nil, nil), kind, float64(f.Num)/per)
 		}
 	}
 	for _, cs := range c.srv.Calls() {
@@ -118,22 +122,17 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 
 // metricName is the Prometheus name of an INFO field, and how many of
 // its unit make the base unit (a divisor: 6354 us / 1e6 is 0.006354 s,
-// as INFO prints it, where 6354 * 1e-6 is 0.006353999999999999): idserver_<field>, without Redis's "total_" prefix, in
-// seconds rather than _ms, _usec or CPU time's microseconds, and with
-// _total for a counter.
+// as INFO prints it, where 6354 * 1e-6 is 0.006353999999999999):
+// idserver_<field>, without Redis's "total_" prefix, in seconds rather
+// than _ms, _usec or CPU time's microseconds, and with _total for a
+// counter.
 func metricName(f stats.Field) (string, float64) {
 	name, per := strings.TrimPrefix(f.Name, "total_"), 1.0
+	if stem, p := stats.Unit(name); p > 0 {
+		name, per = stem+"_seconds", p
+	}
 	if f.Micros {
 		name, per = name+"_seconds", 1e6
-	}
-	for _, u := range []struct {
-		suffix string
-		per    float64
-	}{{"_ms", 1e3}, {"_usec", 1e6}, {"_in_seconds", 1}} {
-		if strings.HasSuffix(name, u.suffix) {
-			name, per = strings.TrimSuffix(name, u.suffix)+"_seconds", u.per
-			break
-		}
 	}
 	if f.Kind == stats.Counter {
 		name += "_total"
