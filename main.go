@@ -137,7 +137,7 @@ func (s stopper) request() {
 // SHUTDOWN. It reports false if the server stopped by itself.
 func serve(cfg *conf.Config, log zerolog.Logger, srv *respserver.Server, lns *listeners, stop stopper, m mode) bool {
 	if lns.metrics != nil {
-		h := metrics.New(metrics.Options{Server: srv, Version: buildinfo.Version, Ready: srv.Ready})
+		h := metrics.New(metrics.Options{Server: srv, Version: buildinfo.Version, Ready: srv.Ready, Pprof: cfg.MetricsPprof == conf.Yes})
 		lim := metrics.Limits{Conns: cfg.MetricsMaxClients, Timeout: cfg.MetricsTimeout.Duration}
 		defer serveMetrics(lns.metrics, h, lim, log)()
 	}
@@ -384,7 +384,7 @@ func serveUntilStopped(srv *respserver.Server, lns *listeners, stopRequested sto
 	return true
 }
 
-// serveMetrics serves h (metrics, health and profiles) on ln within lim
+// serveMetrics serves h (metrics, health, and profiles if asked) on ln within lim
 // and returns a function that stops it.
 func serveMetrics(ln net.Listener, h http.Handler, lim metrics.Limits, log zerolog.Logger) (stop func()) {
 	hs := metrics.NewServer(h, lim)

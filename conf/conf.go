@@ -99,6 +99,7 @@ type Config struct {
 	MetricsAddr       string   `key:"metrics-addr" default:"" usage:"address for Prometheus metrics; empty = off"`
 	MetricsMaxClients int      `key:"metrics-maxclients" default:"16" usage:"most HTTP connections open at once on metrics-addr; more wait in the listen backlog"`
 	MetricsTimeout    Seconds  `key:"metrics-timeout" default:"10" usage:"seconds an HTTP connection on metrics-addr may take to send a request, or stay idle between requests, before it is closed"`
+	MetricsPprof      YesNo    `key:"metrics-pprof" default:"no" usage:"yes: serve profiles and execution traces at /debug/pprof/ on metrics-addr (go tool pprof, go tool trace), to whoever reaches it: no authentication"`
 
 	// File is the config file that was read, "" if none.
 	File string

@@ -38,7 +38,7 @@ func defaults() Config {
 		SeqFile: "idserver.seq", SeqMaxKeys: 1000000, SeqMaxKeyBytes: 512, SeqMaxIncrBy: 1000000,
 		SeqSegment: Millis{3 * time.Second}, SeqMaxSegment: 1000000,
 		ClientOutputBufferLimit: OutputLimit{Hard: 16 << 20, Soft: 8 << 20, SoftSeconds: time.Minute},
-		LogLevel:                LogNotice, MetricsMaxClients: 16, MetricsTimeout: Seconds{10 * time.Second},
+		LogLevel:                LogNotice, MetricsMaxClients: 16, MetricsTimeout: Seconds{10 * time.Second}, MetricsPprof: No,
 		EtcdPrefix: "/idserver/", EtcdLeaseTTL: Seconds{10 * time.Second}, EtcdDialTimeout: Seconds{5 * time.Second},
 		ClusterEnabled: No, PublicIDAlphabet: publicid.DefaultAlphabet,
 	}

@@ -1,7 +1,7 @@
 // Package metrics is idserver's HTTP side, on metrics-addr: Prometheus
 // metrics at /metrics (read when scraped, so the request path pays nothing
-// for them), /healthz and /readyz for probes, and profiles at
-// /debug/pprof/.
+// for them), /healthz and /readyz for probes, and, when asked for,
+// profiles at /debug/pprof/.
 package metrics
 
 import (
@@ -25,6 +25,10 @@ type Options struct {
 	Version string
 	// Ready says whether a GETID would be answered now, and if not why.
 	Ready func() error
+	// Pprof serves profiles at /debug/pprof/ (metrics-pprof): off by
+	// default, as they show the server's workings to whoever reaches
+	// metrics-addr, and a profile or trace costs CPU while it runs.
+	Pprof bool
 }
 
 // New returns the handler of metrics-addr.
@@ -50,11 +54,13 @@ func New(o Options) http.Handler {
 		}
 		fmt.Fprintln(w, "OK")
 	})
-	// Profiles of the live server, for performance work (go tool pprof),
-	// and execution traces, for latency (go tool trace).
-	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	if o.Pprof {
+		// Profiles of the live server, for performance work (go tool
+		// pprof), and execution traces, for latency (go tool trace).
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	}
 	return mux
 }
 
