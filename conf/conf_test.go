@@ -197,9 +197,14 @@ func TestInvalid(t *testing.T) {
 // start with one line naming it, as an unknown key in the file does.
 func TestUnknownEnv(t *testing.T) {
 	_, err := Load(nil, []string{"IDSERVER_MGETID_MAXX=50"})
-	want := `environment: unknown variable IDSERVER_MGETID_MAXX (no key "mgetid-maxx"; idserver --help lists the keys)`
+	want := `environment: unknown variable IDSERVER_MGETID_MAXX (no key "mgetid-maxx"; did you mean IDSERVER_MGETID_MAX?)`
 	if err == nil || err.Error() != want {
 		t.Fatalf("Load with IDSERVER_MGETID_MAXX: %v, want %q", err, want)
+	}
+	_, err = Load(nil, []string{"IDSERVER_APPENDONLY=yes"})
+	want = `environment: unknown variable IDSERVER_APPENDONLY (no key "appendonly"; idserver --help lists the keys)`
+	if err == nil || err.Error() != want {
+		t.Fatalf("Load with IDSERVER_APPENDONLY: %v, want %q", err, want)
 	}
 	env := []string{"IDSERVER_CLIENT_OUTPUT_BUFFER_LIMIT=normal 0 0 0", "OTHER_IDSERVER_X=1"} // the second: not the prefix
 	if _, err := Load(nil, env); err != nil {
