@@ -2,8 +2,13 @@
 #
 #   docker build -t idserver .
 #   docker run -d --name idserver -v idserver-data:/data \
-#     -p 6551:6551 -p 9121:9121 \
+#     -p 6551:6551 -p 127.0.0.1:9121:9121 \
 #     -e IDSERVER_SERVER_ID=0 -e IDSERVER_REQUIREPASS=change-me idserver
+#
+# The metrics port has no authentication: publish it on the host's
+# loopback (or a private address) only. Inside the container it listens
+# on every interface (IDSERVER_METRICS_ADDR below), or nothing outside
+# the container could reach it.
 #
 # The server keeps Redis's protected-mode: with no password and a
 # non-loopback bind it serves loopback clients only, and a client of a

@@ -3,6 +3,7 @@ module github.com/idserver/idserver
 go 1.26.8
 
 require (
+	github.com/agnivade/levenshtein v1.2.2
 	github.com/coreos/go-systemd/v22 v22.7.0
 	github.com/go-redis/redis/v8 v8.11.5
 	github.com/gomodule/redigo v1.9.3

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/coreos/go-systemd/v22/activation"
+	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/mattn/go-isatty"
 	"github.com/rs/zerolog"
 	"github.com/spf13/pflag"
@@ -137,12 +138,16 @@ func (s stopper) request() {
 // SHUTDOWN. It reports false if the server stopped by itself.
 func serve(cfg *conf.Config, log zerolog.Logger, srv *respserver.Server, lns *listeners, stop stopper, m mode) bool {
 	if lns.metrics != nil {
-		h := metrics.New(metrics.Options{Server: srv, Version: buildinfo.Version, Ready: srv.Ready})
+		h := metrics.New(metrics.Options{Server: srv, Version: buildinfo.Version, Ready: srv.Ready, Pprof: cfg.MetricsPprof == conf.Yes})
 		lim := metrics.Limits{Conns: cfg.MetricsMaxClients, Timeout: cfg.MetricsTimeout.Duration}
 		defer serveMetrics(lns.metrics, h, lim, log)()
 	}
 	logProtectedMode(cfg, lns, log)
-	return serveUntilStopped(srv, lns, stop, log, func() { logReady(log, cfg, lns, m) }, m.handOver)
+	ready := func() {
+		logReady(log, cfg, lns, m)
+		notify(log, daemon.SdNotifyReady)
+	}
+	return serveUntilStopped(srv, lns, stop, log, ready, m.handOver)
 }
 
 // addrOf is the address clients reach this server at, for its claim:
@@ -372,6 +377,7 @@ func serveUntilStopped(srv *respserver.Server, lns *listeners, stopRequested sto
 		srv.Close()
 		return false
 	}
+	notify(log, daemon.SdNotifyStopping)
 	handOver()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -384,7 +390,17 @@ func serveUntilStopped(srv *respserver.Server, lns *listeners, stopRequested sto
 	return true
 }
 
-// serveMetrics serves h (metrics, health and profiles) on ln within lim
+// notify tells systemd the server's state (Type=notify): READY=1 once it
+// answers commands, so that systemctl start returns then and units
+// ordered after it start then; STOPPING=1 when a graceful stop begins.
+// Without NOTIFY_SOCKET (not started by systemd) it does nothing.
+func notify(log zerolog.Logger, state string) {
+	if _, err := daemon.SdNotify(false, state); err != nil {
+		log.Warn().Err(err).Str("state", state).Msg("cannot notify systemd (NOTIFY_SOCKET)")
+	}
+}
+
+// serveMetrics serves h (metrics, health, and profiles if asked) on ln within lim
 // and returns a function that stops it.
 func serveMetrics(ln net.Listener, h http.Handler, lim metrics.Limits, log zerolog.Logger) (stop func()) {
 	hs := metrics.NewServer(h, lim)

@@ -36,7 +36,7 @@ func (m *Member) Info() []stats.Field {
 		stats.G("held_server_id", held, "The server-id held; -1 while standing by."),
 		stats.T("lease_id", fmt.Sprintf("%x", int64(id))),
 		stats.G("lease_ttl_left_ms", ttlLeft, "Time left on the etcd lease unless renewed."),
-		stats.G("etcd_reserved_until_ms", m.reserved.Load(), "The last reservation T this server stored in etcd (ms since the epoch)."),
+		stats.G("etcd_reserved_until_ms", m.cfg.Epoch.UnixMilli()+m.reserved.Load(), "The last reservation T this server stored in etcd (the epoch while none is stored)."),
 		stats.G("holders_seen", int64(len(seen)), "Claim keys seen when this server last looked (while standing by)."),
 		stats.T("holders", strings.Join(seen, ",")),
 		stats.C("claims", m.claims.Load(), "Server-ids claimed."),

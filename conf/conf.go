@@ -99,6 +99,7 @@ type Config struct {
 	MetricsAddr       string   `key:"metrics-addr" default:"" usage:"address for Prometheus metrics; empty = off"`
 	MetricsMaxClients int      `key:"metrics-maxclients" default:"16" usage:"most HTTP connections open at once on metrics-addr; more wait in the listen backlog"`
 	MetricsTimeout    Seconds  `key:"metrics-timeout" default:"10" usage:"seconds an HTTP connection on metrics-addr may take to send a request, or stay idle between requests, before it is closed"`
+	MetricsPprof      YesNo    `key:"metrics-pprof" default:"no" usage:"yes: serve profiles and execution traces at /debug/pprof/ on metrics-addr (go tool pprof, go tool trace), to whoever reaches it: no authentication"`
 
 	// File is the config file that was read, "" if none.
 	File string
@@ -236,6 +237,11 @@ func lookup(name string) (field, bool) {
 // IDSERVER_MGETID_MAX for mgetid-max.
 const envPrefix = "IDSERVER_"
 
+// envName is the environment variable of key.
+func envName(key string) string {
+	return envPrefix + strings.ToUpper(strings.ReplaceAll(key, "-", "_"))
+}
+
 // fromEnv returns the keys the IDSERVER_* variables of environ (as
 // os.Environ) set. It refuses a variable that names no key, as the file
 // refuses an unknown key: a misspelt override would otherwise be ignored
@@ -249,7 +255,7 @@ func fromEnv(environ []string) (map[string]any, error) {
 		}
 		key := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(name, envPrefix), "_", "-"))
 		if _, ok := lookup(key); !ok {
-			return nil, fmt.Errorf("environment: unknown variable %s (no key %q; idserver --help lists the keys)", name, key)
+			return nil, unknownVariable(name, key)
 		}
 		values[key] = value
 	}
@@ -279,7 +285,7 @@ func Load(args, environ []string) (*Config, error) {
 		fmt.Fprintf(os.Stderr, "Usage: idserver [config-file] [--key value ...]\n\n%s", fs.FlagUsages())
 	}
 	if err := fs.Parse(args); err != nil {
-		return nil, fmt.Errorf("command line: %w", err)
+		return nil, fmt.Errorf("command line: %w%s", err, flagHint(fs, err))
 	}
 	if *showVersion {
 		return nil, ErrVersion

@@ -38,7 +38,7 @@ func defaults() Config {
 		SeqFile: "idserver.seq", SeqMaxKeys: 1000000, SeqMaxKeyBytes: 512, SeqMaxIncrBy: 1000000,
 		SeqSegment: Millis{3 * time.Second}, SeqMaxSegment: 1000000,
 		ClientOutputBufferLimit: OutputLimit{Hard: 16 << 20, Soft: 8 << 20, SoftSeconds: time.Minute},
-		LogLevel:                LogNotice, MetricsMaxClients: 16, MetricsTimeout: Seconds{10 * time.Second},
+		LogLevel:                LogNotice, MetricsMaxClients: 16, MetricsTimeout: Seconds{10 * time.Second}, MetricsPprof: No,
 		EtcdPrefix: "/idserver/", EtcdLeaseTTL: Seconds{10 * time.Second}, EtcdDialTimeout: Seconds{5 * time.Second},
 		ClusterEnabled: No, PublicIDAlphabet: publicid.DefaultAlphabet,
 	}
@@ -197,9 +197,14 @@ func TestInvalid(t *testing.T) {
 // start with one line naming it, as an unknown key in the file does.
 func TestUnknownEnv(t *testing.T) {
 	_, err := Load(nil, []string{"IDSERVER_MGETID_MAXX=50"})
-	want := `environment: unknown variable IDSERVER_MGETID_MAXX (no key "mgetid-maxx"; idserver --help lists the keys)`
+	want := `environment: unknown variable IDSERVER_MGETID_MAXX (no key "mgetid-maxx"; did you mean IDSERVER_MGETID_MAX?)`
 	if err == nil || err.Error() != want {
 		t.Fatalf("Load with IDSERVER_MGETID_MAXX: %v, want %q", err, want)
+	}
+	_, err = Load(nil, []string{"IDSERVER_APPENDONLY=yes"})
+	want = `environment: unknown variable IDSERVER_APPENDONLY (no key "appendonly"; idserver --help lists the keys)`
+	if err == nil || err.Error() != want {
+		t.Fatalf("Load with IDSERVER_APPENDONLY: %v, want %q", err, want)
 	}
 	env := []string{"IDSERVER_CLIENT_OUTPUT_BUFFER_LIMIT=normal 0 0 0", "OTHER_IDSERVER_X=1"} // the second: not the prefix
 	if _, err := Load(nil, env); err != nil {

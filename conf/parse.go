@@ -66,7 +66,7 @@ func Parse(r io.Reader) (map[string]string, error) {
 			f, ok := lookup(key)
 			switch {
 			case !ok:
-				return nil, fmt.Errorf("line %d: unknown key %q", n, args[0])
+				return nil, fmt.Errorf("line %d: unknown key %q%s", n, args[0], keyHint(key))
 			case f.words() && len(args) >= 2:
 				values[key] = strings.Join(args[1:], " ") // the type reads the words
 			case f.words():

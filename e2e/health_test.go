@@ -207,3 +207,21 @@ func infoFields(t *testing.T, c *redis.Client, sections ...string) []infoLine {
 	}
 	return fields
 }
+
+// TestPprofOnlyWhenAsked: /debug/pprof/ is not served by default, only
+// with metrics-pprof yes; /metrics is served either way.
+func TestPprofOnlyWhenAsked(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		code int
+	}{{nil, 404}, {[]string{"--metrics-pprof", "yes"}, 200}} {
+		p := start(t, nil, append(c.args, "--metrics-addr", "127.0.0.1:0")...)
+		base := "http://" + p.MetricsAddr(t)
+		if code, _ := get(t, base+"/debug/pprof/"); code != c.code {
+			t.Errorf("idserver %v: GET /debug/pprof/: %d, want %d", c.args, code, c.code)
+		}
+		if code, _ := get(t, base+"/metrics"); code != 200 {
+			t.Errorf("idserver %v: GET /metrics: %d", c.args, code)
+		}
+	}
+}

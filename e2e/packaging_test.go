@@ -186,6 +186,38 @@ func TestPackagingUsesKnownKeys(t *testing.T) {
 	}
 }
 
+// TestMetricsPublishedOnLoopback: every docker run the Dockerfile, docs/,
+// deploy/ and README.md show publishes the metrics port (9121: no
+// authentication) on the host's 127.0.0.1 only, never on every
+// interface; it publishes the port at all in the Dockerfile's example.
+func TestMetricsPublishedOnLoopback(t *testing.T) {
+	files, err := filepath.Glob("../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deploy, err := filepath.Glob("../deploy/*/*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	published := regexp.MustCompile(`(?:-p|--publish)[ =](\S*:)?9121\b`)
+	seen := 0
+	for _, name := range slices.Concat([]string{"../Dockerfile", "../README.md"}, files, deploy) {
+		text, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range published.FindAllStringSubmatch(string(text), -1) {
+			seen++
+			if m[1] != "127.0.0.1:9121:" {
+				t.Errorf("%s: %q publishes the metrics port beyond the host's loopback; want -p 127.0.0.1:9121:9121", name, m[0])
+			}
+		}
+	}
+	if seen == 0 {
+		t.Error("no example publishes the metrics port: this test reads none")
+	}
+}
+
 // k8sObject holds the fields of a Kubernetes object this test reads.
 type k8sObject struct {
 	Kind string

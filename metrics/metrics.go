@@ -1,7 +1,7 @@
 // Package metrics is idserver's HTTP side, on metrics-addr: Prometheus
 // metrics at /metrics (read when scraped, so the request path pays nothing
-// for them), /healthz and /readyz for probes, and profiles at
-// /debug/pprof/.
+// for them), /healthz and /readyz for probes, and, when asked for,
+// profiles at /debug/pprof/.
 package metrics
 
 import (
@@ -25,6 +25,10 @@ type Options struct {
 	Version string
 	// Ready says whether a GETID would be answered now, and if not why.
 	Ready func() error
+	// Pprof serves profiles at /debug/pprof/ (metrics-pprof): off by
+	// default, as they show the server's workings to whoever reaches
+	// metrics-addr, and a profile or trace costs CPU while it runs.
+	Pprof bool
 }
 
 // New returns the handler of metrics-addr.
@@ -50,11 +54,13 @@ func New(o Options) http.Handler {
 		}
 		fmt.Fprintln(w, "OK")
 	})
-	// Profiles of the live server, for performance work (go tool pprof),
-	// and execution traces, for latency (go tool trace).
-	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	if o.Pprof {
+		// Profiles of the live server, for performance work (go tool
+		// pprof), and execution traces, for latency (go tool trace).
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	}
 	return mux
 }
 
@@ -103,7 +109,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			if f.Kind == stats.Counter {
 				kind = prometheus.CounterValue
 			}
-			ch <- prometheus.MustNewConstMetric(prometheus.NewDesc(name, f.Help, nil, nil), kind, float64(f.Num)/per)
+			help := f.Help
+			if stats.TimePoint(f.Name) {
+				help += " Unix time."
+			}
+			ch <- prometheus.MustNewConstMetric(prometheus.NewDesc(name, help, nil, nil), kind, float64(f.Num)/per)
 		}
 	}
 	for _, cs := range c.srv.Calls() {
@@ -121,22 +131,17 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 
 // metricName is the Prometheus name of an INFO field, and how many of
 // its unit make the base unit (a divisor: 6354 us / 1e6 is 0.006354 s,
-// as INFO prints it, where 6354 * 1e-6 is 0.006353999999999999): idserver_<field>, without Redis's "total_" prefix, in
-// seconds rather than _ms, _usec or CPU time's microseconds, and with
-// _total for a counter.
+// as INFO prints it, where 6354 * 1e-6 is 0.006353999999999999):
+// idserver_<field>, without Redis's "total_" prefix, in seconds rather
+// than _ms, _usec or CPU time's microseconds, and with _total for a
+// counter.
 func metricName(f stats.Field) (string, float64) {
 	name, per := strings.TrimPrefix(f.Name, "total_"), 1.0
+	if stem, p := stats.Unit(name); p > 0 {
+		name, per = stem+"_seconds", p
+	}
 	if f.Micros {
 		name, per = name+"_seconds", 1e6
-	}
-	for _, u := range []struct {
-		suffix string
-		per    float64
-	}{{"_ms", 1e3}, {"_usec", 1e6}, {"_in_seconds", 1}} {
-		if strings.HasSuffix(name, u.suffix) {
-			name, per = strings.TrimSuffix(name, u.suffix)+"_seconds", u.per
-			break
-		}
 	}
 	if f.Kind == stats.Counter {
 		name += "_total"

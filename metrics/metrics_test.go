@@ -88,9 +88,10 @@ func waitServing(t *testing.T, srv *respserver.Server) {
 }
 
 // TestProfiles: the CPU profile and the execution trace of the live
-// server are served, for go tool pprof and go tool trace.
+// server are served when asked for (Pprof), for go tool pprof and go tool
+// trace.
 func TestProfiles(t *testing.T) {
-	h := New(Options{Server: respserver.New(respserver.Options{}), Version: "test"})
+	h := New(Options{Server: respserver.New(respserver.Options{}), Version: "test", Pprof: true})
 	for path, starts := range map[string]string{
 		"/debug/pprof/profile?seconds=1": "\x1f\x8b", // gzip
 		"/debug/pprof/trace?seconds=1":   "go 1.",
@@ -110,7 +111,7 @@ func TestProfiles(t *testing.T) {
 // than Timeout is still served.
 func TestLimits(t *testing.T) {
 	lim := Limits{Conns: 2, Timeout: 500 * time.Millisecond}
-	h := New(Options{Server: respserver.New(respserver.Options{}), Version: "test", Ready: func() error { return nil }})
+	h := New(Options{Server: respserver.New(respserver.Options{}), Version: "test", Ready: func() error { return nil }, Pprof: true})
 	hs := NewServer(h, lim)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

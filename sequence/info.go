@@ -17,7 +17,7 @@ func Info(where stats.Field, t *Table, r *Restart) []stats.Field {
 		stats.C("seq_values_issued", s.Issued, "Sequence values handed out (INCR: 1, INCRBY n: n)."),
 		stats.C("seq_save_failures", s.Failures, "Keys whose reservation write failed."),
 		stats.C("seq_waits", s.Waits, "Requests that waited for a reservation write: a key's first value, or a key that outran its segment."),
-		stats.G("seq_last_save_time", s.LastTake/1000, "Unix time of the last successful write of sequence reservations; 0: none yet."),
+		stats.G("seq_last_save_time", s.LastTake/1000, "When sequence reservations were last written successfully; 0: never yet."),
 	}
 	if r == nil {
 		return fields

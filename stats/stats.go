@@ -6,7 +6,9 @@ package stats
 import (
 	"fmt"
 	"math/bits"
+	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -22,8 +24,9 @@ const (
 )
 
 // Field is one line of INFO, name:value. Numbers are in the unit their
-// name ends with (_ms, _usec, _seconds), or a plain count; or, for CPU
-// time, microseconds that INFO shows in seconds (Micros).
+// name ends with (Unit), or a plain count; or, for CPU time,
+// microseconds that INFO shows in seconds (Micros). A number whose name
+// says it is a point in time (TimePoint) is unix time.
 type Field struct {
 	Name   string
 	Kind   Kind
@@ -31,6 +34,43 @@ type Field struct {
 	Micros bool   // Num is microseconds, shown in seconds with six decimals
 	Text   string // for Text
 	Help   string // what it is, for the metric's HELP
+}
+
+// units are the suffixes of a figure's name that say its unit, and how
+// many of the unit make a second.
+var units = []struct {
+	suffix string
+	per    float64
+}{{"_ms", 1e3}, {"_usec", 1e6}, {"_in_seconds", 1}, {"_seconds", 1}}
+
+// Unit splits the name of a figure (an INFO field, or a metric) into its
+// stem and how many of its unit make a second: lead_ms is lead and 1000,
+// uptime_in_seconds is uptime and 1. A name with no unit is its own stem,
+// with 0.
+func Unit(name string) (stem string, per float64) {
+	for _, u := range units {
+		if stem, ok := strings.CutSuffix(name, u.suffix); ok {
+			return stem, u.per
+		}
+	}
+	return name, 0
+}
+
+// pointWords are the last words of the stems of points in time.
+var pointWords = []string{"at", "until", "end", "time", "epoch"}
+
+// TimePoint reports whether the figure named name (an INFO field, or a
+// metric) is a point in time, by the rule every figure's name keeps: the
+// last word of its stem (Unit) is at, until, end, time or epoch, as in
+// reserved_until_ms, epoch_ms, seq_last_save_time and Prometheus's
+// process_start_time_seconds. Such a figure is unix time in its unit, or
+// in seconds where its name has none (as Redis's rdb_last_save_time); as
+// text, RFC 3339 (time_field_end).
+// Every other figure with a unit is a duration: lead_ms, last_save_usec,
+// uptime_in_seconds, lease_ttl_left_ms.
+func TimePoint(name string) bool {
+	stem, _ := Unit(name)
+	return slices.Contains(pointWords, stem[strings.LastIndexByte(stem, '_')+1:])
 }
 
 // Value is the field as INFO prints it.

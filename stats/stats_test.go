@@ -24,3 +24,37 @@ func TestLatencyBuckets(t *testing.T) {
 		t.Errorf("count %d sum %g name %q, want 6, %g, getid", h.Count, h.Sum, h.Name, want)
 	}
 }
+
+// TestTimePoint: the names of points in time are told from those of
+// durations and counts, INFO's and Prometheus's alike.
+func TestTimePoint(t *testing.T) {
+	for name, want := range map[string]bool{
+		"reserved_until_ms": true, "etcd_reserved_until_ms": true, "epoch_ms": true,
+		"time_field_end_ms": true, "time_field_end": true, "seq_last_save_time": true,
+		"idserver_etcd_reserved_until_seconds": true, "process_start_time_seconds": true,
+		"go_memstats_last_gc_time_seconds": true,
+		"lead_ms":                          false, "reserved_ahead_ms": false, "last_save_usec": false, "uptime_in_seconds": false,
+		"lease_ttl_left_ms": false, "last_clock_step_ms": false, "clock_step_held_ms": false,
+		"process_cpu_seconds_total": false, "idserver_command_duration_seconds": false,
+		"seq_saves": false, "ids_issued": false,
+	} {
+		if got := TimePoint(name); got != want {
+			t.Errorf("TimePoint(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
+
+// TestUnit: a name's unit, and its stem without it.
+func TestUnit(t *testing.T) {
+	for name, want := range map[string]struct {
+		stem string
+		per  float64
+	}{
+		"lead_ms": {"lead", 1e3}, "last_save_usec": {"last_save", 1e6}, "uptime_in_seconds": {"uptime", 1},
+		"idserver_lead_seconds": {"idserver_lead", 1}, "seq_last_save_time": {"seq_last_save_time", 0},
+	} {
+		if stem, per := Unit(name); stem != want.stem || per != want.per {
+			t.Errorf("Unit(%q) = %q, %g, want %q, %g", name, stem, per, want.stem, want.per)
+		}
+	}
+}
