@@ -91,7 +91,8 @@ func TestOneServerPerDir(t *testing.T) {
 }
 
 // TestFailedStartLeavesDir: in every mode, a start on a port in use
-// stops with one line naming the address, and leaves the dir as it found it: empty stays empty, and a dir
+// stops with one line naming the address and the process that listens
+// there, and leaves the dir as it found it: empty stays empty, and a dir
 // a server stopped in keeps its files, byte for byte, inode for inode,
 // with no lock file left; and nothing is written to etcd.
 func TestFailedStartLeavesDir(t *testing.T) {
@@ -119,7 +120,7 @@ func TestFailedStartLeavesDir(t *testing.T) {
 				files, rev := dirFiles(t, dir), etcdRevision(t, cli, mode.prefix)
 				out, code := runToExit(t, append(append([]string{"--dir", dir}, mode.args...), "--port", port)...)
 				lines := strings.Split(strings.TrimSpace(out), "\n")
-				for _, w := range []string{"127.0.0.1:" + port, "address already in use"} {
+				for _, w := range []string{"127.0.0.1:" + port, "address already in use", fmt.Sprintf("pid %d (", os.Getpid())} {
 					if code == 0 || len(lines) != 1 || !strings.Contains(lines[0], w) {
 						t.Fatalf("start on a port in use: exit %d, output %q; want exit != 0 and one line with %q", code, out, w)
 					}
