@@ -40,12 +40,12 @@ func lock(path string, nameNow bool) (*lockFile, error) {
 	if err != nil {
 		return nil, err
 	}
+	l := &lockFile{path: path, f: f, created: created}
 	data, err := io.ReadAll(f)
 	if err != nil {
-		f.Close()
+		l.close()
 		return nil, fmt.Errorf("read lock file %s: %w", path, err)
 	}
-	l := &lockFile{path: path, f: f, created: created}
 	if _, body, ok := bytes.Cut(data, []byte("\n")); ok && len(body) > 0 {
 		l.last = body
 	}
