@@ -46,6 +46,7 @@ func listen(cfg *conf.Config, tc *tls.Config, passed map[string][]*os.File, log 
 			l.metrics, err = fileListener(fs[0])
 		} else {
 			l.metrics, err = net.Listen("tcp", cfg.MetricsAddr)
+			err = inUse(err)
 		}
 		if err != nil {
 			err = fmt.Errorf("metrics-addr: %w", err)
@@ -79,7 +80,7 @@ func listenPort(cfg *conf.Config, what string, port int, passed []*os.File, log 
 				continue
 			}
 			if lerr != nil {
-				err = lerr
+				err = inUse(lerr)
 				break
 			}
 			lns = append(lns, ln)

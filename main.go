@@ -75,11 +75,11 @@ func run(args []string) int {
 
 // runMode serves in cfg's mode until stopped. In this order: a check of
 // every address, so that one this machine cannot listen on stops the
-// start before it takes anything; the mode's state (in single-server
-// mode the lock, so that nothing reads the state file while another
-// process serves from it); then every address, so that a start that
-// fails leaves the state as it found it; and only then the first write
-// of the reservation.
+// start before it takes anything; the lock of dir, in every mode, so that
+// nothing reads, claims or writes what another process serves from; the
+// mode's state; then every address, so that a start that fails leaves
+// the state as it found it; and only then the first write of the
+// reservation. The lock goes last, after every write.
 func runMode(cfg *conf.Config, tc *tls.Config, log zerolog.Logger) int {
 	passed, err := sockets(cfg, activation.Files(true))
 	if err == nil {
@@ -89,6 +89,12 @@ func runMode(cfg *conf.Config, tc *tls.Config, log zerolog.Logger) int {
 		log.Error().Err(err).Msg("refusing to start")
 		return 1
 	}
+	dirLock, err := reservation.LockDir(cfg.Dir)
+	if err != nil {
+		log.Error().Err(err).Msg("refusing to start")
+		return 1
+	}
+	defer dirLock.Release()
 	m, err := newMode(cfg, log)
 	if err != nil {
 		log.Error().Err(err).Msg("refusing to start")

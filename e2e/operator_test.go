@@ -20,8 +20,8 @@ import (
 	"github.com/idserver/idserver/reservation"
 )
 
-// Operator mistakes, tried on the real binary: two servers on one state
-// file, a start that fails beside a live server, state files deleted under
+// Operator mistakes, tried on the real binary (two servers on one dir:
+// onedir_test.go): a start that fails beside a live server, state files deleted under
 // a running server, odd epochs, a reservation far ahead of the clock.
 
 // mgetid asks addr for n IDs with MGETID, in batches of at most 10000.
@@ -72,26 +72,6 @@ func snapshot(t *testing.T, path string) fileSnapshot {
 }
 
 func (a fileSnapshot) same(b fileSnapshot) bool { return a.ino == b.ino && bytes.Equal(a.data, b.data) }
-
-// TestOneServerPerStateFile: a second server on the same dir and state
-// file refuses to start with one line naming the state file and the pid
-// of the live one, which goes on serving.
-func TestOneServerPerStateFile(t *testing.T) {
-	dir := t.TempDir()
-	a := start(t, nil, "--dir", dir)
-	out, code := runToExit(t, "--dir", dir)
-	lines := strings.Split(strings.TrimSpace(out), "\n")
-	want := []string{filepath.Join(dir, "idserver.state"), "pid " + strconv.Itoa(a.Cmd.Process.Pid), "in use"}
-	for _, w := range want {
-		if code == 0 || len(lines) != 1 || !strings.Contains(lines[0], w) {
-			t.Fatalf("second server: exit %d, output %q; want exit != 0 and one line with %q", code, out, w)
-		}
-	}
-	checkAbove(t, mgetid(t, a.Addr, 100), 0)
-	// Another state file in the same dir is another server's: it may run.
-	b := start(t, nil, "--dir", dir, "--state-file", "other.state", "--server-id", "1")
-	checkAbove(t, mgetid(t, b.Addr, 100), 0)
-}
 
 // TestFailedStartWritesNothing: starts that fail for other reasons than
 // the lock (port in use, a bind or metrics address that cannot be had)

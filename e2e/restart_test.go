@@ -76,7 +76,8 @@ func TestKillRestartLoop(t *testing.T) {
 	t.Logf("%d runs, %d unique IDs", runs, len(seen))
 }
 
-// TestBadStateFiles: each is refused with one clear line and left as it is.
+// TestBadStateFiles: each is refused with one clear line and left as it
+// is, with no other file left beside it.
 func TestBadStateFiles(t *testing.T) {
 	good := reservation.State{ServerID: 0, Epoch: 1420041600000, Reserved: 375310358272}
 	good.Layout.IDBits, good.Layout.ShardBits, good.Layout.RandomBits = 2, 9, 10
@@ -112,12 +113,15 @@ func TestBadStateFiles(t *testing.T) {
 			if after, _ := os.ReadFile(path); string(after) != string(tt.data) {
 				t.Fatalf("state file changed: %q", after)
 			}
+			if files := dirFiles(t, dir); len(files) != 1 {
+				t.Fatalf("the dir holds %v after the refused start; want only the state file", files)
+			}
 		})
 	}
 	t.Run("dir missing", func(t *testing.T) {
 		dir := filepath.Join(t.TempDir(), "nope")
 		out, code := runToExit(t, "--dir", dir)
-		if code != 1 || !strings.Contains(out, "refusing to start") || !strings.Contains(out, filepath.Join(dir, "idserver.state.lock")+": no such file or directory") ||
+		if code != 1 || !strings.Contains(out, "refusing to start") || !strings.Contains(out, filepath.Join(dir, "idserver.lock")+": no such file or directory") ||
 			strings.Count(strings.TrimSpace(out), "\n") != 0 {
 			t.Fatalf("exit %d, output %q", code, out)
 		}

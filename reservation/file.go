@@ -30,7 +30,7 @@ type FileStore struct {
 // naming the lock file and that process's pid. It writes nothing to the
 // state file.
 func OpenFile(path string, log zerolog.Logger) (*FileStore, error) {
-	lf, err := lock(path + ".lock")
+	lf, err := lock(path+".lock", false)
 	if errors.Is(err, ErrLocked) {
 		return nil, fmt.Errorf("state file %s is %w (two servers on one state file would issue the same IDs)", path, err)
 	}

@@ -599,3 +599,36 @@ func TestNeverStoresLessThanCeiling(t *testing.T) {
 		t.Fatalf("stored T %d below the ceiling %d in force", got, ceiling)
 	}
 }
+
+// TestLockDir: a second LockDir on a held dir fails with one line naming
+// the dir and the holder's pid; Release removes the lock file; a lock
+// file left by a process that died (here: one nobody holds) does not
+// refuse. A store that never saved removes the lock file it made.
+func TestLockDir(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, DirLockFile)
+	if err := os.WriteFile(path, []byte("pid 999999\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d, err := LockDir(dir)
+	if err != nil {
+		t.Fatalf("LockDir over a lock file nobody holds: %v", err)
+	}
+	_, err = LockDir(dir)
+	want := fmt.Sprintf("dir %s is in use by another idserver (pid %d); each server needs a directory of its own", dir, os.Getpid())
+	if err == nil || err.Error() != want {
+		t.Fatalf("second LockDir: %v, want %q", err, want)
+	}
+	d.Release()
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Fatalf("%d files in the directory after Release, want none", len(entries))
+	}
+	f, err := OpenFile(filepath.Join(dir, "idserver.state"), zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Fatalf("%d files in the directory after a store that never saved closed, want none", len(entries))
+	}
+}

@@ -9,7 +9,9 @@
 //
 // A FileStore keeps T in a state file that one process at a time may use:
 // it holds an exclusive lock on a lock file beside it, which also keeps a
-// copy of T, so that a deleted state file loses nothing.
+// copy of T, so that a deleted state file loses nothing. A DirLock, on
+// the same lock files, is a server's hold on its whole directory, in
+// every mode.
 package reservation
 
 import (

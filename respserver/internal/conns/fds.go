@@ -18,7 +18,7 @@ import (
 // is the one statement of the formula; the docs quote it.
 //
 //	own        = 32 + 2 × event loops: stdio, the listeners, the Go poller,
-//	             each loop's epoll and eventfd, the state file's lock, a
+//	             each loop's epoll and eventfd, dir's and the state file's locks, a
 //	             save's temporary file and directory, the sequences' file,
 //	             etcd's connections, logs, /proc reads (at rest it uses 16)
 //	spares     = 2 + 8: one per RESP listener, to refuse with when out of
