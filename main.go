@@ -89,7 +89,7 @@ func runMode(cfg *conf.Config, tc *tls.Config, log zerolog.Logger) int {
 		log.Error().Err(err).Msg("refusing to start")
 		return 1
 	}
-	dirLock, err := reservation.LockDir(cfg.Dir)
+	dirLock, err := reservation.LockDir(cfg.Dir, log)
 	if err != nil {
 		log.Error().Err(err).Msg("refusing to start")
 		return 1

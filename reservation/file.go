@@ -134,7 +134,7 @@ func (r Resumed) Floor(now int64, maxLead time.Duration) int64 {
 // always safe.
 func (f *FileStore) Save(_ context.Context, s State) error {
 	if err := f.lock.keep(f.log); err != nil {
-		return err
+		return fmt.Errorf("state file %s: %w; renewals stop", f.path, err)
 	}
 	if _, err := os.Lstat(f.path); f.found && errors.Is(err, fs.ErrNotExist) {
 		f.log.Warn().Str("state_file", f.path).
@@ -145,7 +145,7 @@ func (f *FileStore) Save(_ context.Context, s State) error {
 	}
 	f.found = true
 	if err := f.lock.keep(f.log); err != nil {
-		return err
+		return fmt.Errorf("state file %s: %w; renewals stop", f.path, err)
 	}
 	return f.lock.record(s)
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"syscall"
+	"time"
 
 	"github.com/rs/zerolog"
 )
@@ -180,7 +181,7 @@ func (l *lockFile) keep(log zerolog.Logger) error {
 	}
 	f, _, err := tryLock(l.path)
 	if err != nil {
-		return fmt.Errorf("the lock file was removed or replaced under this server, and the state file is now %w; renewals stop", err)
+		return fmt.Errorf("the lock file was removed or replaced under this server, and is now %w", err)
 	}
 	l.f.Close()
 	l.f = f
@@ -213,13 +214,25 @@ const DirLockFile = "idserver.lock"
 // reads, claims or writes anything until it has stopped: one process per
 // directory, in every mode, since everything a server keeps in dir (state
 // files, sequences, node id, its history of etcd) is its alone.
-type DirLock struct{ l *lockFile }
+type DirLock struct {
+	l    *lockFile
+	stop chan struct{} // ends keep
+	done chan struct{} // closed when keep returns
+}
 
-// LockDir takes dir's lock file, DirLockFile, which names this process.
-// When another process holds it, the error is one line naming dir and
-// that process's pid. A lock file left by a process that died does not
-// refuse: flock(2) locks end with their process.
-func LockDir(dir string) (*DirLock, error) {
+// dirLockCheck is how often a DirLock makes sure its file is still the
+// one at its path, as PostgreSQL checks its postmaster.pid: a lock file
+// removed by hand is taken again within it, so a second server started
+// on the directory after that is refused all the same, unless it starts
+// within that second.
+const dirLockCheck = time.Second
+
+// LockDir takes dir's lock file, DirLockFile, which names this process,
+// and keeps it until Release. When another process holds it, the error
+// is one line naming dir and that process's pid. A lock file left by a
+// process that died does not refuse: flock(2) locks end with their
+// process.
+func LockDir(dir string, log zerolog.Logger) (*DirLock, error) {
 	l, err := lock(filepath.Join(dir, DirLockFile), true)
 	var h *held
 	if errors.As(err, &h) {
@@ -228,10 +241,38 @@ func LockDir(dir string) (*DirLock, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dir %s: %w", dir, err)
 	}
-	return &DirLock{l}, nil
+	d := &DirLock{l: l, stop: make(chan struct{}), done: make(chan struct{})}
+	go d.keep(log.With().Str("dir", dir).Logger())
+	return d, nil
+}
+
+// keep takes the lock file again whenever it was removed or replaced,
+// until Release. If another process took it first, it says so once:
+// two servers share the directory, and an operator must stop one.
+func (d *DirLock) keep(log zerolog.Logger) {
+	defer close(d.done)
+	tick := time.NewTicker(dirLockCheck)
+	defer tick.Stop()
+	var failing bool
+	for {
+		select {
+		case <-d.stop:
+			return
+		case <-tick.C:
+		}
+		err := d.l.keep(log)
+		if err != nil && !failing {
+			log.Error().Err(err).Msg("another process took this server's directory: stop one of the two")
+		}
+		failing = err != nil
+	}
 }
 
 // Release removes the lock file and lets the directory go: the last thing
 // a server does, after every write. A lock file remains only after a
 // process died.
-func (d *DirLock) Release() error { return d.l.release(true) }
+func (d *DirLock) Release() error {
+	close(d.stop)
+	<-d.done
+	return d.l.release(true)
+}

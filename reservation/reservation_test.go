@@ -610,11 +610,11 @@ func TestLockDir(t *testing.T) {
 	if err := os.WriteFile(path, []byte("pid 999999\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	d, err := LockDir(dir)
+	d, err := LockDir(dir, zerolog.Nop())
 	if err != nil {
 		t.Fatalf("LockDir over a lock file nobody holds: %v", err)
 	}
-	_, err = LockDir(dir)
+	_, err = LockDir(dir, zerolog.Nop())
 	want := fmt.Sprintf("dir %s is in use by another idserver (pid %d); each server needs a directory of its own", dir, os.Getpid())
 	if err == nil || err.Error() != want {
 		t.Fatalf("second LockDir: %v, want %q", err, want)
@@ -630,5 +630,38 @@ func TestLockDir(t *testing.T) {
 	f.Close()
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Fatalf("%d files in the directory after a store that never saved closed, want none", len(entries))
+	}
+}
+
+// TestLockDirRemovedByHand: a dir lock file removed, or replaced, under
+// the server that holds it is taken again, so a second server started
+// afterwards is refused as before.
+func TestLockDirRemovedByHand(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, DirLockFile)
+	d, err := LockDir(dir, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Release()
+	for _, spoil := range []func() error{
+		func() error { return os.Remove(path) },
+		func() error { // replaced
+			if err := os.WriteFile(path+".new", nil, 0o644); err != nil {
+				return err
+			}
+			return os.Rename(path+".new", path)
+		},
+	} {
+		if err := spoil(); err != nil {
+			t.Fatal(err)
+		}
+		await.True(t, 30*time.Second, "the lock file taken again", func() bool {
+			data, err := os.ReadFile(path)
+			return err == nil && string(data) == fmt.Sprintf("pid %d\n", os.Getpid())
+		})
+		if _, err := LockDir(dir, zerolog.Nop()); err == nil || !strings.Contains(err.Error(), "is in use by another idserver") {
+			t.Fatalf("second LockDir after the lock file was spoiled and taken again: %v", err)
+		}
 	}
 }
