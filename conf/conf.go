@@ -105,6 +105,9 @@ type Config struct {
 	// CheckReady is --check-ready: probe the running server's /readyz at
 	// metrics-addr instead of starting one.
 	CheckReady bool
+	// CheckConfig is --check-config: report whether the configuration is
+	// valid instead of starting, as nginx -t.
+	CheckConfig bool
 	// ServerIDSet is whether server-id was given (file, environment or
 	// flag), not defaulted: in cluster mode it pins the claim.
 	ServerIDSet bool
@@ -271,6 +274,7 @@ func Load(args, environ []string) (*Config, error) {
 	file := fs.String("config", "", "redis.conf-style file to read")
 	showVersion := fs.Bool("version", false, "print the version, commit and Go version, and exit")
 	checkReady := fs.Bool("check-ready", false, "ask the server this configuration describes whether it is ready (GET /readyz at metrics-addr): exit 0 if so, 1 if not; for container health checks")
+	checkConfig := fs.Bool("check-config", false, "check the configuration (file, environment, flags, and the TLS files it names) as a start would, print \"configuration OK\" or the error, and exit 0 or 1; nothing is written, locked, bound or dialled")
 	for _, f := range fields {
 		fs.Var(&flagValue{s: f.def, typ: f.helpType()}, f.key, f.usage)
 		fs.Lookup(f.key).DefValue = f.def
@@ -294,7 +298,7 @@ func Load(args, environ []string) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Config{File: *file, CheckReady: *checkReady, ServerIDSet: v.IsSet("server-id")}
+	c := &Config{File: *file, CheckReady: *checkReady, CheckConfig: *checkConfig, ServerIDSet: v.IsSet("server-id")}
 	if err := v.Unmarshal(c, decodeWith); err != nil {
 		return nil, invalid(err)
 	}
