@@ -36,8 +36,8 @@ COPY --from=build --chown=65532:65532 /out/data /data
 # and their lock live here: keep the volume across restarts and upgrades.
 # A server with an empty /data starts its IDs max-lead-ms ahead of its
 # clock (that repeats no ID only if the clock has not gone back further
-# since its last run), but restarts every counter at 1: INCR repeats the
-# numbers it handed out.
+# since its last run), but without etcd restarts every counter at 1: INCR
+# repeats the numbers it handed out.
 VOLUME /data
 WORKDIR /data
 ENV IDSERVER_DIR=/data IDSERVER_BIND=0.0.0.0 IDSERVER_METRICS_ADDR=0.0.0.0:9121

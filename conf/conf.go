@@ -65,7 +65,7 @@ type Config struct {
 	PublicIDAlphabet  string `key:"public-id-alphabet" default:"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789" usage:"PUBLICID's alphabet: at least 3 unique printable ASCII characters, 16 with public-id-key"`
 	PublicIDMinLength int    `key:"public-id-min-length" default:"0" usage:"PUBLICID's shortest string, 0..20 (padded up to it)"`
 
-	Dir          string `key:"dir" default:"." usage:"directory of the state file"`
+	Dir          string `key:"dir" default:"." usage:"directory of the server's files: the ID reservation (state-file), the sequences (seq-file), their lock, and in cluster mode its copies of what it took from etcd; keep it: on an empty dir IDs start max-lead-ms ahead, but in single-server mode every sequence restarts at 1 and hands out its numbers again"`
 	StateFile    string `key:"state-file" default:"idserver.state" usage:"file name of the durable ID reservation, in dir"`
 	ReserveAhead Millis `key:"reserve-ms" default:"3000" usage:"how far ahead IDs are reserved on disk"`
 

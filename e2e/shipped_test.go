@@ -2,21 +2,26 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/idserver/idserver/conf"
+	"github.com/idserver/idserver/internal/await"
+	"github.com/idserver/idserver/internal/testetcd"
 	"github.com/idserver/idserver/sequence"
 )
 
@@ -516,4 +521,104 @@ func TestKubernetesManifest(t *testing.T) {
 	}
 	t.Logf("replicas %d, etcd-endpoints %s, memory limit %s against a ceiling of %d MiB, volume %d MiB against a bound of %d MiB",
 		set.Spec.Replicas, cfg.EtcdEndpoints, c.Resources.Limits["memory"], mem.Ceiling>>20, storage>>20, bound>>20)
+}
+
+// TestDirLossDescribed: every place that tells an operator to keep dir
+// says what losing it costs: IDs start max-lead-ms ahead, which is safe,
+// but the sequences restart at 1 (or, in cluster mode, lose their guard
+// against etcd losing data), which repeats numbers.
+func TestDirLossDescribed(t *testing.T) {
+	help, _ := exec.Command(binary, "--help").CombinedOutput()
+	texts := map[string]string{"idserver --help": string(help)}
+	for _, name := range []string{"../README.md", "../Dockerfile", "../deploy/idserver.service", "../deploy/kubernetes/idserver.yaml",
+		"../docs/operations.md", "../docs/configuration.md", "../redis.conf.example"} {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		texts[name] = string(b)
+	}
+	said := regexp.MustCompile(`restarts?( every counter)? at 1|etcd loses a mark`)
+	for name, text := range texts {
+		flat := strings.Join(strings.Fields(strings.NewReplacer("#", " ", "*", " ").Replace(text)), " ")
+		if !strings.Contains(flat, "max-lead-ms") || !said.MatchString(flat) {
+			t.Errorf("%s describes dir without what losing it costs the sequences (want %q beside max-lead-ms)", name, said)
+		}
+	}
+}
+
+// dirFiles runs a server with args on a new dir until it has handed
+// out a value of a sequence, stops it, and returns the names of the
+// files it left there, with those it writes only for a moment: a
+// sequence file's fold (<name>.fold) and an atomic write's temporary
+// file (.<name>.tmp<random>).
+func dirFiles(t *testing.T, args ...string) []string {
+	t.Helper()
+	dir := t.TempDir()
+	p := start(t, nil, append(args, "--dir", dir)...)
+	c := redis.NewClient(&redis.Options{Addr: p.Addr})
+	defer c.Close()
+	await.True(t, 30*time.Second, "INCR answered", func() bool { return c.Incr(context.Background(), "orders").Err() == nil })
+	if p.Stop() != 0 {
+		t.Fatal("the server did not stop cleanly")
+	}
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, de := range des {
+		names = append(names, de.Name(), "."+de.Name()+".tmp4021337")
+		if strings.HasPrefix(de.Name(), "idserver.seq") {
+			names = append(names, de.Name()+".fold")
+		}
+	}
+	return names
+}
+
+// dockerIgnored reports whether a file name at the root of the build
+// context matches a pattern of .dockerignore: **/ matches any directory
+// (the root too), a leading / anchors at the root, and the rest is
+// filepath.Match's, as Docker's matcher has it (moby/patternmatcher,
+// not a dependency of this module, for these forms).
+func dockerIgnored(patterns []string, name string) bool {
+	for _, p := range patterns {
+		p = strings.TrimPrefix(strings.TrimPrefix(p, "**/"), "/")
+		if ok, _ := filepath.Match(p, name); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// TestIgnoreFilesCoverDir runs a server in single-server mode and in
+// cluster mode (etcd, cluster-enabled yes) on the default file names and
+// wants each file it writes in dir to be ignored by git (.gitignore: the
+// README's examples run in the clone) and left out of the image's build
+// context (.dockerignore).
+func TestIgnoreFilesCoverDir(t *testing.T) {
+	git := needProgram(t, "git", "apt-get install git")
+	e := testetcd.Start(t)
+	names := append(dirFiles(t), dirFiles(t, "--etcd-endpoints", e.Endpoint, "--cluster-enabled", "yes")...)
+	text, err := os.ReadFile("../.dockerignore")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var patterns []string
+	for line := range strings.Lines(string(text)) {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+			patterns = append(patterns, line)
+		}
+	}
+	for _, name := range names {
+		cmd := exec.Command(git, "check-ignore", "--no-index", "-q", name)
+		cmd.Dir = ".."
+		if err := cmd.Run(); err != nil {
+			t.Errorf("%s: not in .gitignore (git check-ignore: %v)", name, err)
+		}
+		if !dockerIgnored(patterns, name) {
+			t.Errorf("%s: not in .dockerignore", name)
+		}
+	}
+	t.Logf("checked %v", names)
 }
