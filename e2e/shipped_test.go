@@ -622,3 +622,21 @@ func TestIgnoreFilesCoverDir(t *testing.T) {
 	}
 	t.Logf("checked %v", names)
 }
+
+// TestKubernetesManifestSchema validates the manifest against
+// Kubernetes's own schemas, strictly (an unknown or misspelt field
+// fails), at 1.28, the oldest version it is for, with kubernetes-validate
+// (PyPI, schemas included: no cluster or network needed) when it is on
+// the PATH. scripts/test.sh does not install it (pip install
+// kubernetes-validate==1.37.0); kubectl's own validation needs a cluster.
+func TestKubernetesManifestSchema(t *testing.T) {
+	validate, err := exec.LookPath("kubernetes-validate")
+	if err != nil {
+		t.Skip("kubernetes-validate is not on the PATH (pip install kubernetes-validate==1.37.0)")
+	}
+	out, err := exec.Command(validate, "--strict", "-k", "1.28.0", "../deploy/kubernetes/idserver.yaml").CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubernetes-validate: %v\n%s", err, out)
+	}
+	t.Logf("%s", out)
+}
