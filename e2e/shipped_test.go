@@ -150,7 +150,7 @@ func imageEnv(t *testing.T) []string {
 
 // dockerRunEnv is the -e NAME=value variables of each docker run command
 // of text (shell lines), with the image's own first.
-func dockerRunEnv(t *testing.T, image []string, lines []string) [][]string {
+func dockerRunEnv(image, lines []string) [][]string {
 	var runs [][]string
 	for _, line := range lines {
 		for _, words := range shellCommands(line) {
@@ -246,7 +246,7 @@ func shippedConfigs(t *testing.T) []shippedConfig {
 		}
 	}
 	for where, lines := range sources {
-		for _, env := range dockerRunEnv(t, image, lines) {
+		for _, env := range dockerRunEnv(image, lines) {
 			cs = append(cs, shippedConfig{where: where + " docker run", env: env})
 		}
 	}
