@@ -15,6 +15,9 @@
 # container never is one. So set IDSERVER_REQUIREPASS (or, on a private
 # network and knowingly, IDSERVER_PROTECTED_MODE=no). Every server needs a
 # server-id of its own (IDSERVER_SERVER_ID, 0..3 on the default layout).
+# Counters (INCR) across several servers need etcd
+# (IDSERVER_ETCD_ENDPOINTS, docs/cluster.md): without it each container
+# keeps its own, and two of them hand out the same numbers.
 
 FROM golang:1.26.8-bookworm AS build
 WORKDIR /src
@@ -34,10 +37,12 @@ RUN mkdir -p /out/data && chown 65532:65532 /out/data && chmod 0700 /out/data
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/idserver /idserver
 COPY --from=build --chown=65532:65532 /out/data /data
-# The durable reservation (idserver.state) and its lock live here: keep
-# the volume across restarts and upgrades. A server with an empty /data
-# starts max-lead-ms ahead of its clock: that repeats no ID only if the
-# clock has not gone back further since its last run.
+# The durable reservation (idserver.state), the sequences (idserver.seq)
+# and their lock live here: keep the volume across restarts and upgrades.
+# A server with an empty /data starts its IDs max-lead-ms ahead of its
+# clock (that repeats no ID only if the clock has not gone back further
+# since its last run), but without etcd restarts every counter at 1: INCR
+# repeats the numbers it handed out.
 VOLUME /data
 WORKDIR /data
 ENV IDSERVER_DIR=/data IDSERVER_BIND=0.0.0.0 IDSERVER_METRICS_ADDR=0.0.0.0:9121

@@ -53,6 +53,9 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "idserver:", err)
 		return 1
 	}
+	if cfg.CheckConfig {
+		return checkConfig(cfg)
+	}
 	if cfg.CheckReady {
 		return checkReady(cfg)
 	}
@@ -418,6 +421,23 @@ func serveMetrics(ln net.Listener, h http.Handler, lim metrics.Limits, log zerol
 	log.Info().Str("metrics_addr", ln.Addr().String()).Int("metrics_maxclients", lim.Conns).Dur("metrics_timeout", lim.Timeout).
 		Msg("serving /metrics, /healthz and /readyz")
 	return func() { hs.Close() }
+}
+
+// checkConfig is --check-config, as nginx -t: the configuration Load
+// accepted, and the TLS files it names read as a start reads them.
+// Nothing is written, locked, bound or dialled, so it may run beside the
+// server it checks.
+func checkConfig(cfg *conf.Config) int {
+	_, err := tlsConfig(cfg)
+	if err == nil {
+		_, err = etcdTLSConfig(cfg)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "idserver:", err)
+		return 1
+	}
+	fmt.Println("configuration OK")
+	return 0
 }
 
 // checkReady is --check-ready: it asks the server at cfg's metrics-addr

@@ -65,7 +65,7 @@ type Config struct {
 	PublicIDAlphabet  string `key:"public-id-alphabet" default:"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789" usage:"PUBLICID's alphabet: at least 3 unique printable ASCII characters, 16 with public-id-key"`
 	PublicIDMinLength int    `key:"public-id-min-length" default:"0" usage:"PUBLICID's shortest string, 0..20 (padded up to it)"`
 
-	Dir          string `key:"dir" default:"." usage:"directory of the state file"`
+	Dir          string `key:"dir" default:"." usage:"directory of the server's files: the ID reservation (state-file), the sequences (seq-file), their lock, and in cluster mode its copies of what it took from etcd; keep it: on an empty dir IDs start max-lead-ms ahead, but in single-server mode every sequence restarts at 1 and hands out its numbers again"`
 	StateFile    string `key:"state-file" default:"idserver.state" usage:"file name of the durable ID reservation, in dir"`
 	ReserveAhead Millis `key:"reserve-ms" default:"3000" usage:"how far ahead IDs are reserved on disk"`
 
@@ -106,6 +106,9 @@ type Config struct {
 	// CheckReady is --check-ready: probe the running server's /readyz at
 	// metrics-addr instead of starting one.
 	CheckReady bool
+	// CheckConfig is --check-config: report whether the configuration is
+	// valid instead of starting, as nginx -t.
+	CheckConfig bool
 	// ServerIDSet is whether server-id was given (file, environment or
 	// flag), not defaulted: in cluster mode it pins the claim.
 	ServerIDSet bool
@@ -277,6 +280,7 @@ func Load(args, environ []string) (*Config, error) {
 	file := fs.String("config", "", "redis.conf-style file to read")
 	showVersion := fs.Bool("version", false, "print the version, commit and Go version, and exit")
 	checkReady := fs.Bool("check-ready", false, "ask the server this configuration describes whether it is ready (GET /readyz at metrics-addr): exit 0 if so, 1 if not; for container health checks")
+	checkConfig := fs.Bool("check-config", false, "check the configuration (file, environment, flags, and the TLS files it names) as a start would, print \"configuration OK\" or the error, and exit 0 or 1; nothing is written, locked, bound or dialled")
 	for _, f := range fields {
 		fs.Var(&flagValue{s: f.def, typ: f.helpType()}, f.key, f.usage)
 		fs.Lookup(f.key).DefValue = f.def
@@ -300,7 +304,7 @@ func Load(args, environ []string) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Config{File: *file, CheckReady: *checkReady, ServerIDSet: v.IsSet("server-id")}
+	c := &Config{File: *file, CheckReady: *checkReady, CheckConfig: *checkConfig, ServerIDSet: v.IsSet("server-id")}
 	if err := v.Unmarshal(c, decodeWith); err != nil {
 		return nil, invalid(err)
 	}

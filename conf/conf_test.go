@@ -575,7 +575,7 @@ func TestMemoryLimitRule(t *testing.T) {
 	}
 	usage := fields[slices.IndexFunc(fields, func(f field) bool { return f.key == "maxmemory-clients" })].usage
 	texts := map[string]string{"maxmemory-clients' usage": usage}
-	for _, name := range []string{"../redis.conf.example", "../docs/configuration.md", "../docs/sequences.md", "../docs/operations.md", "../docs/commands.md"} {
+	for _, name := range []string{"../redis.conf.example", "../docs/configuration.md", "../docs/sequences.md", "../docs/operations.md", "../docs/commands.md", "../deploy/kubernetes/idserver.yaml"} {
 		b, err := os.ReadFile(name)
 		if err != nil {
 			t.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"debug/elf"
 	"encoding/json"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,8 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-
-	"go.yaml.in/yaml/v3"
 
 	"github.com/idserver/idserver/conf"
 )
@@ -215,105 +212,5 @@ func TestMetricsPublishedOnLoopback(t *testing.T) {
 	}
 	if seen == 0 {
 		t.Error("no example publishes the metrics port: this test reads none")
-	}
-}
-
-// k8sObject holds the fields of a Kubernetes object this test reads.
-type k8sObject struct {
-	Kind string
-	Spec struct {
-		Replicas int
-		Template struct {
-			Spec struct {
-				Containers []struct {
-					Env []struct {
-						Name      string
-						Value     string
-						ValueFrom *struct {
-							FieldRef *struct {
-								FieldPath string `yaml:"fieldPath"`
-							} `yaml:"fieldRef"`
-						} `yaml:"valueFrom"`
-					}
-					Ports []struct {
-						Name          string
-						ContainerPort int `yaml:"containerPort"`
-					}
-					ReadinessProbe k8sProbe `yaml:"readinessProbe"`
-					LivenessProbe  k8sProbe `yaml:"livenessProbe"`
-				}
-			}
-		}
-	}
-}
-
-// k8sProbe is a container probe; Port is a number or a port's name.
-type k8sProbe struct {
-	HTTPGet struct {
-		Path string
-		Port string
-	} `yaml:"httpGet"`
-}
-
-// TestKubernetesServerIDFromPodIndex checks the StatefulSet example gives
-// each pod the server-id of its index, runs no more pods than the layout
-// has server-ids (an index past the last server-id would fail to start),
-// and probes the endpoints the server serves.
-func TestKubernetesServerIDFromPodIndex(t *testing.T) {
-	f, err := os.Open("../deploy/kubernetes/idserver.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var set *k8sObject
-	for dec := yaml.NewDecoder(f); ; {
-		var o k8sObject
-		if err := dec.Decode(&o); err == io.EOF {
-			break
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		if o.Kind == "StatefulSet" {
-			set = &o
-		}
-	}
-	if set == nil || len(set.Spec.Template.Spec.Containers) != 1 {
-		t.Fatal("no StatefulSet with one container in deploy/kubernetes/idserver.yaml")
-	}
-	c := set.Spec.Template.Spec.Containers[0]
-
-	cfg, err := conf.Load(nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	idRange, fromPodIndex := cfg.IDRange, false
-	for _, e := range c.Env {
-		switch {
-		case e.Name == "IDSERVER_ID_RANGE":
-			idRange, _ = strconv.Atoi(e.Value)
-		case e.Name == "IDSERVER_SERVER_ID" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil:
-			fromPodIndex = e.ValueFrom.FieldRef.FieldPath == "metadata.labels['apps.kubernetes.io/pod-index']"
-		}
-	}
-	if !fromPodIndex {
-		t.Error("IDSERVER_SERVER_ID does not come from the fieldRef metadata.labels['apps.kubernetes.io/pod-index']")
-	}
-	if set.Spec.Replicas < 1 || set.Spec.Replicas > 1<<idRange {
-		t.Errorf("replicas %d: want 1..%d, the server-ids of id-range %d", set.Spec.Replicas, 1<<idRange, idRange)
-	}
-
-	for _, p := range []struct {
-		probe k8sProbe
-		path  string
-	}{{c.ReadinessProbe, "/readyz"}, {c.LivenessProbe, "/healthz"}} {
-		port := p.probe.HTTPGet.Port
-		for _, cp := range c.Ports {
-			if cp.Name == port {
-				port = strconv.Itoa(cp.ContainerPort)
-			}
-		}
-		if p.probe.HTTPGet.Path != p.path || port != "9121" {
-			t.Errorf("probe %+v: want GET %s on port 9121 (metrics-addr in the image)", p.probe.HTTPGet, p.path)
-		}
 	}
 }

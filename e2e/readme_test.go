@@ -334,7 +334,7 @@ func helpOptions(t *testing.T, program string) map[string]bool {
 func TestReadmeShellFlags(t *testing.T) {
 	keys := conf.Keys()
 	// Flags of the command line only, not keys (conf.Load).
-	idserverFlags := append([]string{"config", "version", "check-ready", "help"}, keys...)
+	idserverFlags := append([]string{"config", "version", "check-ready", "check-config", "help"}, keys...)
 	envKey := func(env string) string {
 		return strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(env, "IDSERVER_"), "_", "-"))
 	}

@@ -101,6 +101,20 @@ type folding struct {
 // key (Release).
 const FileMultiple = 2
 
+// FileBound is the most disk the file takes with keys keys of up to
+// keyBytes bytes each (seq-max-keys, seq-max-key-bytes), for keys of 256
+// bytes or more (see FileMultiple): FileMultiple times their live data,
+// a fold's new copy of it beside the old file (path.fold) while the fold
+// runs, and a graceful stop's records. Volumes are sized from it
+// (docs/sequences.md, deploy/kubernetes).
+func FileBound(keys, keyBytes int) int64 {
+	live := int64(keys) * int64(keyBytes+markBytes)
+	return (FileMultiple+1)*live + int64(keys)*stopRecordMax
+}
+
+// markBytes is what a key's mark adds to its bytes in the live data.
+const markBytes = 16
+
 // Restart tells what the file said at the start.
 type Restart struct {
 	Keys int
