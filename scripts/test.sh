@@ -73,7 +73,7 @@ if ! out=$(cd clients/java && mvn -q -B package 2>&1); then
 fi
 # PyPI's redis-py and valkey-py, exactly as clients/python/requirements.txt
 # pins them (with their hashes), in a virtualenv of the project's made by
-# the python3 first on PATH (3.10 or later), made again if its interpreter
+# the python3 first on PATH (3.11 to 3.13: kubernetes-validate's rpds-py has wheels for those), made again if its interpreter
 # is gone: about 15-30 s the first time (downloads), a second or two after.
 venv=clients/python/.venv
 if ! "$venv/bin/python" -c '' 2>/dev/null; then
@@ -81,6 +81,9 @@ if ! "$venv/bin/python" -c '' 2>/dev/null; then
 	python3 -m venv "$venv"
 fi
 "$venv/bin/pip" install -q --disable-pip-version-check --require-hashes --only-binary :all: -r clients/python/requirements.txt
+# kubernetes-validate, which checks deploy/kubernetes against Kubernetes's
+# schemas offline, pinned alike, into the same virtualenv.
+"$venv/bin/pip" install -q --disable-pip-version-check --require-hashes --only-binary :all: -r deploy/kubernetes/validate-requirements.txt
 # redis-rs from crates.io, as clients/rust/Cargo.lock pins it, built into
 # clients/rust/target: about 30 s the first time (downloads too), nothing after.
 # rustup installs into ~/.cargo/bin, which a shell without its profile
