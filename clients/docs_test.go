@@ -72,7 +72,11 @@ func runDocProgram(t *testing.T, prog docProgram, dir, name string, env []string
 func TestDocsPython(t *testing.T) {
 	pythons := []string{needRedisPy(t)}
 	if _, err := os.Stat(venvPython); err == nil {
-		pythons = append(pythons, venvPython)
+		abs, err := filepath.Abs(venvPython) // the program runs in a directory of its own
+		if err != nil {
+			t.Fatal(err)
+		}
+		pythons = append(pythons, abs)
 	}
 	for _, prog := range docPrograms(t, "python") {
 		for _, python := range pythons {
