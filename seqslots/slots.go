@@ -1,0 +1,367 @@
+package seqslots
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// txnOps is the most records one transaction writes: etcd refuses a
+// transaction of more than --max-txn-ops (128 by default) comparisons or
+// operations.
+const txnOps = 128
+
+// Steps bounds how far ahead of use a slot's ceiling is raised. A step
+// doubles when the ceiling it made lasted under Fast, and halves when it
+// lasted over Slow (as Leaf's segments do), so that a slot is written
+// about once per Fast to Slow whatever its rate, and a crash take-over
+// skips at most about two steps of its keys.
+type Steps struct {
+	Min, Max   int64
+	Fast, Slow time.Duration
+}
+
+// DefaultSteps are the steps on the defaults.
+var DefaultSteps = Steps{Min: 1000, Max: 1 << 24, Fast: time.Minute, Slow: 10 * time.Minute}
+
+// ErrNotOwner is wrapped by the errors of a slot this server does not
+// own (any more): another server took it, or it was never taken.
+var ErrNotOwner = errors.New("this server does not own the slot")
+
+// Slots is one server's view of the slot records in etcd: the slots it
+// owns, their records as it last wrote them, and the raises it has been
+// asked for. It writes only by compare-and-swap on those records.
+type Slots struct {
+	cli    *clientv3.Client
+	prefix string // <etcd-prefix>seqslot/
+	owner  int64  // this server's server-id
+	steps  Steps
+	now    func() time.Time
+
+	mu    sync.Mutex
+	owned map[int]*owned
+	due   chan struct{} // wakes raise
+}
+
+// owned is a slot this server owns.
+type owned struct {
+	rec    Record
+	rev    int64 // the record's mod revision, as this server wrote it
+	step   int64
+	since  time.Time // when the ceiling was last raised
+	want   int64     // the highest value asked to be below the ceiling
+	ahead  bool      // a raise is due before any value needs it
+	wait   []waiter
+	writes int // raises written, for tests and INFO
+}
+
+// A waiter waits for a ceiling above last.
+type waiter struct {
+	last int64
+	done chan error
+}
+
+// New returns the slots of server-id owner under prefix.
+func New(cli *clientv3.Client, prefix string, owner int64, steps Steps) *Slots {
+	return &Slots{cli: cli, prefix: prefix + "seqslot/", owner: owner, steps: steps, now: time.Now,
+		owned: map[int]*owned{}, due: make(chan struct{}, 1)}
+}
+
+func (s *Slots) key(slot int) string { return s.prefix + strconv.Itoa(slot) }
+
+// Read returns the records of slots, and the mod revision of each (0:
+// none yet).
+func (s *Slots) Read(ctx context.Context, slots []int) ([]Record, []int64, error) {
+	recs, revs := make([]Record, len(slots)), make([]int64, len(slots))
+	for from := 0; from < len(slots); from += txnOps {
+		part := slots[from:min(from+txnOps, len(slots))]
+		ops := make([]clientv3.Op, len(part))
+		for i, slot := range part {
+			ops[i] = clientv3.OpGet(s.key(slot))
+		}
+		resp, err := s.cli.Txn(ctx).Then(ops...).Commit()
+		if err != nil {
+			return nil, nil, fmt.Errorf("read slot records: %w", err)
+		}
+		for i, r := range resp.Responses {
+			kvs := r.GetResponseRange().Kvs
+			if len(kvs) == 0 {
+				recs[from+i] = Record{Owner: -1}
+				continue
+			}
+			rec, err := unmarshal(kvs[0].Value)
+			if err != nil {
+				return nil, nil, err
+			}
+			recs[from+i], revs[from+i] = rec, kvs[0].ModRevision
+		}
+	}
+	return recs, revs, nil
+}
+
+// Take makes this server the owner of slots, each the way how(slot,
+// record) says from the record read: it returns the records it wrote.
+// A slot whose record changed between the read and the write is read
+// again, until ctx ends.
+func (s *Slots) Take(ctx context.Context, slots []int, how func(slot int, prev Record) How) (map[int]Record, error) {
+	taken := map[int]Record{}
+	left := slices.Clone(slots)
+	for len(left) > 0 {
+		recs, revs, err := s.Read(ctx, left)
+		if err != nil {
+			return taken, err
+		}
+		var again []int
+		for from := 0; from < len(left); from += txnOps {
+			to := min(from+txnOps, len(left))
+			nexts := make([]Record, to-from)
+			for i := range nexts {
+				nexts[i] = next(recs[from+i], s.owner, how(left[from+i], recs[from+i]))
+			}
+			resp, err := s.swap(ctx, left[from:to], revs[from:to], nexts)
+			if err != nil {
+				return taken, err
+			}
+			if !resp.Succeeded {
+				again = append(again, left[from:to]...)
+				continue
+			}
+			s.mu.Lock()
+			for i, slot := range left[from:to] {
+				taken[slot] = nexts[i]
+				s.owned[slot] = &owned{rec: nexts[i], rev: resp.Header.Revision, step: s.steps.Min, since: s.now()}
+			}
+			s.mu.Unlock()
+		}
+		left = again
+	}
+	return taken, nil
+}
+
+// swap writes recs in place of the records of slots at revs, all or none.
+func (s *Slots) swap(ctx context.Context, slots []int, revs []int64, recs []Record) (*clientv3.TxnResponse, error) {
+	cmps := make([]clientv3.Cmp, len(slots))
+	puts := make([]clientv3.Op, len(slots))
+	for i, slot := range slots {
+		cmps[i] = clientv3.Compare(clientv3.ModRevision(s.key(slot)), "=", revs[i])
+		puts[i] = clientv3.OpPut(s.key(slot), recs[i].marshal())
+	}
+	resp, err := s.cli.Txn(ctx).If(cmps...).Then(puts...).Commit()
+	if err != nil {
+		return nil, fmt.Errorf("write slot records: %w", err)
+	}
+	return resp, nil
+}
+
+// Owned returns the record of slot as this server last wrote it, and
+// whether it owns the slot.
+func (s *Slots) Owned(slot int) (Record, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o, ok := s.owned[slot]
+	if !ok {
+		return Record{}, false
+	}
+	return o.rec, true
+}
+
+// Drop forgets slot: this server serves it no more.
+func (s *Slots) Drop(slot int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if o, ok := s.owned[slot]; ok {
+		o.fail(fmt.Errorf("slot %d: %w: it moved", slot, ErrNotOwner))
+		delete(s.owned, slot)
+	}
+}
+
+// fail ends every wait of o with err.
+func (o *owned) fail(err error) {
+	for _, w := range o.wait {
+		w.done <- err
+	}
+	o.wait = nil
+}
+
+// covered ends the waits the ceiling now covers, and reports whether
+// any is left.
+func (o *owned) covered() bool {
+	o.wait = slices.DeleteFunc(o.wait, func(w waiter) bool {
+		if w.last < o.rec.Ceil {
+			w.done <- nil
+			return true
+		}
+		return false
+	})
+	return len(o.wait) > 0
+}
+
+// Cover returns once the ceiling of slot stored in etcd is above last,
+// raising it if needed; and has it raised ahead, in the background, once
+// last passes half a step below it. It fails with ErrNotOwner once
+// another server took the slot.
+func (s *Slots) Cover(ctx context.Context, slot int, last int64) error {
+	s.mu.Lock()
+	o, ok := s.owned[slot]
+	if !ok {
+		s.mu.Unlock()
+		return fmt.Errorf("slot %d: %w", slot, ErrNotOwner)
+	}
+	if last < o.rec.Ceil {
+		if last >= o.rec.Ceil-o.step/2 && !o.ahead {
+			o.ahead = true
+			s.wake()
+		}
+		s.mu.Unlock()
+		return nil
+	}
+	o.want = max(o.want, last)
+	done := make(chan error, 1)
+	o.wait = append(o.wait, waiter{last, done})
+	s.wake()
+	s.mu.Unlock()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("slot %d: no ceiling above %d stored in time: %w", slot, last, ctx.Err())
+	}
+}
+
+func (s *Slots) wake() {
+	select {
+	case s.due <- struct{}{}:
+	default:
+	}
+}
+
+// Run writes the raises asked for until ctx ends, txnOps slots to a
+// transaction.
+func (s *Slots) Run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.due:
+		}
+		for ctx.Err() == nil && s.raiseDue(ctx) {
+		}
+	}
+}
+
+// raiseDue writes one transaction of the raises due, and reports whether
+// it wrote one.
+func (s *Slots) raiseDue(ctx context.Context) bool {
+	slots, revs, recs := s.dueRaises()
+	if len(slots) == 0 {
+		return false
+	}
+	resp, err := s.swap(ctx, slots, revs, recs)
+	switch {
+	case err != nil:
+		s.failAll(slots, revs, err)
+		return false // the next Cover wakes it again
+	case resp.Succeeded:
+		s.raisedTo(slots, recs, resp.Header.Revision)
+	default:
+		s.lost(ctx, slots, revs)
+	}
+	return true
+}
+
+// dueRaises returns up to txnOps slots whose raise is due, with their
+// revisions and the records to write, the step of each adapted to how
+// long its last ceiling lasted.
+func (s *Slots) dueRaises() (slots []int, revs []int64, recs []Record) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, slot := range slices.Sorted(maps.Keys(s.owned)) {
+		o := s.owned[slot]
+		if len(o.wait) == 0 && !o.ahead {
+			continue
+		}
+		o.step = s.steps.adapt(o.step, s.now().Sub(o.since))
+		slots, revs = append(slots, slot), append(revs, o.rev)
+		recs = append(recs, raised(o.rec, o.want, o.step))
+		if len(slots) == txnOps {
+			break
+		}
+	}
+	return slots, revs, recs
+}
+
+// adapt returns the step after one whose ceiling lasted lasted.
+func (st Steps) adapt(step int64, lasted time.Duration) int64 {
+	switch {
+	case lasted < st.Fast:
+		step = min(2*step, st.Max)
+	case lasted > st.Slow:
+		step = max(step/2, st.Min)
+	}
+	return step
+}
+
+// raisedTo records that recs were written at rev, and wakes the waiters
+// their ceilings cover.
+func (s *Slots) raisedTo(slots []int, recs []Record, rev int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, slot := range slots {
+		o, ok := s.owned[slot]
+		if !ok {
+			continue // dropped meanwhile
+		}
+		o.rec, o.rev, o.since, o.ahead = recs[i], rev, s.now(), false
+		o.writes++
+		if o.covered() {
+			s.wake() // asked for more meanwhile
+		}
+	}
+}
+
+// failAll fails the waiters of slots: the write of their raise failed.
+func (s *Slots) failAll(slots []int, revs []int64, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, slot := range slots {
+		if o, ok := s.owned[slot]; ok && o.rev == revs[i] {
+			o.fail(err)
+			o.ahead = false
+		}
+	}
+}
+
+// lost reads again the records of slots, one of which changed under
+// this server: those another server wrote are no longer this server's.
+func (s *Slots) lost(ctx context.Context, slots []int, revs []int64) {
+	_, now, err := s.Read(ctx, slots)
+	if err != nil {
+		s.failAll(slots, revs, err)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, slot := range slots {
+		if o, ok := s.owned[slot]; ok && now[i] != revs[i] {
+			o.fail(fmt.Errorf("slot %d: %w: another server took it", slot, ErrNotOwner))
+			delete(s.owned, slot)
+		}
+	}
+}
+
+// Writes returns how many raises of slot this server wrote.
+func (s *Slots) Writes(slot int) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if o, ok := s.owned[slot]; ok {
+		return o.writes
+	}
+	return 0
+}
