@@ -35,6 +35,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/idserver/idserver/internal/ratelog"
+	"github.com/idserver/idserver/slots"
 )
 
 // Take asks a Backend for a segment of a key's values.
@@ -201,11 +202,12 @@ type Table struct {
 	alloc   entries
 	shards  [1 << shardBits]shard
 
-	orderMu sync.RWMutex
-	order   []*entry // every key, in the order it came: SCAN's cursor is an index
-	bytes   atomic.Int64
-	longest atomic.Int64 // the longest key's length
-	keys    atomic.Int64 // keys that exist for GET, DBSIZE and SCAN: durable ones
+	bySlotMu sync.RWMutex
+	bySlot   [slots.N][]*entry // every key, in its hash slot's list, in the order it came: SCAN's cursor is a place in them
+	made     int               // the keys in bySlot
+	bytes    atomic.Int64
+	longest  atomic.Int64 // the longest key's length
+	keys     atomic.Int64 // keys that exist for GET, DBSIZE and SCAN: durable ones
 
 	queueMu sync.Mutex
 	queue   []*entry // keys whose next segment is asked for
@@ -438,11 +440,13 @@ const EntryBytes = 224
 // of seq-max-keys keys (conf.Config.Memory).
 func KeyBytes(maxKeyBytes int) int64 { return int64(maxKeyBytes) + EntryBytes }
 
-// remember adds a new key to SCAN's order.
+// remember adds a new key to its slot's list.
 func (t *Table) remember(e *entry) {
-	t.orderMu.Lock()
-	t.order = append(t.order, e)
-	t.orderMu.Unlock()
+	s := slots.Of(unsafe.Slice(unsafe.StringData(e.key), len(e.key)))
+	t.bySlotMu.Lock()
+	t.bySlot[s] = append(t.bySlot[s], e)
+	t.made++
+	t.bySlotMu.Unlock()
 	t.bytes.Add(int64(len(e.key) + EntryBytes))
 	for n := int64(len(e.key)); ; {
 		if old := t.longest.Load(); old >= n || t.longest.CompareAndSwap(old, n) {
@@ -811,27 +815,36 @@ func (t *Table) Len() int { return int(t.keys.Load()) }
 // entries is the number of keys made, born or not: what they cost in
 // memory, bounded by MaxKeys.
 func (t *Table) entries() int {
-	t.orderMu.RLock()
-	defer t.orderMu.RUnlock()
-	return len(t.order)
+	t.bySlotMu.RLock()
+	defer t.bySlotMu.RUnlock()
+	return t.made
 }
 
-// Keys returns up to count keys from cursor on, in a stable order (keys
-// are never deleted, and new ones come last), and the cursor to go on
-// from: 0 after the last. It examines count keys, returning those that
-// exist (durable).
+// Keys returns up to count keys from cursor on, slot by slot, each
+// slot's in the order they came, and the cursor to go on from: 0 after
+// the last. It examines count keys, returning those that exist
+// (durable). A cursor is a place, slot << 32 | index in the slot's list:
+// it holds no state, and stays valid for ever (a key present from the
+// first call to the last is returned).
 func (t *Table) Keys(cursor uint64, count int, keys []string) ([]string, uint64) {
-	t.orderMu.RLock()
-	if cursor >= uint64(len(t.order)) {
-		t.orderMu.RUnlock()
-		return keys, 0
+	examined := make([]*entry, 0, min(count, 1024))
+	slot, i := int(cursor>>32), int(cursor&math.MaxUint32)
+	t.bySlotMu.RLock()
+	for ; slot < slots.N && len(examined) < count; slot, i = slot+1, 0 {
+		list := t.bySlot[slot]
+		n := min(len(list)-i, count-len(examined))
+		if n > 0 {
+			examined = append(examined, list[i:i+n]...)
+			if i += n; i < len(list) {
+				break
+			}
+		}
 	}
-	end := min(cursor+uint64(count), uint64(len(t.order)))
-	examined := slices.Clone(t.order[cursor:end])
-	if end == uint64(len(t.order)) {
-		end = 0
+	t.bySlotMu.RUnlock()
+	next := uint64(0)
+	if slot < slots.N {
+		next = uint64(slot)<<32 | uint64(i)
 	}
-	t.orderMu.RUnlock()
 	for _, e := range examined {
 		sh := t.shardOfEntry(e)
 		sh.mu.Lock()
@@ -840,7 +853,7 @@ func (t *Table) Keys(cursor uint64, count int, keys []string) ([]string, uint64)
 		}
 		sh.mu.Unlock()
 	}
-	return keys, end
+	return keys, next
 }
 
 // Stop ends the background writes and hands nothing out any more, then

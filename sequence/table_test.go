@@ -478,22 +478,18 @@ func TestTryIncrDoesNotWait(t *testing.T) {
 	b.mu.Unlock()
 }
 
-// TestKeysInOrder: SCAN's cursor walks every key once, new ones last.
+// TestKeysInOrder: SCAN's cursor walks every key once, slot by slot, a
+// slot's keys in the order they came (keys of one hash tag share a slot).
 func TestKeysInOrder(t *testing.T) {
-	tb := newTable(t, newMem(), Options{}, []Mark{{Key: "a", Value: 5}, {Key: "b", Value: 7}})
+	tb := newTable(t, newMem(), Options{}, []Mark{{Key: "a", Value: 5}, {Key: "b", Value: 7}, {Key: "{t}2", Value: 1}})
 	incr(t, tb, "c", 1)
-	var all []string
-	cursor := uint64(0)
-	for {
-		var keys []string
-		keys, cursor = tb.Keys(cursor, 2, keys)
-		all = append(all, keys...)
-		if cursor == 0 {
-			break
-		}
-	}
-	if len(all) != 3 || all[2] != "c" {
+	incr(t, tb, "{t}1", 1)
+	all := scanAll(tb, 2)
+	if !slices.Equal(slices.Sorted(slices.Values(all)), []string{"a", "b", "c", "{t}1", "{t}2"}) {
 		t.Fatalf("keys: %v", all)
+	}
+	if i := slices.Index(all, "{t}2"); i < 0 || i+1 >= len(all) || all[i+1] != "{t}1" {
+		t.Fatalf("keys: %v; want {t}2, then {t}1, which came after it", all)
 	}
 	if v, _ := tb.Get("b"); v != 7 {
 		t.Fatalf("GET of a stored key: %d", v)
@@ -959,5 +955,53 @@ func TestDropLetsValuesGo(t *testing.T) {
 	m.mu.Unlock()
 	if v, err := tb.Incr("a", 1); err != nil || v <= reserved {
 		t.Fatalf("a dropped key's next value: %d, %v; want above %d, reserved before", v, err, reserved)
+	}
+}
+
+// scanAll walks Keys from cursor 0 to its end, count at a time.
+func scanAll(tb *Table, count int) []string {
+	var all []string
+	for cursor := uint64(0); ; {
+		all, cursor = tb.Keys(cursor, count, all)
+		if cursor == 0 {
+			return all
+		}
+	}
+}
+
+// TestKeysCursorHoldsNoState: a cursor is a place, valid for ever: a scan
+// paused while many keys are made, then resumed, still returns every key
+// that existed all along, once. Seeded: the keys and where the scan
+// pauses.
+func TestKeysCursorHoldsNoState(t *testing.T) {
+	rng := rand.New(rand.NewPCG(testseed.Get(t), 0))
+	tb := newTable(t, newMem(), Options{}, nil)
+	before := map[string]bool{}
+	for range 500 {
+		k := strconv.FormatUint(rng.Uint64(), 36)
+		incr(t, tb, k, 1)
+		before[k] = true
+	}
+	var got []string
+	cursor := uint64(0)
+	for range 1 + rng.IntN(50) {
+		if got, cursor = tb.Keys(cursor, 1+rng.IntN(20), got); cursor == 0 {
+			break
+		}
+	}
+	for range 500 {
+		incr(t, tb, strconv.FormatUint(rng.Uint64(), 36), 1)
+	}
+	for cursor != 0 {
+		got, cursor = tb.Keys(cursor, 1+rng.IntN(20), got)
+	}
+	seen := map[string]int{}
+	for _, k := range got {
+		seen[k]++
+	}
+	for k := range before {
+		if seen[k] != 1 {
+			t.Fatalf("key %s, there all along, returned %d times", k, seen[k])
+		}
 	}
 }
