@@ -15,6 +15,7 @@ import (
 
 	"github.com/idserver/idserver/cluster"
 	"github.com/idserver/idserver/conf"
+	"github.com/idserver/idserver/etcdsession"
 	"github.com/idserver/idserver/idgen"
 	"github.com/idserver/idserver/reservation"
 	"github.com/idserver/idserver/respserver"
@@ -212,13 +213,15 @@ func (m *clusterMode) reserve(lns *listeners) (respserver.Options, error) {
 			Serve: func(s *cluster.Serving) { m.backend.ServeSlots(s, m.seqs); src.Serve(s) }}
 	}
 	m.member = cluster.New(cluster.Config{
-		Endpoints:    strings.Split(cfg.EtcdEndpoints, ","),
+		Etcd: etcdsession.Config{
+			Endpoints:   strings.Split(cfg.EtcdEndpoints, ","),
+			DialTimeout: cfg.EtcdDialTimeout.Duration,
+			TLS:         m.etcdTLS,
+			Username:    cfg.EtcdUsername,
+			Password:    cfg.EtcdPassword,
+		},
 		Prefix:       cfg.EtcdPrefix,
 		LeaseTTL:     cfg.EtcdLeaseTTL.Duration,
-		DialTimeout:  cfg.EtcdDialTimeout.Duration,
-		TLS:          m.etcdTLS,
-		Username:     cfg.EtcdUsername,
-		Password:     cfg.EtcdPassword,
 		Layout:       cfg.Layout(),
 		Epoch:        cfg.Epoch(),
 		Pinned:       pinned,

@@ -27,10 +27,10 @@ func (m *Member) Info() []stats.Field {
 	slices.Sort(seen)
 	ttlLeft, id := int64(0), clientv3.LeaseID(0)
 	if l != nil {
-		ttlLeft, id = max(l.left().Milliseconds(), 0), l.id
+		ttlLeft, id = max(l.Left().Milliseconds(), 0), l.ID()
 	}
 	return append([]stats.Field{
-		stats.T("etcd_endpoints", strings.Join(m.cfg.Endpoints, ",")),
+		stats.T("etcd_endpoints", strings.Join(m.cfg.Etcd.Endpoints, ",")),
 		stats.T("etcd_prefix", m.k.scope),
 		stats.T("cluster_state", state.String()),
 		stats.G("held_server_id", held, "The server-id held; -1 while standing by."),
@@ -94,9 +94,9 @@ func (m *Member) pollEtcd(ctx context.Context) {
 // readStatus reads the database size from the first endpoint that
 // answers, and the cluster's alarms.
 func (m *Member) readStatus(ctx context.Context, cli *clientv3.Client) {
-	ctx, cancel := context.WithTimeout(ctx, m.cfg.DialTimeout)
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.Etcd.DialTimeout)
 	defer cancel()
-	for _, ep := range m.cfg.Endpoints {
+	for _, ep := range m.cfg.Etcd.Endpoints {
 		if st, err := cli.Status(ctx, ep); err == nil {
 			m.polled.size.Store(st.DbSize)
 			m.polled.inUse.Store(st.DbSizeInUse)

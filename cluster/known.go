@@ -119,7 +119,7 @@ func (m *Member) learn(key, value []byte) {
 // when ctx ends first or the watch does not get there within the dial
 // timeout: the claim must not go on without it.
 func (m *Member) awaitKnown(ctx context.Context, rev int64) error {
-	ctx, cancel := context.WithTimeout(ctx, m.cfg.DialTimeout)
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.Etcd.DialTimeout)
 	defer cancel()
 	for {
 		ok, moved := m.known.upTo(rev)
@@ -139,7 +139,7 @@ func (m *Member) awaitKnown(ctx context.Context, rev int64) error {
 // of etcd (a new one) that claims one of those ids then reads it, and
 // starts above it. A key that exists is left alone: its holder wrote it.
 func (m *Member) republish(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, m.cfg.DialTimeout)
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.Etcd.DialTimeout)
 	defer cancel()
 	all := m.known.all()
 	var written []int64

@@ -20,6 +20,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/idserver/idserver/etcdsession"
 	"github.com/idserver/idserver/internal/ratelog"
 	"github.com/idserver/idserver/sequence"
 )
@@ -53,12 +54,12 @@ import (
 // operator SETs it at or above the largest value handed out. A server
 // that sees etcd go back in time (its revision, raft term or cluster id:
 // a restore from an older snapshot) refuses every take until an operator
-// confirms, as it claims no server-id (history), and writes back every
-// mark it holds above etcd's, so that the servers that ran before the
-// restore, each with its own copy, put back what they handed out. What
-// no server can detect: etcd loses the mark of a key that no server
-// which still has its copy uses again, and a server with no copy of it
-// makes it anew (docs/cluster.md).
+// confirms, as it claims no server-id (etcdsession.History), and writes
+// back every mark it holds above etcd's, so that the servers that ran
+// before the restore, each with its own copy, put back what they handed
+// out. What no server can detect: etcd loses the mark of a key that no
+// server which still has its copy uses again, and a server with no copy
+// of it makes it anew (docs/cluster.md).
 type Sequences struct {
 	client func() (*clientv3.Client, error)
 	// dial makes the client Follow watches with: a client of its own, so
@@ -69,7 +70,7 @@ type Sequences struct {
 	dial   func() (*clientv3.Client, error)
 	prefix string // <etcd-prefix>seq/
 	local  *sequence.File
-	hist   *history        // where etcd stood: an error once it went back
+	hist   history         // where etcd stood: an error once it went back
 	table  *sequence.Table // this server's marks (Follow)
 	log    zerolog.Logger
 	cancel context.CancelFunc // ends Follow
@@ -91,13 +92,25 @@ type Sequences struct {
 	slots     slotTerms // of a Redis Cluster node
 }
 
+// history is what the sequences use of etcdsession.History: an
+// interface, so that a test can blind its comparison of revisions and
+// see the guard key alone find a restore.
+type history interface {
+	At() etcdsession.SentAt
+	Observe(etcdsession.SentAt, *etcdserverpb.ResponseHeader) error
+	Guarded() (etcdsession.Guard, error)
+	SetGuard(etcdsession.Guard)
+	GuardBehind(key string, g etcdsession.Guard, v int64) error
+}
+
 // takers bounds the transactions one Take runs at once.
 const takers = 16
 
 // Sequences returns the sequences' backend of the etcd m uses, keeping
 // this server's copy of its marks in local (nil: none).
 func (m *Member) Sequences(local *sequence.File) *Sequences {
-	return &Sequences{client: m.etcd, dial: m.newClient, prefix: m.cfg.Prefix + "seq/", local: local, hist: m.hist, log: m.log,
+	dial := func() (*clientv3.Client, error) { return etcdsession.Dial(m.cfg.Etcd) }
+	return &Sequences{client: m.etcd, dial: dial, prefix: m.cfg.Prefix + "seq/", local: local, hist: m.hist, log: m.log,
 		clustered: m.cfg.Slots != nil, followID: rand.Uint64(), ttl: cmp.Or(m.cfg.LeaseTTL, 10*time.Second)}
 }
 
@@ -188,7 +201,7 @@ func (s *Sequences) takeAll(ctx context.Context, cli *clientv3.Client, all []*se
 		for i, b := range bs {
 			cmps[i], puts[i], gets[i] = b.cmp(s.prefix), clientv3.OpPut(s.prefix+b.t.Key, strconv.FormatInt(b.last(), 10)), clientv3.OpGet(s.prefix+b.t.Key)
 		}
-		sent := s.hist.at()
+		sent := s.hist.At()
 		resp, err := cli.Txn(ctx).If(cmps...).Then(puts...).Else(gets...).Commit()
 		if errors.Is(err, rpctypes.ErrTooManyOps) {
 			alone = append(alone, bs...)
@@ -369,7 +382,7 @@ func (s *Sequences) takeFrom(ctx context.Context, cli *clientv3.Client, t *seque
 			}
 			first := mark + 1
 			last := first + min(t.N-1, math.MaxInt64-first)
-			sent := s.hist.at()
+			sent := s.hist.At()
 			resp, err := cli.Txn(ctx).If(cmp).Then(clientv3.OpPut(k, strconv.FormatInt(last, 10))).Else(clientv3.OpGet(k)).Commit()
 			if err = s.answered(sent, resp, err); err != nil {
 				return err
@@ -390,7 +403,7 @@ func (s *Sequences) takeFrom(ctx context.Context, cli *clientv3.Client, t *seque
 			}
 			kvs = resp.Responses[0].GetResponseRange().Kvs
 		} else {
-			sent := s.hist.at()
+			sent := s.hist.At()
 			resp, err := cli.Get(ctx, k)
 			if err = s.answered(sent, resp, err); err != nil {
 				return err
@@ -413,9 +426,9 @@ func (s *Sequences) takeFrom(ctx context.Context, cli *clientv3.Client, t *seque
 // answered checks etcd's answer to a request (a Txn or a Get) sent when
 // etcd stood at sent: its error, named, or whether etcd went back in time
 // (then this server's marks are written back, once).
-func (s *Sequences) answered(sent sentAt, resp any, err error) error {
+func (s *Sequences) answered(sent etcdsession.SentAt, resp any, err error) error {
 	if err != nil {
-		return etcdError(err)
+		return etcdsession.Error(err)
 	}
 	var hdr *etcdserverpb.ResponseHeader
 	switch r := resp.(type) {
@@ -424,7 +437,7 @@ func (s *Sequences) answered(sent sentAt, resp any, err error) error {
 	case *clientv3.GetResponse:
 		hdr = r.Header
 	}
-	if err := s.hist.observe(sent, hdr); err != nil {
+	if err := s.hist.Observe(sent, hdr); err != nil {
 		s.restore(err)
 		return err
 	}
@@ -452,7 +465,7 @@ func (s *Sequences) lose(ctx context.Context, cli *clientv3.Client, key string, 
 		Then(clientv3.OpPut(k, strconv.FormatInt(why.Mark, 10)+lostFlag)).
 		Commit()
 	if err != nil {
-		return fmt.Errorf("%w; and flagging it in etcd failed: %w", why, etcdError(err))
+		return fmt.Errorf("%w; and flagging it in etcd failed: %w", why, etcdsession.Error(err))
 	}
 	s.log.Error().Str("key", key).Str("cause", why.Cause).Int64("flagged_at", why.Mark).
 		Msg("sequences: etcd lost data (keys deleted, or etcd restored from an older snapshot?); the key is flagged lost, its values refused until an operator SETs it at or above the largest value handed out")
@@ -522,7 +535,7 @@ func (s *Sequences) raiseOne(ctx context.Context, cli *clientv3.Client, key stri
 	for {
 		resp, err := cli.Get(ctx, k)
 		if err != nil {
-			return false, etcdError(err)
+			return false, etcdsession.Error(err)
 		}
 		cur, err := s.parse(key, resp.Kvs)
 		if err != nil || cur.rev != 0 && cur.mark >= mark {
@@ -534,7 +547,7 @@ func (s *Sequences) raiseOne(ctx context.Context, cli *clientv3.Client, key stri
 		}
 		tx, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(k), "=", cur.rev)).Then(clientv3.OpPut(k, v)).Commit()
 		if err != nil {
-			return false, etcdError(err)
+			return false, etcdsession.Error(err)
 		}
 		if tx.Succeeded {
 			return true, nil
@@ -595,7 +608,7 @@ func (s *Sequences) setAll(ctx context.Context, cli *clientv3.Client, ss []seque
 	for i := range ss {
 		gets[i] = clientv3.OpGet(s.prefix + ss[i].Key)
 	}
-	sent := s.hist.at()
+	sent := s.hist.At()
 	resp, err := cli.Txn(ctx).Then(gets...).Commit()
 	pending := make([]*sequence.Setting, len(ss))
 	for i := range ss {
@@ -634,7 +647,7 @@ func (s *Sequences) setAll(ctx context.Context, cli *clientv3.Client, ss []seque
 		for _, x := range pending {
 			gets = append(gets, clientv3.OpGet(s.prefix+x.Key))
 		}
-		sent = s.hist.at()
+		sent = s.hist.At()
 		if resp, err = cli.Txn(ctx).If(cmps...).Then(puts...).Else(gets...).Commit(); err == nil && resp.Succeeded {
 			return
 		}
@@ -662,7 +675,7 @@ func settable(x *sequence.Setting, cur seen, err error) error {
 func (s *Sequences) set(ctx context.Context, cli *clientv3.Client, x *sequence.Setting) error {
 	k := s.prefix + x.Key
 	for {
-		sent := s.hist.at()
+		sent := s.hist.At()
 		resp, err := cli.Get(ctx, k)
 		if err = s.answered(sent, resp, err); err != nil {
 			return err
@@ -676,7 +689,7 @@ func (s *Sequences) set(ctx context.Context, cli *clientv3.Client, x *sequence.S
 			Then(clientv3.OpPut(k, strconv.FormatInt(x.Value, 10))).
 			Commit()
 		if err != nil {
-			return etcdError(err)
+			return etcdsession.Error(err)
 		}
 		if tx.Succeeded {
 			return nil
@@ -737,7 +750,7 @@ func (s *Sequences) giveBack(ctx context.Context, cli *clientv3.Client, ms []seq
 			}
 			return nil
 		case err != nil:
-			return etcdError(err)
+			return etcdsession.Error(err)
 		case resp.Succeeded:
 			return nil
 		}
@@ -759,14 +772,6 @@ func (s *Sequences) FoldDue(keys int) bool { return s.local != nil && s.local.Fo
 // Fold: see FoldDue.
 func (s *Sequences) Fold(snapshot func() []sequence.Mark) <-chan error { return s.local.Fold(snapshot) }
 
-// etcdError names etcd's NOSPACE alarm, or says the error is etcd's.
-func etcdError(err error) error {
-	if errors.Is(err, rpctypes.ErrNoSpace) {
-		return fmt.Errorf("etcd's NOSPACE alarm is raised: its database reached its quota (compact and defragment etcd, then disarm the alarm; see docs/cluster.md): %w", err)
-	}
-	return fmt.Errorf("etcd: %w", err)
-}
-
 // Marks reads the mark of each key, in transactions of up to 100 reads
 // (etcd's limit of operations in one is 128 by default).
 func (s *Sequences) Marks(ctx context.Context, keys []string) ([]int64, []bool, error) {
@@ -781,7 +786,7 @@ func (s *Sequences) Marks(ctx context.Context, keys []string) ([]int64, []bool, 
 		for i, k := range chunk {
 			ops[i] = clientv3.OpGet(s.prefix + k)
 		}
-		sent := s.hist.at()
+		sent := s.hist.At()
 		resp, err := cli.Txn(ctx).Then(ops...).Commit()
 		if err = s.answered(sent, resp, err); err != nil {
 			return nil, nil, err
@@ -805,7 +810,7 @@ func (s *Sequences) Count(ctx context.Context) (int, error) {
 	}
 	resp, err := cli.Get(ctx, s.prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil {
-		return 0, etcdError(err)
+		return 0, etcdsession.Error(err)
 	}
 	return int(resp.Count), nil
 }
@@ -831,7 +836,7 @@ func (s *Sequences) Scan(ctx context.Context, cursor uint64, count int) ([]strin
 	}
 	resp, err := cli.Get(ctx, from, clientv3.WithRange(clientv3.GetPrefixRangeEnd(s.prefix)), clientv3.WithKeysOnly(), clientv3.WithLimit(int64(count)))
 	if err != nil {
-		return nil, 0, etcdError(err)
+		return nil, 0, etcdsession.Error(err)
 	}
 	keys := make([]string, len(resp.Kvs))
 	for i, kv := range resp.Kvs {

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/idserver/idserver/etcdsession"
 	"github.com/idserver/idserver/internal/await"
 	"github.com/idserver/idserver/internal/testetcd"
 	"github.com/idserver/idserver/sequence"
@@ -22,15 +24,18 @@ import (
 // any).
 func newFollowing(t *testing.T, e *testetcd.Server, cli *clientv3.Client) *Sequences {
 	t.Helper()
-	s, _ := newFollowingTable(t, e, cli)
+	s, _ := newFollowingTable(t, e, cli, nil)
 	return s
 }
 
 // newFollowingTable is newFollowing with the table it serves.
-func newFollowingTable(t *testing.T, e *testetcd.Server, cli *clientv3.Client) (*Sequences, *sequence.Table) {
+func newFollowingTable(t *testing.T, e *testetcd.Server, cli *clientv3.Client, h history) (*Sequences, *sequence.Table) {
 	t.Helper()
-	m := &Member{cfg: Config{Prefix: "/test/", Endpoints: []string{e.Endpoint}, DialTimeout: 5 * time.Second}, cli: cli, hist: &history{}, log: zerolog.Nop()}
+	m := &Member{cfg: Config{Prefix: "/test/", Etcd: etcdsession.Config{Endpoints: []string{e.Endpoint}, DialTimeout: 5 * time.Second}}, cli: cli, hist: etcdsession.NewHistory(""), log: zerolog.Nop()}
 	s := m.Sequences(nil)
+	if h != nil {
+		s.hist = h
+	}
 	tb := sequence.New(sequence.Options{}, s, nil)
 	s.Follow(tb)
 	t.Cleanup(func() { tb.Stop(context.Background()); s.Stop() })
@@ -68,7 +73,7 @@ func TestGoneBackFoundWithoutTakes(t *testing.T) {
 	e := testetcd.Start(t)
 	cli := e.Client()
 	defer cli.Close()
-	s, tb := newFollowingTable(t, e, cli)
+	s, tb := newFollowingTable(t, e, cli, nil)
 	backup := e.Backup()
 	if _, err := tb.Incr("k", 1); err != nil {
 		t.Fatal(err)
@@ -128,7 +133,7 @@ func TestSetsTogether(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &Member{cfg: Config{Prefix: "/test/", Endpoints: []string{e.Endpoint}, DialTimeout: 5 * time.Second}, cli: cli, hist: &history{}, log: zerolog.Nop()}
+	m := &Member{cfg: Config{Prefix: "/test/", Etcd: etcdsession.Config{Endpoints: []string{e.Endpoint}, DialTimeout: 5 * time.Second}}, cli: cli, hist: etcdsession.NewHistory(""), log: zerolog.Nop()}
 	s := m.Sequences(local)
 	for _, k := range []string{"below", "exists"} {
 		if _, err := cli.Put(ctx, s.prefix+k, "50"); err != nil {
@@ -195,9 +200,10 @@ func TestGuardFindsRestore(t *testing.T) {
 	cli := e.Client()
 	defer cli.Close()
 	ctx := context.Background()
-	s, tb := newFollowingTable(t, e, cli)
+	blinded := &blindHistory{History: etcdsession.NewHistory("")}
+	s, tb := newFollowingTable(t, e, cli, blinded)
 	guardAt := func() int64 {
-		g, _ := s.hist.guarded()
+		g, _ := s.hist.Guarded()
 		resp, err := cli.Get(ctx, s.guardKey(g))
 		if err != nil || len(resp.Kvs) == 0 {
 			return 0
@@ -214,14 +220,10 @@ func TestGuardFindsRestore(t *testing.T) {
 	reserved, _ := tb.Reserved("k")
 	await.True(t, 10*time.Second, "the guard key written after the backup", func() bool { return guardAt() > atBackup })
 	e.Kill()
-	s.hist.mu.Lock()
-	s.hist.seen = mark{} // blind the revision's guard
-	s.hist.mu.Unlock()
+	blinded.blind.Store(true) // blind the revision's guard
 	e.Restore(backup)
 	awaitMark(t, cli, s.prefix+"k", reserved)
-	s.hist.mu.Lock()
-	err := s.hist.back
-	s.hist.mu.Unlock()
+	_, err := s.hist.Guarded() // its error, once etcd went back
 	if err == nil || !strings.Contains(err.Error(), "a key this server alone writes") {
 		t.Errorf("takes refused for %v, want the guard's words", err)
 	}
@@ -356,10 +358,10 @@ func TestTakeBeforeWatchBegins(t *testing.T) {
 	e := testetcd.Start(t)
 	cli := e.Client()
 	defer cli.Close()
-	m := &Member{cfg: Config{Prefix: "/test/", Endpoints: []string{e.Endpoint}, DialTimeout: 5 * time.Second}, cli: cli, hist: &history{}, log: zerolog.Nop()}
+	m := &Member{cfg: Config{Prefix: "/test/", Etcd: etcdsession.Config{Endpoints: []string{e.Endpoint}, DialTimeout: 5 * time.Second}}, cli: cli, hist: etcdsession.NewHistory(""), log: zerolog.Nop()}
 	s := m.Sequences(nil)
 	begin := make(chan struct{})
-	s.dial = func() (*clientv3.Client, error) { <-begin; return m.newClient() }
+	s.dial = func() (*clientv3.Client, error) { <-begin; return etcdsession.Dial(m.cfg.Etcd) }
 	tb := sequence.New(sequence.Options{Wait: 20 * time.Second}, s, nil)
 	s.Follow(tb)
 	t.Cleanup(func() { close(begin); tb.Stop(context.Background()); s.Stop() })
@@ -449,4 +451,20 @@ func TestFollowsPastCompaction(t *testing.T) {
 	if ts[0].Err != nil || ts[0].First != 101 {
 		t.Fatalf("k after a compaction: %d..%d, %v; want 101..", ts[0].First, ts[0].Last, ts[0].Err)
 	}
+}
+
+// blindHistory is a History whose comparison of revisions, once blind,
+// sees nothing: what the server saw of etcd is forgotten (the writes
+// other servers make to a restored etcd move its revision past it).
+type blindHistory struct {
+	*etcdsession.History
+	blind atomic.Bool
+}
+
+// At is where etcd stood, or, once blind, nothing to compare with.
+func (h *blindHistory) At() etcdsession.SentAt {
+	if h.blind.Load() {
+		return etcdsession.SentAt{}
+	}
+	return h.History.At()
 }

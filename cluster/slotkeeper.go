@@ -10,6 +10,8 @@ import (
 
 	"github.com/rs/zerolog"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/idserver/idserver/etcdsession"
 )
 
 // A slotKeeper takes part in the slot assignment (slots.go) for a server
@@ -21,7 +23,7 @@ type slotKeeper struct {
 	cli  *clientv3.Client
 	k    slotKeys
 	id   int64
-	l    *lease
+	l    *etcdsession.Lease
 	self Node
 	ttl  time.Duration
 	log  zerolog.Logger
@@ -63,19 +65,19 @@ func (s *slotKeeper) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			select {
-			case <-s.l.lost: // nothing to hand over: it serves nothing
+			case <-s.l.Lost(): // nothing to hand over: it serves nothing
 			default:
 				s.leave()
 			}
 			return
-		case <-s.l.lost:
+		case <-s.l.Lost():
 			return
 		case done := <-s.handing:
 			s.leave()
 			close(done)
 			select { // its slots are the others' now: it answers -MOVED for them
 			case <-ctx.Done():
-			case <-s.l.lost:
+			case <-s.l.Lost():
 			}
 			return
 		case <-tick.C:
@@ -93,17 +95,17 @@ func (s *slotKeeper) run(ctx context.Context) {
 
 // reconcile reads the assignment and acts on it once.
 func (s *slotKeeper) reconcile(ctx context.Context) error {
-	rctx, cancel := context.WithTimeout(ctx, s.l.timeout)
+	rctx, cancel := context.WithTimeout(ctx, s.l.Timeout())
 	defer cancel()
 	v, err := readSlots(rctx, s.cli, s.k)
 	if err != nil {
 		return err
 	}
 	s.publishView(v) // first: what moves from it is served no more
-	if n, ok := v.nodes[s.id]; !ok || n.Node != s.self || n.lease != int64(s.l.id) {
+	if n, ok := v.nodes[s.id]; !ok || n.Node != s.self || n.lease != int64(s.l.ID()) {
 		return s.announce(rctx)
 	}
-	if op := v.release(s.k, s.id, int64(s.l.id)); op != nil {
+	if op := v.release(s.k, s.id, int64(s.l.ID())); op != nil {
 		_, err := v.commit(rctx, s.cli, s.k, *op)
 		return err
 	}
@@ -135,7 +137,14 @@ func (s *slotKeeper) forget(v slotView) {
 type Serving struct {
 	v      slotView
 	served []bool
-	l      *lease
+	l      leaseClock // nil: a standby's, which serves nothing
+}
+
+// leaseClock is what a Serving reads of its lease: the time it has left
+// by its holder's own deadline, and its TTL.
+type leaseClock interface {
+	Left() time.Duration
+	TTL() time.Duration
 }
 
 // leaseMargin is the part of a lease's TTL a server keeps back: it stops
@@ -167,7 +176,7 @@ func (s *slotKeeper) leave() {
 			return
 		}
 		s.publishView(v)
-		if op := v.release(s.k, s.id, int64(s.l.id)); op != nil {
+		if op := v.release(s.k, s.id, int64(s.l.ID())); op != nil {
 			v.commit(ctx, s.cli, s.k, *op)
 			continue
 		}
@@ -184,14 +193,14 @@ func (s *slotKeeper) leave() {
 
 // publishView publishes what the server serves in v.
 func (s *slotKeeper) publishView(v slotView) {
-	s.publish(&Serving{v: v, served: v.served(s.id, int64(s.l.id)), l: s.l})
+	s.publish(&Serving{v: v, served: v.served(s.id, int64(s.l.ID())), l: s.l})
 }
 
 // announce puts the server's node key, bound to its lease.
 func (s *slotKeeper) announce(ctx context.Context) error {
 	b, err := json.Marshal(s.self)
 	if err == nil {
-		_, err = s.cli.Put(ctx, s.k.node(s.id), string(b), clientv3.WithLease(s.l.id))
+		_, err = s.cli.Put(ctx, s.k.node(s.id), string(b), clientv3.WithLease(s.l.ID()))
 	}
 	return err
 }
@@ -246,7 +255,7 @@ func (m *Member) observeSlots(ctx context.Context) {
 	defer tick.Stop()
 	for {
 		if cli, err := m.etcd(); err == nil {
-			rctx, cancel := context.WithTimeout(ctx, m.cfg.DialTimeout)
+			rctx, cancel := context.WithTimeout(ctx, m.cfg.Etcd.DialTimeout)
 			v, err := readSlots(rctx, cli, k)
 			cancel()
 			m.slotMu.Lock()

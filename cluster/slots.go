@@ -23,7 +23,7 @@ import (
 // One owner per slot at any moment, by construction: a server serves a
 // slot only while the assignment gives it to it under the lease it holds
 // now, and that lease has time left by the server's own deadline
-// (lease.go). The assignment changes only by a transaction on its
+// (etcdsession.Lease). The assignment changes only by a transaction on its
 // revision, and a slot changes hands in it only (1) by its owner, after
 // it stopped serving it (a range moving from it, which no one serves
 // meanwhile, is let go by the owner's own write), or (2) once the lease
@@ -33,9 +33,8 @@ import (
 // lease revoked by hand may go before that deadline, and the TTL's wait
 // covers it. The node keys only announce: deleting one by hand moves no
 // slot at once (its owner lets them go, or puts it back). The one timing
-// assumption is the lease's: a server's clock runs no slower than etcd's,
-// nor than the other servers', over a TTL, by more than the margin its
-// deadline keeps.
+// assumption is the lease's (etcdsession.Lease); the margin kept back
+// from its deadline is leaseMargin.
 
 // slotKeys are the keys of the assignment under prefix.
 type slotKeys struct{ prefix string }

@@ -79,7 +79,7 @@ func (src *SlotSource) Serve(s *Serving) {
 
 // alive reports whether s's lease has time left by its holder's deadline,
 // but for the margin; a standby's has none.
-func (s *Serving) alive() bool { return s.l != nil && s.l.left() > s.l.ttl/leaseMargin }
+func (s *Serving) alive() bool { return s.l != nil && s.l.Left() > s.l.TTL()/leaseMargin }
 
 // slotMap is s's assignment as a Redis Cluster map: every node live, or
 // gone but owning a range (as known: an owner this server never saw is
