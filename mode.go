@@ -20,6 +20,7 @@ import (
 	"github.com/idserver/idserver/reservation"
 	"github.com/idserver/idserver/respserver"
 	"github.com/idserver/idserver/sequence"
+	"github.com/idserver/idserver/slotassign"
 	"github.com/idserver/idserver/stats"
 )
 
@@ -174,6 +175,7 @@ type clusterMode struct {
 	log     zerolog.Logger
 	etcdTLS *tls.Config
 	member  *cluster.Member
+	slots   *slotassign.Participant // a Redis Cluster node's part in the slots' assignment
 	seqs    *sequence.Table
 	closing sync.Once
 
@@ -197,20 +199,24 @@ func (m *clusterMode) reserve(lns *listeners) (respserver.Options, error) {
 	if cfg.ServerIDSet {
 		pinned = int64(cfg.ServerID)
 	}
-	var src *cluster.SlotSource
-	var slotsCfg *cluster.SlotsConfig
+	var src *slotassign.Source
+	var part cluster.Slots // nil: no part in the slots' assignment
 	if cfg.ClusterEnabled == conf.Yes {
 		self, err := announced(cfg, lns)
 		if err != nil {
 			return respserver.Options{}, err
 		}
-		src = cluster.NewSlotSource(self)
-		// What the server serves reaches its sequences first (they drop
-		// the values they hold of slots that become its), then the map it
-		// answers from.
-		slotsCfg = &cluster.SlotsConfig{Node: cluster.Node{ID: self.ID, IP: self.IP, Port: self.Port,
-			TLSPort: self.TLSPort, Hostname: self.Hostname},
-			Serve: func(s *cluster.Serving) { m.backend.ServeSlots(s, m.seqs); src.Serve(s) }}
+		src = slotassign.NewSource(self)
+		m.slots = slotassign.New(slotassign.Config{
+			Prefix: cfg.EtcdPrefix, TTL: cfg.EtcdLeaseTTL.Duration, DialTimeout: cfg.EtcdDialTimeout.Duration,
+			Node: slotassign.Node{ID: self.ID, IP: self.IP, Port: self.Port, TLSPort: self.TLSPort, Hostname: self.Hostname},
+			// What the server serves reaches its sequences first (they
+			// drop the values they hold of slots that become its), then
+			// the map it answers from.
+			Serve: func(s *slotassign.Serving) { m.backend.ServeSlots(s, m.seqs); src.Serve(s) },
+			Log:   m.log,
+		})
+		part = m.slots
 	}
 	m.member = cluster.New(cluster.Config{
 		Etcd: etcdsession.Config{
@@ -231,7 +237,7 @@ func (m *clusterMode) reserve(lns *listeners) (respserver.Options, error) {
 		Addr:         addrOf(lns),
 		StatePath:    filepath.Join(cfg.Dir, cfg.StateFile),
 		Log:          m.log,
-		Slots:        slotsCfg,
+		Slots:        part,
 	})
 	m.backend = m.member.Sequences(m.seqFile)
 	m.seqs = sequence.New(seqOptions(cfg, m.log), m.backend, m.seqKnown)
@@ -257,7 +263,7 @@ func (m *clusterMode) reserve(lns *listeners) (respserver.Options, error) {
 func (m *clusterMode) attach(srv *respserver.Server) { m.member.Start(srv) }
 
 func (m *clusterMode) handOver() {
-	if m.cfg.ClusterEnabled == conf.Yes && m.member.HandOver() {
+	if m.slots != nil && m.slots.HandOver() {
 		time.Sleep(handOverGrace) // clients of the slots are told -MOVED
 	}
 }

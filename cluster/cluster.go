@@ -87,17 +87,20 @@ type Config struct {
 	StatePath string
 	Log       zerolog.Logger
 	// Slots, if set, has this server take part in the hash slots'
-	// assignment (Redis Cluster, slots.go) while it holds an id: Node is
-	// what it announces, Serve is given what it serves each time that
-	// changes, nil when it serves nothing.
-	Slots *SlotsConfig
+	// assignment (Redis Cluster): kept while it holds an id, observed
+	// while it holds none.
+	Slots Slots
 }
 
-// SlotsConfig is what a Member needs to take part in the hash slots'
-// assignment.
-type SlotsConfig struct {
-	Node  Node
-	Serve func(*Serving)
+// Slots is a server's part in the hash slots' assignment
+// (slotassign.Participant).
+type Slots interface {
+	// Keep keeps the server's part while it holds server-id id under
+	// lease l, until stop is called.
+	Keep(ctx context.Context, cli *clientv3.Client, id int64, l *etcdsession.Lease) (stop func())
+	// Observe follows the assignment while no Keep runs, until ctx ends;
+	// client is etcd's client, once connected.
+	Observe(ctx context.Context, client func() (*clientv3.Client, error))
 }
 
 // Target is what a Member drives: the protocol server. SetGenerator has
@@ -139,9 +142,6 @@ type Member struct {
 
 	cancel context.CancelFunc
 	done   chan struct{}
-
-	slotMu  sync.Mutex  // keeping, and the standby's publishing (observeSlots)
-	keeping *slotKeeper // the slot keeper that runs: it publishes what is served
 }
 
 // New returns a Member for cfg that claims nothing until Start; its
@@ -165,7 +165,7 @@ func (m *Member) Start(target Target) {
 	go m.run(ctx)
 	go m.pollEtcd(ctx)
 	if m.cfg.Slots != nil {
-		go m.observeSlots(ctx)
+		go m.cfg.Slots.Observe(ctx, m.etcd)
 	}
 }
 
@@ -460,29 +460,13 @@ func (m *Member) hold(ctx context.Context, c claimed, l *etcdsession.Lease) erro
 	return lost
 }
 
-// keepSlots runs the slot keeper of a held id, if the server takes part
-// in the slots' assignment, until the function it returns is called: at
-// a graceful stop it hands the slots over first; after a loss it serves
-// none at once.
+// keepSlots keeps the server's part in the slots' assignment while it
+// holds id, if it takes part, until the function it returns is called.
 func (m *Member) keepSlots(ctx context.Context, id int64, l *etcdsession.Lease) (stop func()) {
 	if m.cfg.Slots == nil {
 		return func() {}
 	}
-	kctx, cancel := context.WithCancel(ctx)
-	k := &slotKeeper{cli: m.cli, k: slotKeys{prefix: m.cfg.Prefix}, id: id, l: l, self: m.cfg.Slots.Node,
-		ttl: m.cfg.LeaseTTL, log: m.log, publish: m.cfg.Slots.Serve,
-		handing: make(chan chan struct{}), ended: make(chan struct{})}
-	done := make(chan struct{})
-	m.setKeeping(k)
-	go func() {
-		defer close(done)
-		defer m.setKeeping(nil)
-		k.run(kctx)
-	}()
-	return func() {
-		cancel()
-		<-done
-	}
+	return m.cfg.Slots.Keep(ctx, m.cli, id, l)
 }
 
 // finalWrite is the context of the write of a held id's exact end point.

@@ -1,4 +1,4 @@
-package cluster
+package slotassign
 
 import (
 	"strings"
@@ -15,7 +15,7 @@ import (
 func TestStandbyListsItself(t *testing.T) {
 	self := slots.Node{ID: strings.Repeat("a", 40), IP: "127.0.0.1", Port: 7003}
 	other := Node{ID: strings.Repeat("b", 40), IP: "127.0.0.1", Port: 7001}
-	src := NewSlotSource(self)
+	src := NewSource(self)
 	v := slotView{a: assignment{Version: 3, Ranges: []slotRange{{First: 0, Last: slotCount - 1, Owner: 1, Lease: 9, From: -1}}},
 		nodes: map[int64]liveNode{1: {Node: other, lease: 9}}, alive: map[int64]bool{9: true}}
 	src.Serve(&Serving{v: v, served: make([]bool, slotCount)})
@@ -44,7 +44,7 @@ func TestMapCoversEverySlot(t *testing.T) {
 	}}
 	mine := Node{ID: self.ID, IP: self.IP, Port: self.Port}
 	all := map[int64]liveNode{0: {Node: mine, lease: 10}, 1: {Node: other, lease: 11}, 2: {Node: gone, lease: 12}}
-	src := NewSlotSource(self)
+	src := NewSource(self)
 	l := &fakeLease{ttl: 10 * time.Second}
 	l.deadline.Store(time.Now().Add(time.Minute).UnixNano())
 	serve := func(nodes map[int64]liveNode, alive ...int64) {

@@ -1,19 +1,6 @@
-package cluster
-
-import (
-	"context"
-	"encoding/json"
-	"fmt"
-	"maps"
-	"slices"
-	"strconv"
-	"strings"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
-)
-
-// Redis Cluster over etcd (cluster-enabled yes): the 16384 hash slots are
-// divided among the servers that hold a server-id, recorded in etcd:
+// Package slotassign runs Redis Cluster over etcd (cluster-enabled yes):
+// the 16384 hash slots are divided among the servers that hold a
+// server-id, recorded in etcd:
 //
 //	<prefix>slots       the assignment: its version and its ranges, each
 //	                    owned by a server-id under the lease it held then
@@ -35,6 +22,22 @@ import (
 // slot at once (its owner lets them go, or puts it back). The one timing
 // assumption is the lease's (etcdsession.Lease); the margin kept back
 // from its deadline is leaseMargin.
+//
+// A server takes part through a Participant, and answers clients from
+// a Source, the assignment as a slots.Map.
+package slotassign
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
 
 // slotKeys are the keys of the assignment under prefix.
 type slotKeys struct{ prefix string }

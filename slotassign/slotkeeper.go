@@ -1,4 +1,4 @@
-package cluster
+package slotassign
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"github.com/idserver/idserver/etcdsession"
 )
 
-// A slotKeeper takes part in the slot assignment (slots.go) for a server
+// A slotKeeper takes part in the slot assignment (see the package doc) for a server
 // while it holds server-id id under lease l: it announces the server
 // (its node key), follows the assignment, publishes what it serves, lets
 // go what moves from it, and, while it has the lowest server-id of the
@@ -147,6 +147,10 @@ type leaseClock interface {
 	TTL() time.Duration
 }
 
+// Slots is which slots the assignment gives the server (by slot
+// number), whether or not its lease has time left (Has says that).
+func (s *Serving) Slots() []bool { return slices.Clone(s.served) }
+
 // leaseMargin is the part of a lease's TTL a server keeps back: it stops
 // serving its slots that much before its own deadline for the lease, for
 // clocks that run at rates a little apart.
@@ -220,54 +224,4 @@ func (s *slotKeeper) ready(lease int64) bool {
 		return false
 	}
 	return time.Since(first) >= s.ttl
-}
-
-// setKeeping records the slot keeper that runs, nil when none does.
-func (m *Member) setKeeping(k *slotKeeper) {
-	m.slotMu.Lock()
-	m.keeping = k
-	m.slotMu.Unlock()
-}
-
-// HandOver has this server hand its hash slots to the others now, while
-// it still answers: at a graceful stop, its clients are then told -MOVED
-// rather than find its port closed (go-redis reads the slots again only
-// every minute, or on -MOVED). It returns once the slots are the others',
-// or the hand-over's bound has passed, and reports whether it had any
-// to hand (a standby has none).
-func (m *Member) HandOver() bool {
-	m.slotMu.Lock()
-	k := m.keeping
-	m.slotMu.Unlock()
-	if k != nil {
-		k.handOver()
-	}
-	return k != nil
-}
-
-// observeSlots publishes, while no slot keeper runs (the server holds no
-// server-id), the assignment as it stands with no slot served, every
-// quarter of a TTL: a standby answers CLUSTER SLOTS as the others do, and
-// sends every key to its owner.
-func (m *Member) observeSlots(ctx context.Context) {
-	k := slotKeys{prefix: m.cfg.Prefix}
-	tick := time.NewTicker(m.cfg.LeaseTTL / 4)
-	defer tick.Stop()
-	for {
-		if cli, err := m.etcd(); err == nil {
-			rctx, cancel := context.WithTimeout(ctx, m.cfg.Etcd.DialTimeout)
-			v, err := readSlots(rctx, cli, k)
-			cancel()
-			m.slotMu.Lock()
-			if err == nil && m.keeping == nil {
-				m.cfg.Slots.Serve(&Serving{v: v, served: make([]bool, slotCount)})
-			}
-			m.slotMu.Unlock()
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
 }
