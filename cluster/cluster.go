@@ -115,21 +115,17 @@ type Target interface {
 type Member struct {
 	cfg    Config
 	target Target
-	cli    *clientv3.Client
+	sess   *etcdsession.Session
 	k      keys
 	log    zerolog.Logger
 
 	mu     sync.Mutex
 	state  memberState
-	held   int64              // -1: none
-	lease  *etcdsession.Lease // the session's, nil between sessions
+	held   int64 // -1: none
 	seen   map[int64]string
 	keeper *reservation.Keeper
 	gen    *idgen.Generator
 
-	stale []clientv3.LeaseID // leases not revoked yet: etcd was unreachable
-
-	hist       *etcdsession.History
 	known      *known       // by id, the highest T this process stored or saw in etcd
 	existed    bool         // the layout key was there before this server: under mu
 	lastLogged string       // why this server could not claim, last logged (logOnce); under mu
@@ -150,7 +146,7 @@ func New(cfg Config) *Member {
 	return &Member{
 		cfg: cfg, log: cfg.Log,
 		k:     newKeys(cfg.Prefix, cfg.Layout, cfg.Epoch),
-		hist:  etcdsession.NewHistory(historyPath(cfg.StatePath)),
+		sess:  etcdsession.New(cfg.Etcd, historyPath(cfg.StatePath)),
 		state: connecting, held: -1, known: newKnown(),
 		done: make(chan struct{}),
 	}
@@ -165,7 +161,7 @@ func (m *Member) Start(target Target) {
 	go m.run(ctx)
 	go m.pollEtcd(ctx)
 	if m.cfg.Slots != nil {
-		go m.cfg.Slots.Observe(ctx, m.etcd)
+		go m.cfg.Slots.Observe(ctx, m.sess.Client)
 	}
 }
 
@@ -178,26 +174,23 @@ func (m *Member) Close() {
 	}
 	m.cancel()
 	<-m.done
-	if m.cli != nil {
-		m.cli.Close()
-	}
+	m.sess.Close()
 }
 
 // connect makes the etcd client, which with etcd-username fetches a token
 // from etcd at once.
 func (m *Member) connect() error {
-	if m.cli != nil {
-		return nil
-	}
-	cli, err := etcdsession.Dial(m.cfg.Etcd)
-	if err != nil {
+	if err := m.sess.Connect(); err != nil {
 		m.logOnce(zerolog.WarnLevel, err, "cluster: cannot connect to etcd; standing by")
 		return fmt.Errorf("cannot connect to etcd (%s): %w", strings.Join(m.cfg.Etcd.Endpoints, ","), err)
 	}
-	m.mu.Lock()
-	m.cli = cli // read by pollEtcd too
-	m.mu.Unlock()
 	return nil
+}
+
+// cli is etcd's client: connected, from the first session on.
+func (m *Member) cli() *clientv3.Client {
+	cli, _ := m.sess.Client()
+	return cli
 }
 
 // run claims, holds until the claim is lost, and claims again.
@@ -258,25 +251,20 @@ func (m *Member) standby(why error) {
 func (m *Member) session(ctx context.Context, prefer int64) (int64, error) {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	// A lease of an earlier session that etcd still keeps (it refreshes
-	// leases when it restarts) would hold this server's old id.
-	m.revokeStale()
-	gctx, gcancel := context.WithTimeout(sctx, m.cfg.Etcd.DialTimeout)
-	l, err := etcdsession.Grant(gctx, m.cli, m.cfg.LeaseTTL, min(m.cfg.Etcd.DialTimeout, m.cfg.LeaseTTL/6))
-	gcancel()
+	// The grant first revokes the leases of earlier sessions that etcd
+	// still keeps (it refreshes leases when it restarts): one would hold
+	// this server's old id.
+	l, err := m.sess.Grant(sctx, m.cfg.LeaseTTL, min(m.cfg.Etcd.DialTimeout, m.cfg.LeaseTTL/6))
 	if err != nil {
 		if ctx.Err() == nil {
 			m.logOnce(zerolog.WarnLevel, err, "cluster: etcd unreachable; standing by")
 		}
 		return -1, fmt.Errorf("etcd unreachable (%s): %w", strings.Join(m.cfg.Etcd.Endpoints, ","), err)
 	}
-	defer m.revoke(l)
-	m.mu.Lock()
-	m.lease = l
-	m.mu.Unlock()
+	defer m.sess.Release(l)
 	go l.Keep(sctx)
 	go m.follow(sctx)
-	existed, err := checkLayout(sctx, m.cli, m.k)
+	existed, err := checkLayout(sctx, m.cli(), m.k)
 	if err != nil {
 		m.log.Error().Err(err).Msg("cluster: refusing to claim a server-id")
 		return -1, err
@@ -298,7 +286,7 @@ func (m *Member) waitForClaim(ctx context.Context, l *etcdsession.Lease, prefer 
 		if err := m.checkEtcd(ctx); err != nil {
 			return claimed{}, err
 		}
-		c, rev, err := claim(ctx, m.cli, m.k, l.ID(), m.holder(), m.candidates(prefer))
+		c, rev, err := claim(ctx, m.cli(), m.k, l.ID(), m.holder(), m.candidates(prefer))
 		if err == nil {
 			m.claims.Add(1)
 			m.refreshSeen(ctx)
@@ -317,7 +305,7 @@ func (m *Member) waitForClaim(ctx context.Context, l *etcdsession.Lease, prefer 
 		m.logOnce(zerolog.InfoLevel, nil, "cluster: standing by: "+why)
 		// Any claim key deleted (a holder's lease expired or was revoked)
 		// may free one: try again then, or after a lease's time anyway.
-		w := m.cli.Watch(ctx, m.k.claims(), clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithFilterPut())
+		w := m.cli().Watch(ctx, m.k.claims(), clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithFilterPut())
 		if err := m.waitFreed(ctx, w, l); err != nil {
 			return claimed{}, err
 		}
@@ -412,8 +400,8 @@ func (m *Member) hold(ctx context.Context, c claimed, l *etcdsession.Lease) erro
 	if err != nil {
 		return err
 	}
-	st := &store{cli: m.cli, k: m.k, id: c.id, lease: l.ID(), timeout: m.saveTimeout(),
-		fenced: make(chan struct{}, 1), last: func(t int64) { m.storedNow(c.id, t) }, seen: m.hist.Record}
+	st := &store{cli: m.cli(), k: m.k, id: c.id, lease: l.ID(), timeout: m.saveTimeout(),
+		fenced: make(chan struct{}, 1), last: func(t int64) { m.storedNow(c.id, t) }, seen: m.sess.History().Record}
 	if local != nil {
 		st.local = local
 	}
@@ -426,7 +414,7 @@ func (m *Member) hold(ctx context.Context, c claimed, l *etcdsession.Lease) erro
 	m.held, m.state, m.keeper, m.gen = c.id, holding, keeper, gen
 	m.mu.Unlock()
 	m.target.SetGenerator(gen)
-	m.hist.Trust()
+	m.sess.History().Trust()
 	m.mu.Lock()
 	m.lastLogged = "" // claimed: the next failure is news
 	m.mu.Unlock()
@@ -466,7 +454,7 @@ func (m *Member) keepSlots(ctx context.Context, id int64, l *etcdsession.Lease) 
 	if m.cfg.Slots == nil {
 		return func() {}
 	}
-	return m.cfg.Slots.Keep(ctx, m.cli, id, l)
+	return m.cfg.Slots.Keep(ctx, m.cli(), id, l)
 }
 
 // finalWrite is the context of the write of a held id's exact end point.
@@ -491,7 +479,7 @@ func (m *Member) saveTimeout() time.Duration { return min(m.cfg.LeaseTTL/2, 2*ti
 // expired (no renewal for its TTL) or was revoked, the claim key was
 // deleted or taken, or a save was refused by the fence; or ctx ended.
 func (m *Member) watchClaim(ctx context.Context, id int64, l *etcdsession.Lease, fenced <-chan struct{}) string {
-	w, lw := m.cli.Watch(ctx, m.k.claim(id)), m.cli.Watch(ctx, m.k.live(id))
+	w, lw := m.cli().Watch(ctx, m.k.claim(id)), m.cli().Watch(ctx, m.k.live(id))
 	for {
 		select {
 		case <-ctx.Done():
@@ -522,7 +510,7 @@ func (m *Member) keyLost(ctx context.Context, w *clientv3.WatchChan, key, what s
 		if ctx.Err() != nil {
 			return "shutting down"
 		}
-		*w = m.cli.Watch(ctx, key)
+		*w = m.cli().Watch(ctx, key)
 		return ""
 	}
 	for _, ev := range resp.Events {
@@ -545,11 +533,11 @@ func historyPath(statePath string) string {
 // checkEtcd refuses to claim while etcd is behind what this server saw
 // of it (see history), saying so once in the log.
 func (m *Member) checkEtcd(ctx context.Context) error {
-	resp, err := m.cli.Get(ctx, m.k.layout)
+	resp, err := m.cli().Get(ctx, m.k.layout)
 	if err != nil {
 		return fmt.Errorf("etcd: %w", err)
 	}
-	if err := m.hist.Check(resp.Header); err != nil {
+	if err := m.sess.History().Check(resp.Header); err != nil {
 		m.standby(err) // before the log line: whoever reads it then gets the reason in replies too
 		m.logOnce(zerolog.ErrorLevel, err, "cluster: etcd went back in time; refusing to claim a server-id")
 		return err
@@ -588,7 +576,7 @@ func (m *Member) start(ctx context.Context, c claimed, local reservation.Resumed
 	m.mu.Lock()
 	own, existed := max(m.known.of(c.id), local.Reserved), m.existed
 	m.mu.Unlock()
-	fresh := m.hist.Fresh()
+	fresh := m.sess.History().Fresh()
 	if c.reserved > 0 && c.reserved >= own && !fresh {
 		return c.reserved
 	}
@@ -615,37 +603,9 @@ func (m *Member) storedNow(id, t int64) {
 	m.known.raise(id, t)
 }
 
-// revoke gives the session's lease up, so that its claim frees at once.
-// If etcd is unreachable, the next session tries again: the lease may
-// outlive an etcd restart.
-func (m *Member) revoke(l *etcdsession.Lease) {
-	ok := l.Revoke()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.lease = nil
-	if !ok {
-		m.stale = append(m.stale, l.ID())
-	}
-}
-
-// revokeStale revokes the leases earlier sessions could not.
-func (m *Member) revokeStale() {
-	m.mu.Lock()
-	stale := m.stale
-	m.stale = nil
-	m.mu.Unlock()
-	for _, id := range stale {
-		if !etcdsession.RevokeID(m.cli, id) {
-			m.mu.Lock()
-			m.stale = append(m.stale, id)
-			m.mu.Unlock()
-		}
-	}
-}
-
 // refreshSeen records who holds which id, for INFO.
 func (m *Member) refreshSeen(ctx context.Context) {
-	if held, _, err := holders(ctx, m.cli, m.k); err == nil {
+	if held, _, err := holders(ctx, m.cli(), m.k); err == nil {
 		m.mu.Lock()
 		m.seen = held
 		m.mu.Unlock()

@@ -18,7 +18,7 @@ import (
 // and what it has seen.
 func (m *Member) Info() []stats.Field {
 	m.mu.Lock()
-	state, held, l := m.state, m.held, m.lease
+	state, held := m.state, m.held
 	seen := make([]string, 0, len(m.seen))
 	for id, who := range m.seen {
 		seen = append(seen, fmt.Sprintf("%d=%s", id, strings.ReplaceAll(who, " ", "_")))
@@ -26,7 +26,7 @@ func (m *Member) Info() []stats.Field {
 	m.mu.Unlock()
 	slices.Sort(seen)
 	ttlLeft, id := int64(0), clientv3.LeaseID(0)
-	if l != nil {
+	if l := m.sess.Lease(); l != nil {
 		ttlLeft, id = max(l.Left().Milliseconds(), 0), l.ID()
 	}
 	return append([]stats.Field{
@@ -82,10 +82,7 @@ func (m *Member) pollEtcd(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		m.mu.Lock()
-		cli := m.cli
-		m.mu.Unlock()
-		if cli != nil {
+		if cli, err := m.sess.Client(); err == nil {
 			m.readStatus(ctx, cli)
 		}
 	}

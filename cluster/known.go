@@ -75,7 +75,7 @@ func (k *known) upTo(rev int64) (bool, <-chan struct{}) {
 func (m *Member) follow(ctx context.Context) {
 	for ctx.Err() == nil {
 		m.known.reached(0)
-		resp, err := m.cli.Get(ctx, m.k.scope, clientv3.WithPrefix())
+		resp, err := m.cli().Get(ctx, m.k.scope, clientv3.WithPrefix())
 		if err != nil {
 			select {
 			case <-ctx.Done():
@@ -87,7 +87,7 @@ func (m *Member) follow(ctx context.Context) {
 			m.learn(kv.Key, kv.Value)
 		}
 		m.known.reached(resp.Header.Revision)
-		for wr := range m.cli.Watch(ctx, m.k.scope, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1)) {
+		for wr := range m.cli().Watch(ctx, m.k.scope, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1)) {
 			if wr.Err() != nil {
 				break // compacted past it, or the like: read them all again
 			}
@@ -145,7 +145,7 @@ func (m *Member) republish(ctx context.Context) {
 	var written []int64
 	for id, t := range all {
 		key := m.k.reserved(id)
-		resp, err := m.cli.Txn(ctx).
+		resp, err := m.cli().Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
 			Then(clientv3.OpPut(key, strconv.FormatInt(t, 10))).
 			Commit()

@@ -25,7 +25,8 @@ func TestKnownFollowsReservations(t *testing.T) {
 	defer cli.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	m := &Member{cfg: Config{Etcd: etcdsession.Config{DialTimeout: 5 * time.Second}, LeaseTTL: 2 * time.Second}, cli: cli, known: newKnown(), log: zerolog.Nop(),
+	etcdCfg := etcdsession.Config{Endpoints: []string{e.Endpoint}, DialTimeout: 5 * time.Second}
+	m := &Member{cfg: Config{Etcd: etcdCfg, LeaseTTL: 2 * time.Second}, sess: connected(t, etcdCfg), known: newKnown(), log: zerolog.Nop(),
 		k: newKeys("/test/", idgen.Layout{IDBits: 4, ShardBits: 10, RandomBits: 10}, idgen.DefaultEpoch)}
 	put := func(id, t int64) int64 {
 		resp, err := cli.Put(ctx, m.k.reserved(id), strconv.FormatInt(t, 10))

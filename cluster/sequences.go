@@ -110,18 +110,8 @@ const takers = 16
 // this server's copy of its marks in local (nil: none).
 func (m *Member) Sequences(local *sequence.File) *Sequences {
 	dial := func() (*clientv3.Client, error) { return etcdsession.Dial(m.cfg.Etcd) }
-	return &Sequences{client: m.etcd, dial: dial, prefix: m.cfg.Prefix + "seq/", local: local, hist: m.hist, log: m.log,
+	return &Sequences{client: m.sess.Client, dial: dial, prefix: m.cfg.Prefix + "seq/", local: local, hist: m.sess.History(), log: m.log,
 		clustered: m.cfg.Slots != nil, followID: rand.Uint64(), ttl: cmp.Or(m.cfg.LeaseTTL, 10*time.Second)}
-}
-
-// etcd is the client, once connected.
-func (m *Member) etcd() (*clientv3.Client, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.cli == nil {
-		return nil, errors.New("etcd: not connected yet")
-	}
-	return m.cli, nil
 }
 
 // Take takes the segments of keys whose mark this server knows (After:

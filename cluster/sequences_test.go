@@ -20,18 +20,19 @@ import (
 )
 
 // newFollowing is the sequences backend of a server that follows the
-// marks under /test/seq/ in e (cli is its member's client), with a table of no keys (it has no copy of
-// any).
-func newFollowing(t *testing.T, e *testetcd.Server, cli *clientv3.Client) *Sequences {
+// marks under /test/seq/ in e, with a table of no keys (it has no copy
+// of any).
+func newFollowing(t *testing.T, e *testetcd.Server) *Sequences {
 	t.Helper()
-	s, _ := newFollowingTable(t, e, cli, nil)
+	s, _ := newFollowingTable(t, e, nil)
 	return s
 }
 
 // newFollowingTable is newFollowing with the table it serves.
-func newFollowingTable(t *testing.T, e *testetcd.Server, cli *clientv3.Client, h history) (*Sequences, *sequence.Table) {
+func newFollowingTable(t *testing.T, e *testetcd.Server, h history) (*Sequences, *sequence.Table) {
 	t.Helper()
-	m := &Member{cfg: Config{Prefix: "/test/", Etcd: etcdsession.Config{Endpoints: []string{e.Endpoint}, DialTimeout: 5 * time.Second}}, cli: cli, hist: etcdsession.NewHistory(""), log: zerolog.Nop()}
+	etcdCfg := etcdsession.Config{Endpoints: []string{e.Endpoint}, DialTimeout: 5 * time.Second}
+	m := &Member{cfg: Config{Prefix: "/test/", Etcd: etcdCfg}, sess: connected(t, etcdCfg), log: zerolog.Nop()}
 	s := m.Sequences(nil)
 	if h != nil {
 		s.hist = h
@@ -73,7 +74,7 @@ func TestGoneBackFoundWithoutTakes(t *testing.T) {
 	e := testetcd.Start(t)
 	cli := e.Client()
 	defer cli.Close()
-	s, tb := newFollowingTable(t, e, cli, nil)
+	s, tb := newFollowingTable(t, e, nil)
 	backup := e.Backup()
 	if _, err := tb.Incr("k", 1); err != nil {
 		t.Fatal(err)
@@ -94,7 +95,7 @@ func TestMadeAnewAboveADelete(t *testing.T) {
 	cli := e.Client()
 	defer cli.Close()
 	ctx := context.Background()
-	s := newFollowing(t, e, cli)
+	s := newFollowing(t, e)
 	for i := range 50 {
 		key := fmt.Sprintf("k%d", i)
 		if _, err := cli.Put(ctx, s.prefix+key, "100"); err != nil {
@@ -133,7 +134,8 @@ func TestSetsTogether(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &Member{cfg: Config{Prefix: "/test/", Etcd: etcdsession.Config{Endpoints: []string{e.Endpoint}, DialTimeout: 5 * time.Second}}, cli: cli, hist: etcdsession.NewHistory(""), log: zerolog.Nop()}
+	etcdCfg := etcdsession.Config{Endpoints: []string{e.Endpoint}, DialTimeout: 5 * time.Second}
+	m := &Member{cfg: Config{Prefix: "/test/", Etcd: etcdCfg}, sess: connected(t, etcdCfg), log: zerolog.Nop()}
 	s := m.Sequences(local)
 	for _, k := range []string{"below", "exists"} {
 		if _, err := cli.Put(ctx, s.prefix+k, "50"); err != nil {
@@ -201,7 +203,7 @@ func TestGuardFindsRestore(t *testing.T) {
 	defer cli.Close()
 	ctx := context.Background()
 	blinded := &blindHistory{History: etcdsession.NewHistory("")}
-	s, tb := newFollowingTable(t, e, cli, blinded)
+	s, tb := newFollowingTable(t, e, blinded)
 	guardAt := func() int64 {
 		g, _ := s.hist.Guarded()
 		resp, err := cli.Get(ctx, s.guardKey(g))
@@ -242,7 +244,7 @@ func TestTakeAllFallsBack(t *testing.T) {
 	cli := e.Client()
 	defer cli.Close()
 	ctx := context.Background()
-	s := newFollowing(t, e, cli)
+	s := newFollowing(t, e)
 	const keys = 3*txnKeys + 7
 	moved := map[int]bool{5: true, txnKeys + 1: true, keys - 1: true}
 	const lost = 2*txnKeys + 3
@@ -304,7 +306,7 @@ func TestReleaseTogether(t *testing.T) {
 	cli := e.Client()
 	defer cli.Close()
 	ctx := context.Background()
-	s := newFollowing(t, e, cli)
+	s := newFollowing(t, e)
 	const keys = 2*txnKeys + 9
 	moved := map[int]bool{3: true, txnKeys + 7: true}
 	marks := make([]sequence.Mark, keys)
@@ -358,7 +360,8 @@ func TestTakeBeforeWatchBegins(t *testing.T) {
 	e := testetcd.Start(t)
 	cli := e.Client()
 	defer cli.Close()
-	m := &Member{cfg: Config{Prefix: "/test/", Etcd: etcdsession.Config{Endpoints: []string{e.Endpoint}, DialTimeout: 5 * time.Second}}, cli: cli, hist: etcdsession.NewHistory(""), log: zerolog.Nop()}
+	etcdCfg := etcdsession.Config{Endpoints: []string{e.Endpoint}, DialTimeout: 5 * time.Second}
+	m := &Member{cfg: Config{Prefix: "/test/", Etcd: etcdCfg}, sess: connected(t, etcdCfg), log: zerolog.Nop()}
 	s := m.Sequences(nil)
 	begin := make(chan struct{})
 	s.dial = func() (*clientv3.Client, error) { <-begin; return etcdsession.Dial(m.cfg.Etcd) }
@@ -409,7 +412,7 @@ func TestBeginsWhereOthersStand(t *testing.T) {
 		if _, err := cli.Delete(ctx, prefix+key); err != nil {
 			t.Fatal(err)
 		}
-		s := newFollowing(t, e, cli)
+		s := newFollowing(t, e)
 		ts := []sequence.Take{{Key: key, N: 4, Born: true}}
 		tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		s.Take(tctx, ts)
@@ -445,7 +448,7 @@ func TestFollowsPastCompaction(t *testing.T) {
 	if _, err := cli.Compact(ctx, put.Header.Revision); err != nil {
 		t.Fatal(err)
 	}
-	s := newFollowing(t, e, cli)
+	s := newFollowing(t, e)
 	ts := []sequence.Take{{Key: "k", N: 4, After: 100}}
 	s.Take(ctx, ts)
 	if ts[0].Err != nil || ts[0].First != 101 {

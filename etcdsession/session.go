@@ -1,14 +1,16 @@
 // Package etcdsession is what the parts of cluster mode share of etcd:
 // a client dialled as configured (Dial), a lease this process keeps
-// alive itself and knows the deadline of (Lease), and the history of
-// what this server saw of etcd, which notices etcd going back in time
-// (History).
+// alive itself and knows the deadline of (Lease), the history of what
+// this server saw of etcd, which notices etcd going back in time
+// (History), and the Session that holds them for a server.
 package etcdsession
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -45,4 +47,117 @@ func Error(err error) error {
 		return fmt.Errorf("etcd's NOSPACE alarm is raised: its database reached its quota (compact and defragment etcd, then disarm the alarm; see docs/cluster.md): %w", err)
 	}
 	return fmt.Errorf("etcd: %w", err)
+}
+
+// A Session is a server's connection to etcd: the client, dialled once
+// (Connect), its History, the lease granted last, and the leases it
+// could not revoke (etcd unreachable), revoked before the next grant:
+// etcd keeps leases through its restarts, and one left would hold what
+// it binds (the server's old id) for its TTL.
+type Session struct {
+	cfg  Config
+	hist *History
+
+	mu    sync.Mutex
+	cli   *clientv3.Client
+	lease *Lease             // granted last, until released; nil: none
+	stale []clientv3.LeaseID // not revoked yet: etcd was unreachable
+}
+
+// New is a session of cfg, not connected yet, with its history kept in
+// the file at historyPath ("": in memory only).
+func New(cfg Config, historyPath string) *Session {
+	return &Session{cfg: cfg, hist: NewHistory(historyPath)}
+}
+
+// Connect dials etcd, unless it is connected already. It must not run
+// alongside itself or Close.
+func (s *Session) Connect() error {
+	if _, err := s.Client(); err == nil {
+		return nil
+	}
+	cli, err := Dial(s.cfg)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.cli = cli
+	s.mu.Unlock()
+	return nil
+}
+
+// Client is etcd's client, once connected.
+func (s *Session) Client() (*clientv3.Client, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cli == nil {
+		return nil, errors.New("etcd: not connected yet")
+	}
+	return s.cli, nil
+}
+
+// History is what this server saw of etcd.
+func (s *Session) History() *History { return s.hist }
+
+// Grant revokes the leases earlier sessions could not, then takes a
+// lease of ttl within the dial timeout, each renewal of it waiting at
+// most timeout. It is the session's Lease until Released.
+func (s *Session) Grant(ctx context.Context, ttl, timeout time.Duration) (*Lease, error) {
+	cli, err := s.Client()
+	if err != nil {
+		return nil, err
+	}
+	s.revokeStale(cli)
+	gctx, cancel := context.WithTimeout(ctx, s.cfg.DialTimeout)
+	defer cancel()
+	l, err := Grant(gctx, cli, ttl, timeout)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.lease = l
+	s.mu.Unlock()
+	return l, nil
+}
+
+// Release gives l up, so that what it binds frees at once. If etcd is
+// unreachable, the next Grant tries again: the lease may outlive an etcd
+// restart.
+func (s *Session) Release(l *Lease) {
+	ok := l.Revoke()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lease = nil
+	if !ok {
+		s.stale = append(s.stale, l.ID())
+	}
+}
+
+// revokeStale revokes the leases earlier sessions could not.
+func (s *Session) revokeStale(cli *clientv3.Client) {
+	s.mu.Lock()
+	stale := s.stale
+	s.stale = nil
+	s.mu.Unlock()
+	for _, id := range stale {
+		if !RevokeID(cli, id) {
+			s.mu.Lock()
+			s.stale = append(s.stale, id)
+			s.mu.Unlock()
+		}
+	}
+}
+
+// Lease is the lease granted last, until released; nil: none.
+func (s *Session) Lease() *Lease {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lease
+}
+
+// Close closes the client, if connected.
+func (s *Session) Close() {
+	if cli, err := s.Client(); err == nil {
+		cli.Close()
+	}
 }
