@@ -19,6 +19,7 @@ import (
 	"github.com/idserver/idserver/idgen"
 	"github.com/idserver/idserver/reservation"
 	"github.com/idserver/idserver/respserver"
+	"github.com/idserver/idserver/seqmarks"
 	"github.com/idserver/idserver/sequence"
 	"github.com/idserver/idserver/slotassign"
 	"github.com/idserver/idserver/stats"
@@ -179,7 +180,7 @@ type clusterMode struct {
 	seqs    *sequence.Table
 	closing sync.Once
 
-	backend  *cluster.Sequences
+	backend  *seqmarks.Sequences
 	seqFile  *sequence.File  // this server's copy of the marks it took in etcd
 	seqKnown []sequence.Mark // what seqFile held at the start
 }
@@ -239,7 +240,8 @@ func (m *clusterMode) reserve(lns *listeners) (respserver.Options, error) {
 		Log:          m.log,
 		Slots:        part,
 	})
-	m.backend = m.member.Sequences(m.seqFile)
+	m.backend = seqmarks.New(seqmarks.Config{Session: m.member.Session(), Prefix: cfg.EtcdPrefix, LeaseTTL: cfg.EtcdLeaseTTL.Duration,
+		Clustered: part != nil, Local: m.seqFile, Log: m.log})
 	m.seqs = sequence.New(seqOptions(cfg, m.log), m.backend, m.seqKnown)
 	m.seqKnown = nil
 	m.backend.Follow(m.seqs)

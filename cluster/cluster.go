@@ -152,6 +152,10 @@ func New(cfg Config) *Member {
 	}
 }
 
+// Session is m's connection to etcd, for what else the server keeps
+// there.
+func (m *Member) Session() *etcdsession.Session { return m.sess }
+
 // Start keeps claiming a server-id for target until Close. It does not
 // wait: target stands by until an id is held, etcd unreachable or not.
 func (m *Member) Start(target Target) {

@@ -46,14 +46,3 @@ func TestClaimedNotHeldWaits(t *testing.T) {
 		t.Fatalf("%d claims in 3 s of an id whose local copy is locked; want a few, each after a growing wait", n)
 	}
 }
-
-// connected is a session of cfg, connected, closed at the test's end.
-func connected(t *testing.T, cfg etcdsession.Config) *etcdsession.Session {
-	t.Helper()
-	s := etcdsession.New(cfg, "")
-	if err := s.Connect(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	return s
-}

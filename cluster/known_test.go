@@ -26,7 +26,12 @@ func TestKnownFollowsReservations(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	etcdCfg := etcdsession.Config{Endpoints: []string{e.Endpoint}, DialTimeout: 5 * time.Second}
-	m := &Member{cfg: Config{Etcd: etcdCfg, LeaseTTL: 2 * time.Second}, sess: connected(t, etcdCfg), known: newKnown(), log: zerolog.Nop(),
+	sess := etcdsession.New(etcdCfg, "")
+	if err := sess.Connect(); err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	m := &Member{cfg: Config{Etcd: etcdCfg, LeaseTTL: 2 * time.Second}, sess: sess, known: newKnown(), log: zerolog.Nop(),
 		k: newKeys("/test/", idgen.Layout{IDBits: 4, ShardBits: 10, RandomBits: 10}, idgen.DefaultEpoch)}
 	put := func(id, t int64) int64 {
 		resp, err := cli.Put(ctx, m.k.reserved(id), strconv.FormatInt(t, 10))

@@ -96,6 +96,10 @@ func (s *Session) Client() (*clientv3.Client, error) {
 	return s.cli, nil
 }
 
+// Dial is a new client of the session's etcd, for a caller that wants a
+// connection of its own.
+func (s *Session) Dial() (*clientv3.Client, error) { return Dial(s.cfg) }
+
 // History is what this server saw of etcd.
 func (s *Session) History() *History { return s.hist }
 

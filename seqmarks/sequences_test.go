@@ -1,4 +1,4 @@
-package cluster
+package seqmarks
 
 import (
 	"context"
@@ -31,9 +31,7 @@ func newFollowing(t *testing.T, e *testetcd.Server) *Sequences {
 // newFollowingTable is newFollowing with the table it serves.
 func newFollowingTable(t *testing.T, e *testetcd.Server, h history) (*Sequences, *sequence.Table) {
 	t.Helper()
-	etcdCfg := etcdsession.Config{Endpoints: []string{e.Endpoint}, DialTimeout: 5 * time.Second}
-	m := &Member{cfg: Config{Prefix: "/test/", Etcd: etcdCfg}, sess: connected(t, etcdCfg), log: zerolog.Nop()}
-	s := m.Sequences(nil)
+	s := New(Config{Session: connected(t, e), Prefix: "/test/", Log: zerolog.Nop()})
 	if h != nil {
 		s.hist = h
 	}
@@ -134,9 +132,7 @@ func TestSetsTogether(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	etcdCfg := etcdsession.Config{Endpoints: []string{e.Endpoint}, DialTimeout: 5 * time.Second}
-	m := &Member{cfg: Config{Prefix: "/test/", Etcd: etcdCfg}, sess: connected(t, etcdCfg), log: zerolog.Nop()}
-	s := m.Sequences(local)
+	s := New(Config{Session: connected(t, e), Prefix: "/test/", Local: local, Log: zerolog.Nop()})
 	for _, k := range []string{"below", "exists"} {
 		if _, err := cli.Put(ctx, s.prefix+k, "50"); err != nil {
 			t.Fatal(err)
@@ -360,11 +356,10 @@ func TestTakeBeforeWatchBegins(t *testing.T) {
 	e := testetcd.Start(t)
 	cli := e.Client()
 	defer cli.Close()
-	etcdCfg := etcdsession.Config{Endpoints: []string{e.Endpoint}, DialTimeout: 5 * time.Second}
-	m := &Member{cfg: Config{Prefix: "/test/", Etcd: etcdCfg}, sess: connected(t, etcdCfg), log: zerolog.Nop()}
-	s := m.Sequences(nil)
+	sess := connected(t, e)
+	s := New(Config{Session: sess, Prefix: "/test/", Log: zerolog.Nop()})
 	begin := make(chan struct{})
-	s.dial = func() (*clientv3.Client, error) { <-begin; return etcdsession.Dial(m.cfg.Etcd) }
+	s.dial = func() (*clientv3.Client, error) { <-begin; return sess.Dial() }
 	tb := sequence.New(sequence.Options{Wait: 20 * time.Second}, s, nil)
 	s.Follow(tb)
 	t.Cleanup(func() { close(begin); tb.Stop(context.Background()); s.Stop() })
@@ -470,4 +465,15 @@ func (h *blindHistory) At() etcdsession.SentAt {
 		return etcdsession.SentAt{}
 	}
 	return h.History.At()
+}
+
+// connected is a session of e, connected, closed at the test's end.
+func connected(t *testing.T, e *testetcd.Server) *etcdsession.Session {
+	t.Helper()
+	s := etcdsession.New(etcdsession.Config{Endpoints: []string{e.Endpoint}, DialTimeout: 5 * time.Second}, "")
+	if err := s.Connect(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
 }

@@ -1,4 +1,9 @@
-package cluster
+// Package seqmarks keeps the sequences' marks in etcd in cluster mode:
+// each key's mark, with each server's own copy of the marks it took in
+// dir (sequences.go), followed by every server so that what etcd loses
+// is put back (seqwatch.go), and, on a Redis Cluster node, taken only
+// for the slots it serves (seqslots.go).
+package seqmarks
 
 import (
 	"cmp"
@@ -106,12 +111,26 @@ type history interface {
 // takers bounds the transactions one Take runs at once.
 const takers = 16
 
-// Sequences returns the sequences' backend of the etcd m uses, keeping
-// this server's copy of its marks in local (nil: none).
-func (m *Member) Sequences(local *sequence.File) *Sequences {
-	dial := func() (*clientv3.Client, error) { return etcdsession.Dial(m.cfg.Etcd) }
-	return &Sequences{client: m.sess.Client, dial: dial, prefix: m.cfg.Prefix + "seq/", local: local, hist: m.sess.History(), log: m.log,
-		clustered: m.cfg.Slots != nil, followID: rand.Uint64(), ttl: cmp.Or(m.cfg.LeaseTTL, 10*time.Second)}
+// Config configures a server's sequences in cluster mode.
+type Config struct {
+	// Session is the server's connection to etcd (its cluster.Member's):
+	// its client, and what it saw of etcd.
+	Session *etcdsession.Session
+	Prefix  string // etcd-prefix: the marks are under <prefix>seq/
+	// LeaseTTL is that of the lease this server's followed key is bound
+	// to (followOnce); 0: 10 s.
+	LeaseTTL time.Duration
+	// Clustered is set on a Redis Cluster node: its takes check slots
+	// (ServeSlots).
+	Clustered bool
+	Local     *sequence.File // this server's copy of its marks; nil: none
+	Log       zerolog.Logger
+}
+
+// New returns the sequences' backend cfg describes.
+func New(cfg Config) *Sequences {
+	return &Sequences{client: cfg.Session.Client, dial: cfg.Session.Dial, prefix: cfg.Prefix + "seq/", local: cfg.Local,
+		hist: cfg.Session.History(), log: cfg.Log, clustered: cfg.Clustered, followID: rand.Uint64(), ttl: cmp.Or(cfg.LeaseTTL, 10*time.Second)}
 }
 
 // Take takes the segments of keys whose mark this server knows (After:
