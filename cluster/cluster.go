@@ -130,7 +130,6 @@ type Member struct {
 	existed    bool         // the layout key was there before this server: under mu
 	lastLogged string       // why this server could not claim, last logged (logOnce); under mu
 	reserved   atomic.Int64 // the last T this server stored, ms since the epoch
-	polled     etcdStatus   // etcd's database size and alarms, as last read
 	claims     atomic.Uint64
 	losses     atomic.Uint64
 	saves      atomic.Uint64 // of keepers closed already
@@ -163,7 +162,7 @@ func (m *Member) Start(target Target) {
 	m.target, m.cancel = target, cancel
 	target.Standby(errors.New("no server-id held yet: connecting to etcd"))
 	go m.run(ctx)
-	go m.pollEtcd(ctx)
+	go m.sess.Poll(ctx)
 	if m.cfg.Slots != nil {
 		go m.cfg.Slots.Observe(ctx, m.sess.Client)
 	}

@@ -62,6 +62,8 @@ type Session struct {
 	cli   *clientv3.Client
 	lease *Lease             // granted last, until released; nil: none
 	stale []clientv3.LeaseID // not revoked yet: etcd was unreachable
+
+	status status // etcd's database size and alarms, as Poll last read them
 }
 
 // New is a session of cfg, not connected yet, with its history kept in
