@@ -32,8 +32,8 @@
 // that claims an id whose T etcd lost before any server that knew it
 // wrote it back starts only max-lead-ms ahead of its clock.
 //
-// The lease is kept by a lease of its own (etcdsession.Lease) rather
-// than etcd's concurrency.Session, to know how long it surely has.
+// The claim is bound to an etcdsession.Lease, which says why it is not
+// etcd's concurrency.Session.
 package cluster
 
 import (

@@ -16,9 +16,9 @@ import (
 // each a third of the TTL after the last that etcd granted, and counts
 // each renewal's deadline from when its request was sent (etcd counts the
 // TTL from when it got it, later). A keep-alive stream (clientv3's
-// KeepAlive, which a Session uses) hides when it stalls on a member that
-// froze, and its replies do not say when their request went; a request of
-// its own may reach another member.
+// KeepAlive, which etcd's concurrency.Session uses) hides when it stalls
+// on a member that froze, and its replies do not say when their request
+// went; a request of its own may reach another member.
 //
 // What a lease fences (a server-id's claim, a hash slot) is safe on one
 // timing assumption, stated here once: this process's clock runs no
@@ -134,11 +134,11 @@ func (l *Lease) Why() string {
 // whether etcd has it no more.
 func (l *Lease) Revoke() bool {
 	l.End("revoked")
-	return RevokeID(l.cli, l.id)
+	return revokeID(l.cli, l.id)
 }
 
-// RevokeID revokes the lease id, and reports whether etcd has it no more.
-func RevokeID(cli *clientv3.Client, id clientv3.LeaseID) bool {
+// revokeID revokes the lease id, and reports whether etcd has it no more.
+func revokeID(cli *clientv3.Client, id clientv3.LeaseID) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	_, err := cli.Revoke(ctx, id)

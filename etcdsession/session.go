@@ -1,8 +1,8 @@
-// Package etcdsession is what the parts of cluster mode share of etcd:
-// a client dialled as configured (Dial), a lease this process keeps
-// alive itself and knows the deadline of (Lease), the history of what
-// this server saw of etcd, which notices etcd going back in time
-// (History), and the Session that holds them for a server.
+// Package etcdsession is what the parts of cluster mode share of etcd: a
+// server's Session (its client, dialled as configured, the leases it
+// granted, and etcd's own status), a Lease this process keeps alive
+// itself and knows the deadline of, and the History of what this server
+// saw of etcd, which notices etcd going back in time.
 package etcdsession
 
 import (
@@ -27,10 +27,10 @@ type Config struct {
 	Password    string
 }
 
-// Dial is a client of etcd as cfg says; with a Username it fetches a
+// dial is a client of etcd as cfg says; with a Username it fetches a
 // token from etcd at once. The client logs nothing: the callers say what
 // matters in the server's own log.
-func Dial(cfg Config) (*clientv3.Client, error) {
+func dial(cfg Config) (*clientv3.Client, error) {
 	return clientv3.New(clientv3.Config{
 		Endpoints:   cfg.Endpoints,
 		DialTimeout: cfg.DialTimeout,
@@ -78,7 +78,7 @@ func (s *Session) Connect() error {
 	if _, err := s.Client(); err == nil {
 		return nil
 	}
-	cli, err := Dial(s.cfg)
+	cli, err := dial(s.cfg)
 	if err != nil {
 		return err
 	}
@@ -100,7 +100,7 @@ func (s *Session) Client() (*clientv3.Client, error) {
 
 // Dial is a new client of the session's etcd, for a caller that wants a
 // connection of its own.
-func (s *Session) Dial() (*clientv3.Client, error) { return Dial(s.cfg) }
+func (s *Session) Dial() (*clientv3.Client, error) { return dial(s.cfg) }
 
 // History is what this server saw of etcd.
 func (s *Session) History() *History { return s.hist }
@@ -146,7 +146,7 @@ func (s *Session) revokeStale(cli *clientv3.Client) {
 	s.stale = nil
 	s.mu.Unlock()
 	for _, id := range stale {
-		if !RevokeID(cli, id) {
+		if !revokeID(cli, id) {
 			s.mu.Lock()
 			s.stale = append(s.stale, id)
 			s.mu.Unlock()
