@@ -203,20 +203,10 @@ func (m *clusterMode) reserve(lns *listeners) (respserver.Options, error) {
 	var src *slotassign.Source
 	var part cluster.Slots // nil: no part in the slots' assignment
 	if cfg.ClusterEnabled == conf.Yes {
-		self, err := announced(cfg, lns)
-		if err != nil {
+		var err error
+		if src, err = m.joinSlots(lns); err != nil {
 			return respserver.Options{}, err
 		}
-		src = slotassign.NewSource(self)
-		m.slots = slotassign.New(slotassign.Config{
-			Prefix: cfg.EtcdPrefix, TTL: cfg.EtcdLeaseTTL.Duration, DialTimeout: cfg.EtcdDialTimeout.Duration,
-			Node: slotassign.Node{ID: self.ID, IP: self.IP, Port: self.Port, TLSPort: self.TLSPort, Hostname: self.Hostname},
-			// What the server serves reaches its sequences first (they
-			// drop the values they hold of slots that become its), then
-			// the map it answers from.
-			Serve: func(s *slotassign.Serving) { m.backend.ServeSlots(s, m.seqs); src.Serve(s) },
-			Log:   m.log,
-		})
 		part = m.slots
 	}
 	m.member = cluster.New(cluster.Config{
@@ -260,6 +250,27 @@ func (m *clusterMode) reserve(lns *listeners) (respserver.Options, error) {
 		opts.Slots = src
 	}
 	return opts, nil
+}
+
+// joinSlots prepares a Redis Cluster node's part in the slots'
+// assignment (m.slots), and returns the map it answers from.
+func (m *clusterMode) joinSlots(lns *listeners) (*slotassign.Source, error) {
+	cfg := m.cfg
+	self, err := announced(cfg, lns)
+	if err != nil {
+		return nil, err
+	}
+	src := slotassign.NewSource(self)
+	m.slots = slotassign.New(slotassign.Config{
+		Prefix: cfg.EtcdPrefix, TTL: cfg.EtcdLeaseTTL.Duration, DialTimeout: cfg.EtcdDialTimeout.Duration,
+		Node: slotassign.Node{ID: self.ID, IP: self.IP, Port: self.Port, TLSPort: self.TLSPort, Hostname: self.Hostname},
+		// What the server serves reaches its sequences first (they drop
+		// the values they hold of slots that become its), then the map
+		// it answers from.
+		Serve: func(s *slotassign.Serving) { m.backend.ServeSlots(s, m.seqs); src.Serve(s) },
+		Log:   m.log,
+	})
+	return src, nil
 }
 
 func (m *clusterMode) attach(srv *respserver.Server) { m.member.Start(srv) }
