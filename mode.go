@@ -15,10 +15,13 @@ import (
 
 	"github.com/idserver/idserver/cluster"
 	"github.com/idserver/idserver/conf"
+	"github.com/idserver/idserver/etcdsession"
 	"github.com/idserver/idserver/idgen"
 	"github.com/idserver/idserver/reservation"
 	"github.com/idserver/idserver/respserver"
+	"github.com/idserver/idserver/seqmarks"
 	"github.com/idserver/idserver/sequence"
+	"github.com/idserver/idserver/slotassign"
 	"github.com/idserver/idserver/stats"
 )
 
@@ -173,10 +176,11 @@ type clusterMode struct {
 	log     zerolog.Logger
 	etcdTLS *tls.Config
 	member  *cluster.Member
+	slots   *slotassign.Participant // a Redis Cluster node's part in the slots' assignment
 	seqs    *sequence.Table
 	closing sync.Once
 
-	backend  *cluster.Sequences
+	backend  *seqmarks.Sequences
 	seqFile  *sequence.File  // this server's copy of the marks it took in etcd
 	seqKnown []sequence.Mark // what seqFile held at the start
 }
@@ -196,29 +200,25 @@ func (m *clusterMode) reserve(lns *listeners) (respserver.Options, error) {
 	if cfg.ServerIDSet {
 		pinned = int64(cfg.ServerID)
 	}
-	var src *cluster.SlotSource
-	var slotsCfg *cluster.SlotsConfig
+	var src *slotassign.Source
+	var part cluster.Slots // nil: no part in the slots' assignment
 	if cfg.ClusterEnabled == conf.Yes {
-		self, err := announced(cfg, lns)
-		if err != nil {
+		var err error
+		if src, err = m.joinSlots(lns); err != nil {
 			return respserver.Options{}, err
 		}
-		src = cluster.NewSlotSource(self)
-		// What the server serves reaches its sequences first (they drop
-		// the values they hold of slots that become its), then the map it
-		// answers from.
-		slotsCfg = &cluster.SlotsConfig{Node: cluster.Node{ID: self.ID, IP: self.IP, Port: self.Port,
-			TLSPort: self.TLSPort, Hostname: self.Hostname},
-			Serve: func(s *cluster.Serving) { m.backend.ServeSlots(s, m.seqs); src.Serve(s) }}
+		part = m.slots
 	}
 	m.member = cluster.New(cluster.Config{
-		Endpoints:    strings.Split(cfg.EtcdEndpoints, ","),
+		Etcd: etcdsession.Config{
+			Endpoints:   strings.Split(cfg.EtcdEndpoints, ","),
+			DialTimeout: cfg.EtcdDialTimeout.Duration,
+			TLS:         m.etcdTLS,
+			Username:    cfg.EtcdUsername,
+			Password:    cfg.EtcdPassword,
+		},
 		Prefix:       cfg.EtcdPrefix,
 		LeaseTTL:     cfg.EtcdLeaseTTL.Duration,
-		DialTimeout:  cfg.EtcdDialTimeout.Duration,
-		TLS:          m.etcdTLS,
-		Username:     cfg.EtcdUsername,
-		Password:     cfg.EtcdPassword,
 		Layout:       cfg.Layout(),
 		Epoch:        cfg.Epoch(),
 		Pinned:       pinned,
@@ -228,9 +228,10 @@ func (m *clusterMode) reserve(lns *listeners) (respserver.Options, error) {
 		Addr:         addrOf(lns),
 		StatePath:    filepath.Join(cfg.Dir, cfg.StateFile),
 		Log:          m.log,
-		Slots:        slotsCfg,
+		Slots:        part,
 	})
-	m.backend = m.member.Sequences(m.seqFile)
+	m.backend = seqmarks.New(seqmarks.Config{Session: m.member.Session(), Prefix: cfg.EtcdPrefix, LeaseTTL: cfg.EtcdLeaseTTL.Duration,
+		Clustered: part != nil, Local: m.seqFile, Log: m.log})
 	m.seqs = sequence.New(seqOptions(cfg, m.log), m.backend, m.seqKnown)
 	m.seqKnown = nil
 	m.backend.Follow(m.seqs)
@@ -251,10 +252,31 @@ func (m *clusterMode) reserve(lns *listeners) (respserver.Options, error) {
 	return opts, nil
 }
 
+// joinSlots prepares a Redis Cluster node's part in the slots'
+// assignment (m.slots), and returns the map it answers from.
+func (m *clusterMode) joinSlots(lns *listeners) (*slotassign.Source, error) {
+	cfg := m.cfg
+	self, err := announced(cfg, lns)
+	if err != nil {
+		return nil, err
+	}
+	src := slotassign.NewSource(self)
+	m.slots = slotassign.New(slotassign.Config{
+		Prefix: cfg.EtcdPrefix, TTL: cfg.EtcdLeaseTTL.Duration, DialTimeout: cfg.EtcdDialTimeout.Duration,
+		Node: slotassign.Node{ID: self.ID, IP: self.IP, Port: self.Port, TLSPort: self.TLSPort, Hostname: self.Hostname},
+		// What the server serves reaches its sequences first (they drop
+		// the values they hold of slots that become its), then the map
+		// it answers from.
+		Serve: func(s *slotassign.Serving) { m.backend.ServeSlots(s, m.seqs); src.Serve(s) },
+		Log:   m.log,
+	})
+	return src, nil
+}
+
 func (m *clusterMode) attach(srv *respserver.Server) { m.member.Start(srv) }
 
 func (m *clusterMode) handOver() {
-	if m.cfg.ClusterEnabled == conf.Yes && m.member.HandOver() {
+	if m.slots != nil && m.slots.HandOver() {
 		time.Sleep(handOverGrace) // clients of the slots are told -MOVED
 	}
 }

@@ -27,18 +27,17 @@
 // history of etcd to check it against, it also starts max-lead-ms ahead
 // of the clock, as a first start does. A server that finds etcd lost data
 // writes back the T it knows for the ids etcd lost, for servers new to
-// etcd. A server that sees etcd go back (history.go) claims nothing until
-// an operator confirms. What remains: a server new to etcd that claims an
-// id whose T etcd lost before any server that knew it wrote it back
-// starts only max-lead-ms ahead of its clock.
+// etcd. A server that sees etcd go back (etcdsession.History) claims
+// nothing until an operator confirms. What remains: a server new to etcd
+// that claims an id whose T etcd lost before any server that knew it
+// wrote it back starts only max-lead-ms ahead of its clock.
 //
-// The lease is kept by a lease of its own (lease.go) rather than etcd's
-// concurrency.Session, to know how long it surely has.
+// The claim is bound to an etcdsession.Lease, which says why it is not
+// etcd's concurrency.Session.
 package cluster
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"os"
@@ -49,8 +48,8 @@ import (
 
 	"github.com/rs/zerolog"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
+	"github.com/idserver/idserver/etcdsession"
 	"github.com/idserver/idserver/idgen"
 	"github.com/idserver/idserver/reservation"
 )
@@ -69,13 +68,9 @@ func (s memberState) String() string { return [...]string{"connecting", "standby
 
 // Config configures a Member.
 type Config struct {
-	Endpoints   []string
-	Prefix      string // ends with "/"
-	LeaseTTL    time.Duration
-	DialTimeout time.Duration
-	TLS         *tls.Config // nil: plain
-	Username    string
-	Password    string
+	Etcd     etcdsession.Config
+	Prefix   string // ends with "/"
+	LeaseTTL time.Duration
 
 	Layout idgen.Layout
 	Epoch  time.Time
@@ -92,17 +87,20 @@ type Config struct {
 	StatePath string
 	Log       zerolog.Logger
 	// Slots, if set, has this server take part in the hash slots'
-	// assignment (Redis Cluster, slots.go) while it holds an id: Node is
-	// what it announces, Serve is given what it serves each time that
-	// changes, nil when it serves nothing.
-	Slots *SlotsConfig
+	// assignment (Redis Cluster): kept while it holds an id, observed
+	// while it holds none.
+	Slots Slots
 }
 
-// SlotsConfig is what a Member needs to take part in the hash slots'
-// assignment.
-type SlotsConfig struct {
-	Node  Node
-	Serve func(*Serving)
+// Slots is a server's part in the hash slots' assignment
+// (slotassign.Participant).
+type Slots interface {
+	// Keep keeps the server's part while it holds server-id id under
+	// lease l, until stop is called.
+	Keep(ctx context.Context, cli *clientv3.Client, id int64, l *etcdsession.Lease) (stop func())
+	// Observe follows the assignment while no Keep runs, until ctx ends;
+	// client is etcd's client, once connected.
+	Observe(ctx context.Context, client func() (*clientv3.Client, error))
 }
 
 // Target is what a Member drives: the protocol server. SetGenerator has
@@ -117,26 +115,21 @@ type Target interface {
 type Member struct {
 	cfg    Config
 	target Target
-	cli    *clientv3.Client
+	sess   *etcdsession.Session
 	k      keys
 	log    zerolog.Logger
 
 	mu     sync.Mutex
 	state  memberState
-	held   int64  // -1: none
-	lease  *lease // the session's, nil between sessions
+	held   int64 // -1: none
 	seen   map[int64]string
 	keeper *reservation.Keeper
 	gen    *idgen.Generator
 
-	stale []clientv3.LeaseID // leases not revoked yet: etcd was unreachable
-
-	hist       *history
 	known      *known       // by id, the highest T this process stored or saw in etcd
 	existed    bool         // the layout key was there before this server: under mu
 	lastLogged string       // why this server could not claim, last logged (logOnce); under mu
 	reserved   atomic.Int64 // the last T this server stored, ms since the epoch
-	polled     etcdStatus   // etcd's database size and alarms, as last read
 	claims     atomic.Uint64
 	losses     atomic.Uint64
 	saves      atomic.Uint64 // of keepers closed already
@@ -144,9 +137,6 @@ type Member struct {
 
 	cancel context.CancelFunc
 	done   chan struct{}
-
-	slotMu  sync.Mutex  // keeping, and the standby's publishing (observeSlots)
-	keeping *slotKeeper // the slot keeper that runs: it publishes what is served
 }
 
 // New returns a Member for cfg that claims nothing until Start; its
@@ -155,11 +145,15 @@ func New(cfg Config) *Member {
 	return &Member{
 		cfg: cfg, log: cfg.Log,
 		k:     newKeys(cfg.Prefix, cfg.Layout, cfg.Epoch),
-		hist:  &history{path: historyPath(cfg.StatePath)},
+		sess:  etcdsession.New(cfg.Etcd, historyPath(cfg.StatePath)),
 		state: connecting, held: -1, known: newKnown(),
 		done: make(chan struct{}),
 	}
 }
+
+// Session is m's connection to etcd, for what else the server keeps
+// there.
+func (m *Member) Session() *etcdsession.Session { return m.sess }
 
 // Start keeps claiming a server-id for target until Close. It does not
 // wait: target stands by until an id is held, etcd unreachable or not.
@@ -168,9 +162,9 @@ func (m *Member) Start(target Target) {
 	m.target, m.cancel = target, cancel
 	target.Standby(errors.New("no server-id held yet: connecting to etcd"))
 	go m.run(ctx)
-	go m.pollEtcd(ctx)
+	go m.sess.Poll(ctx)
 	if m.cfg.Slots != nil {
-		go m.observeSlots(ctx)
+		go m.cfg.Slots.Observe(ctx, m.sess.Client)
 	}
 }
 
@@ -183,38 +177,23 @@ func (m *Member) Close() {
 	}
 	m.cancel()
 	<-m.done
-	if m.cli != nil {
-		m.cli.Close()
-	}
+	m.sess.Close()
 }
 
 // connect makes the etcd client, which with etcd-username fetches a token
 // from etcd at once.
 func (m *Member) connect() error {
-	if m.cli != nil {
-		return nil
-	}
-	cli, err := m.newClient()
-	if err != nil {
+	if err := m.sess.Connect(); err != nil {
 		m.logOnce(zerolog.WarnLevel, err, "cluster: cannot connect to etcd; standing by")
-		return fmt.Errorf("cannot connect to etcd (%s): %w", strings.Join(m.cfg.Endpoints, ","), err)
+		return fmt.Errorf("cannot connect to etcd (%s): %w", strings.Join(m.cfg.Etcd.Endpoints, ","), err)
 	}
-	m.mu.Lock()
-	m.cli = cli // read by pollEtcd too
-	m.mu.Unlock()
 	return nil
 }
 
-// newClient is a client of etcd as cfg says.
-func (m *Member) newClient() (*clientv3.Client, error) {
-	return clientv3.New(clientv3.Config{
-		Endpoints:   m.cfg.Endpoints,
-		DialTimeout: m.cfg.DialTimeout,
-		TLS:         m.cfg.TLS,
-		Username:    m.cfg.Username,
-		Password:    m.cfg.Password,
-		Logger:      zap.NewNop(),
-	})
+// cli is etcd's client: connected, from the first session on.
+func (m *Member) cli() *clientv3.Client {
+	cli, _ := m.sess.Client()
+	return cli
 }
 
 // run claims, holds until the claim is lost, and claims again.
@@ -258,7 +237,7 @@ func (m *Member) logOnce(level zerolog.Level, err error, msg string) {
 	if repeated {
 		level = zerolog.DebugLevel
 	}
-	m.log.WithLevel(level).Err(err).Strs("etcd_endpoints", m.cfg.Endpoints).Msg(msg)
+	m.log.WithLevel(level).Err(err).Strs("etcd_endpoints", m.cfg.Etcd.Endpoints).Msg(msg)
 }
 
 // standby stands the target by with the reason why.
@@ -275,25 +254,20 @@ func (m *Member) standby(why error) {
 func (m *Member) session(ctx context.Context, prefer int64) (int64, error) {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	// A lease of an earlier session that etcd still keeps (it refreshes
-	// leases when it restarts) would hold this server's old id.
-	m.revokeStale()
-	gctx, gcancel := context.WithTimeout(sctx, m.cfg.DialTimeout)
-	l, err := grant(gctx, m.cli, m.cfg.LeaseTTL, min(m.cfg.DialTimeout, m.cfg.LeaseTTL/6))
-	gcancel()
+	// The grant first revokes the leases of earlier sessions that etcd
+	// still keeps (it refreshes leases when it restarts): one would hold
+	// this server's old id.
+	l, err := m.sess.Grant(sctx, m.cfg.LeaseTTL, min(m.cfg.Etcd.DialTimeout, m.cfg.LeaseTTL/6))
 	if err != nil {
 		if ctx.Err() == nil {
 			m.logOnce(zerolog.WarnLevel, err, "cluster: etcd unreachable; standing by")
 		}
-		return -1, fmt.Errorf("etcd unreachable (%s): %w", strings.Join(m.cfg.Endpoints, ","), err)
+		return -1, fmt.Errorf("etcd unreachable (%s): %w", strings.Join(m.cfg.Etcd.Endpoints, ","), err)
 	}
-	defer m.revoke(l)
-	m.mu.Lock()
-	m.lease = l
-	m.mu.Unlock()
-	go l.keep(sctx)
+	defer m.sess.Release(l)
+	go l.Keep(sctx)
 	go m.follow(sctx)
-	existed, err := checkLayout(sctx, m.cli, m.k)
+	existed, err := checkLayout(sctx, m.cli(), m.k)
 	if err != nil {
 		m.log.Error().Err(err).Msg("cluster: refusing to claim a server-id")
 		return -1, err
@@ -310,12 +284,12 @@ func (m *Member) session(ctx context.Context, prefer int64) (int64, error) {
 
 // waitForClaim claims an id, standing by while none is free until one
 // frees up or the lease is lost.
-func (m *Member) waitForClaim(ctx context.Context, l *lease, prefer int64) (claimed, error) {
+func (m *Member) waitForClaim(ctx context.Context, l *etcdsession.Lease, prefer int64) (claimed, error) {
 	for {
 		if err := m.checkEtcd(ctx); err != nil {
 			return claimed{}, err
 		}
-		c, rev, err := claim(ctx, m.cli, m.k, l.id, m.holder(), m.candidates(prefer))
+		c, rev, err := claim(ctx, m.cli(), m.k, l.ID(), m.holder(), m.candidates(prefer))
 		if err == nil {
 			m.claims.Add(1)
 			m.refreshSeen(ctx)
@@ -334,7 +308,7 @@ func (m *Member) waitForClaim(ctx context.Context, l *lease, prefer int64) (clai
 		m.logOnce(zerolog.InfoLevel, nil, "cluster: standing by: "+why)
 		// Any claim key deleted (a holder's lease expired or was revoked)
 		// may free one: try again then, or after a lease's time anyway.
-		w := m.cli.Watch(ctx, m.k.claims(), clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithFilterPut())
+		w := m.cli().Watch(ctx, m.k.claims(), clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithFilterPut())
 		if err := m.waitFreed(ctx, w, l); err != nil {
 			return claimed{}, err
 		}
@@ -342,7 +316,7 @@ func (m *Member) waitForClaim(ctx context.Context, l *lease, prefer int64) (clai
 }
 
 // waitFreed waits for a claim key to go, while the lease lives.
-func (m *Member) waitFreed(ctx context.Context, w clientv3.WatchChan, l *lease) error {
+func (m *Member) waitFreed(ctx context.Context, w clientv3.WatchChan, l *etcdsession.Lease) error {
 	retry := time.NewTimer(m.cfg.LeaseTTL)
 	defer retry.Stop()
 	for {
@@ -355,8 +329,8 @@ func (m *Member) waitFreed(ctx context.Context, w clientv3.WatchChan, l *lease) 
 			if !ok || resp.Err() != nil || len(resp.Events) > 0 {
 				return nil
 			}
-		case <-l.lost:
-			return errors.New("lost the etcd lease while standing by: " + l.reason())
+		case <-l.Lost():
+			return errors.New("lost the etcd lease while standing by: " + l.Why())
 		}
 	}
 }
@@ -407,7 +381,7 @@ var errNotHeld = errors.New("claimed but not held")
 
 // hold serves the claimed id until the claim is lost or ctx ends, then
 // stores the final reservation (fenced) and stops the generator.
-func (m *Member) hold(ctx context.Context, c claimed, l *lease) error {
+func (m *Member) hold(ctx context.Context, c claimed, l *etcdsession.Lease) error {
 	identity := reservation.State{ServerID: c.id, Layout: m.cfg.Layout, Epoch: m.cfg.Epoch.UnixMilli()}
 	local, resumed, err := m.openLocal(identity)
 	if err != nil {
@@ -429,8 +403,8 @@ func (m *Member) hold(ctx context.Context, c claimed, l *lease) error {
 	if err != nil {
 		return err
 	}
-	st := &store{cli: m.cli, k: m.k, id: c.id, lease: l.id, timeout: m.saveTimeout(),
-		fenced: make(chan struct{}, 1), last: func(t int64) { m.storedNow(c.id, t) }, seen: m.hist.record}
+	st := &store{cli: m.cli(), k: m.k, id: c.id, lease: l.ID(), timeout: m.saveTimeout(),
+		fenced: make(chan struct{}, 1), last: func(t int64) { m.storedNow(c.id, t) }, seen: m.sess.History().Record}
 	if local != nil {
 		st.local = local
 	}
@@ -443,11 +417,11 @@ func (m *Member) hold(ctx context.Context, c claimed, l *lease) error {
 	m.held, m.state, m.keeper, m.gen = c.id, holding, keeper, gen
 	m.mu.Unlock()
 	m.target.SetGenerator(gen)
-	m.hist.trust()
+	m.sess.History().Trust()
 	m.mu.Lock()
 	m.lastLogged = "" // claimed: the next failure is news
 	m.mu.Unlock()
-	m.log.Info().Int64("server_id", c.id).Int64("reserved_ms", c.reserved).Int64("start_ms", floor).Str("lease", fmt.Sprintf("%x", l.id)).Msg("cluster: holding a server-id")
+	m.log.Info().Int64("server_id", c.id).Int64("reserved_ms", c.reserved).Int64("start_ms", floor).Str("lease", fmt.Sprintf("%x", l.ID())).Msg("cluster: holding a server-id")
 
 	stopSlots := m.keepSlots(ctx, c.id, l)
 	defer stopSlots()
@@ -477,29 +451,13 @@ func (m *Member) hold(ctx context.Context, c claimed, l *lease) error {
 	return lost
 }
 
-// keepSlots runs the slot keeper of a held id, if the server takes part
-// in the slots' assignment, until the function it returns is called: at
-// a graceful stop it hands the slots over first; after a loss it serves
-// none at once.
-func (m *Member) keepSlots(ctx context.Context, id int64, l *lease) (stop func()) {
+// keepSlots keeps the server's part in the slots' assignment while it
+// holds id, if it takes part, until the function it returns is called.
+func (m *Member) keepSlots(ctx context.Context, id int64, l *etcdsession.Lease) (stop func()) {
 	if m.cfg.Slots == nil {
 		return func() {}
 	}
-	kctx, cancel := context.WithCancel(ctx)
-	k := &slotKeeper{cli: m.cli, k: slotKeys{prefix: m.cfg.Prefix}, id: id, l: l, self: m.cfg.Slots.Node,
-		ttl: m.cfg.LeaseTTL, log: m.log, publish: m.cfg.Slots.Serve,
-		handing: make(chan chan struct{}), ended: make(chan struct{})}
-	done := make(chan struct{})
-	m.setKeeping(k)
-	go func() {
-		defer close(done)
-		defer m.setKeeping(nil)
-		k.run(kctx)
-	}()
-	return func() {
-		cancel()
-		<-done
-	}
+	return m.cfg.Slots.Keep(ctx, m.cli(), id, l)
 }
 
 // finalWrite is the context of the write of a held id's exact end point.
@@ -523,22 +481,22 @@ func (m *Member) saveTimeout() time.Duration { return min(m.cfg.LeaseTTL/2, 2*ti
 // watchClaim returns when the claim on id is lost, and why: the lease
 // expired (no renewal for its TTL) or was revoked, the claim key was
 // deleted or taken, or a save was refused by the fence; or ctx ended.
-func (m *Member) watchClaim(ctx context.Context, id int64, l *lease, fenced <-chan struct{}) string {
-	w, lw := m.cli.Watch(ctx, m.k.claim(id)), m.cli.Watch(ctx, m.k.live(id))
+func (m *Member) watchClaim(ctx context.Context, id int64, l *etcdsession.Lease, fenced <-chan struct{}) string {
+	w, lw := m.cli().Watch(ctx, m.k.claim(id)), m.cli().Watch(ctx, m.k.live(id))
 	for {
 		select {
 		case <-ctx.Done():
 			return "shutting down"
 		case <-fenced:
 			return "its claim key no longer carries this server's lease"
-		case <-l.lost:
-			return l.reason()
+		case <-l.Lost():
+			return l.Why()
 		case resp, ok := <-w:
-			if why := m.keyLost(ctx, &w, m.k.claim(id), "claim", resp, ok, l.id); why != "" {
+			if why := m.keyLost(ctx, &w, m.k.claim(id), "claim", resp, ok, l.ID()); why != "" {
 				return why
 			}
 		case resp, ok := <-lw:
-			if why := m.keyLost(ctx, &lw, m.k.live(id), "live", resp, ok, l.id); why != "" {
+			if why := m.keyLost(ctx, &lw, m.k.live(id), "live", resp, ok, l.ID()); why != "" {
 				return why
 			}
 		}
@@ -555,7 +513,7 @@ func (m *Member) keyLost(ctx context.Context, w *clientv3.WatchChan, key, what s
 		if ctx.Err() != nil {
 			return "shutting down"
 		}
-		*w = m.cli.Watch(ctx, key)
+		*w = m.cli().Watch(ctx, key)
 		return ""
 	}
 	for _, ev := range resp.Events {
@@ -578,11 +536,11 @@ func historyPath(statePath string) string {
 // checkEtcd refuses to claim while etcd is behind what this server saw
 // of it (see history), saying so once in the log.
 func (m *Member) checkEtcd(ctx context.Context) error {
-	resp, err := m.cli.Get(ctx, m.k.layout)
+	resp, err := m.cli().Get(ctx, m.k.layout)
 	if err != nil {
 		return fmt.Errorf("etcd: %w", err)
 	}
-	if err := m.hist.check(resp.Header); err != nil {
+	if err := m.sess.History().Check(resp.Header); err != nil {
 		m.standby(err) // before the log line: whoever reads it then gets the reason in replies too
 		m.logOnce(zerolog.ErrorLevel, err, "cluster: etcd went back in time; refusing to claim a server-id")
 		return err
@@ -614,14 +572,14 @@ func (m *Member) openLocal(identity reservation.State) (*reservation.FileStore, 
 // start is the time field a claim of c starts at: etcd's T, unless this
 // server knows of a higher one (its own saves, the local copy, a T it saw
 // in etcd: known), etcd has none, or this server has no history of etcd
-// yet (see history.fresh); then above all of them and max-lead-ms ahead
-// of the clock (see the package doc). When that means etcd lost data it
+// yet (etcdsession.History.Fresh); then above all of them and
+// max-lead-ms ahead of the clock (see the package doc). When that means etcd lost data it
 // says so loudly, and writes back the T it knows for ids etcd lost.
 func (m *Member) start(ctx context.Context, c claimed, local reservation.Resumed) int64 {
 	m.mu.Lock()
 	own, existed := max(m.known.of(c.id), local.Reserved), m.existed
 	m.mu.Unlock()
-	fresh := m.hist.isFresh()
+	fresh := m.sess.History().Fresh()
 	if c.reserved > 0 && c.reserved >= own && !fresh {
 		return c.reserved
 	}
@@ -648,37 +606,9 @@ func (m *Member) storedNow(id, t int64) {
 	m.known.raise(id, t)
 }
 
-// revoke gives the session's lease up, so that its claim frees at once.
-// If etcd is unreachable, the next session tries again: the lease may
-// outlive an etcd restart.
-func (m *Member) revoke(l *lease) {
-	ok := l.revoke()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.lease = nil
-	if !ok {
-		m.stale = append(m.stale, l.id)
-	}
-}
-
-// revokeStale revokes the leases earlier sessions could not.
-func (m *Member) revokeStale() {
-	m.mu.Lock()
-	stale := m.stale
-	m.stale = nil
-	m.mu.Unlock()
-	for _, id := range stale {
-		if !revokeID(m.cli, id) {
-			m.mu.Lock()
-			m.stale = append(m.stale, id)
-			m.mu.Unlock()
-		}
-	}
-}
-
 // refreshSeen records who holds which id, for INFO.
 func (m *Member) refreshSeen(ctx context.Context) {
-	if held, _, err := holders(ctx, m.cli, m.k); err == nil {
+	if held, _, err := holders(ctx, m.cli(), m.k); err == nil {
 		m.mu.Lock()
 		m.seen = held
 		m.mu.Unlock()

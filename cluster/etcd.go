@@ -11,6 +11,7 @@ import (
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/idserver/idserver/etcdsession"
 	"github.com/idserver/idserver/idgen"
 	"github.com/idserver/idserver/reservation"
 )
@@ -232,7 +233,7 @@ func (s *store) Save(ctx context.Context, st reservation.State) error {
 		Commit()
 	switch {
 	case err != nil:
-		return etcdError(err)
+		return etcdsession.Error(err)
 	case !resp.Succeeded:
 		select {
 		case s.fenced <- struct{}{}:

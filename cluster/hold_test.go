@@ -7,6 +7,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/idserver/idserver/etcdsession"
 	"github.com/idserver/idserver/idgen"
 	"github.com/idserver/idserver/internal/await"
 	"github.com/idserver/idserver/internal/testetcd"
@@ -34,7 +35,7 @@ func TestClaimedNotHeldWaits(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer other.Close()
-	m := New(Config{Endpoints: []string{e.Endpoint}, Prefix: "/test/", LeaseTTL: 5 * time.Second, DialTimeout: 5 * time.Second,
+	m := New(Config{Etcd: etcdsession.Config{Endpoints: []string{e.Endpoint}, DialTimeout: 5 * time.Second}, Prefix: "/test/", LeaseTTL: 5 * time.Second,
 		Layout: layout, Epoch: idgen.DefaultEpoch, Pinned: -1, MaxLead: time.Second, MaxWait: 100 * time.Millisecond,
 		ReserveAhead: time.Second, Addr: "127.0.0.1:1", StatePath: statePath, Log: zerolog.Nop()})
 	m.Start(nopTarget{})

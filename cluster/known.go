@@ -75,7 +75,7 @@ func (k *known) upTo(rev int64) (bool, <-chan struct{}) {
 func (m *Member) follow(ctx context.Context) {
 	for ctx.Err() == nil {
 		m.known.reached(0)
-		resp, err := m.cli.Get(ctx, m.k.scope, clientv3.WithPrefix())
+		resp, err := m.cli().Get(ctx, m.k.scope, clientv3.WithPrefix())
 		if err != nil {
 			select {
 			case <-ctx.Done():
@@ -87,7 +87,7 @@ func (m *Member) follow(ctx context.Context) {
 			m.learn(kv.Key, kv.Value)
 		}
 		m.known.reached(resp.Header.Revision)
-		for wr := range m.cli.Watch(ctx, m.k.scope, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1)) {
+		for wr := range m.cli().Watch(ctx, m.k.scope, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1)) {
 			if wr.Err() != nil {
 				break // compacted past it, or the like: read them all again
 			}
@@ -119,7 +119,7 @@ func (m *Member) learn(key, value []byte) {
 // when ctx ends first or the watch does not get there within the dial
 // timeout: the claim must not go on without it.
 func (m *Member) awaitKnown(ctx context.Context, rev int64) error {
-	ctx, cancel := context.WithTimeout(ctx, m.cfg.DialTimeout)
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.Etcd.DialTimeout)
 	defer cancel()
 	for {
 		ok, moved := m.known.upTo(rev)
@@ -139,13 +139,13 @@ func (m *Member) awaitKnown(ctx context.Context, rev int64) error {
 // of etcd (a new one) that claims one of those ids then reads it, and
 // starts above it. A key that exists is left alone: its holder wrote it.
 func (m *Member) republish(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, m.cfg.DialTimeout)
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.Etcd.DialTimeout)
 	defer cancel()
 	all := m.known.all()
 	var written []int64
 	for id, t := range all {
 		key := m.k.reserved(id)
-		resp, err := m.cli.Txn(ctx).
+		resp, err := m.cli().Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
 			Then(clientv3.OpPut(key, strconv.FormatInt(t, 10))).
 			Commit()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/idserver/idserver/etcdsession"
 	"github.com/idserver/idserver/idgen"
 	"github.com/idserver/idserver/internal/testetcd"
 )
@@ -24,7 +25,13 @@ func TestKnownFollowsReservations(t *testing.T) {
 	defer cli.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	m := &Member{cfg: Config{DialTimeout: 5 * time.Second, LeaseTTL: 2 * time.Second}, cli: cli, known: newKnown(), log: zerolog.Nop(),
+	etcdCfg := etcdsession.Config{Endpoints: []string{e.Endpoint}, DialTimeout: 5 * time.Second}
+	sess := etcdsession.New(etcdCfg, "")
+	if err := sess.Connect(); err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	m := &Member{cfg: Config{Etcd: etcdCfg, LeaseTTL: 2 * time.Second}, sess: sess, known: newKnown(), log: zerolog.Nop(),
 		k: newKeys("/test/", idgen.Layout{IDBits: 4, ShardBits: 10, RandomBits: 10}, idgen.DefaultEpoch)}
 	put := func(id, t int64) int64 {
 		resp, err := cli.Put(ctx, m.k.reserved(id), strconv.FormatInt(t, 10))

@@ -315,7 +315,7 @@ func wentBack(p *process, n int) bool {
 }
 
 // guardValues are the values of the servers' guard keys under prefix
-// (cluster.Sequences writes its own each second), by key.
+// (seqmarks.Sequences writes its own each second), by key.
 func guardValues(t *testing.T, cli *clientv3.Client, prefix string) map[string]int64 {
 	t.Helper()
 	resp, err := cli.Get(context.Background(), prefix, clientv3.WithPrefix())

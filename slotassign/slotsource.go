@@ -1,4 +1,4 @@
-package cluster
+package slotassign
 
 import (
 	"maps"
@@ -9,7 +9,7 @@ import (
 	"github.com/idserver/idserver/slots"
 )
 
-// SlotSource is the Redis Cluster map a server answers from
+// Source is the Redis Cluster map a server answers from
 // (slots.Source), kept by its slot keeper: the assignment in etcd as last
 // read, in which this server owns the slots it serves. Past its lease's
 // deadline (Serving.Has) it serves none: Map checks that at each call, so
@@ -17,7 +17,7 @@ import (
 // it read before. The map lists every range of the assignment with its
 // owner, whether or not the owner can serve it (slots.Down), as Redis
 // lists a failing master's: clients keep a map that covers every slot.
-type SlotSource struct {
+type Source struct {
 	self slots.Node
 	cur  atomic.Pointer[sourceMaps]
 	none *slots.Map // before any assignment was read
@@ -34,18 +34,18 @@ type sourceMaps struct {
 	m, lost *slots.Map
 }
 
-// NewSlotSource returns the source of the node self, serving nothing
+// NewSource returns the source of the node self, serving nothing
 // until Serve gives it what it serves.
-func NewSlotSource(self slots.Node) *SlotSource {
+func NewSource(self slots.Node) *Source {
 	none, _ := slots.NewMap(0, []slots.Node{self}, nil)
-	return &SlotSource{self: self, none: none, known: map[int64]slots.Node{}}
+	return &Source{self: self, none: none, known: map[int64]slots.Node{}}
 }
 
 // Self is this node's ID.
-func (src *SlotSource) Self() string { return src.self.ID }
+func (src *Source) Self() string { return src.self.ID }
 
 // Map is the current map.
-func (src *SlotSource) Map() *slots.Map {
+func (src *Source) Map() *slots.Map {
 	c := src.cur.Load()
 	switch {
 	case c == nil:
@@ -58,7 +58,7 @@ func (src *SlotSource) Map() *slots.Map {
 
 // Serve makes s what the source answers from; nil: nothing served, the
 // last assignment read still shown, this server's slots down.
-func (src *SlotSource) Serve(s *Serving) {
+func (src *Source) Serve(s *Serving) {
 	src.mu.Lock()
 	defer src.mu.Unlock()
 	if s == nil {
@@ -79,7 +79,7 @@ func (src *SlotSource) Serve(s *Serving) {
 
 // alive reports whether s's lease has time left by its holder's deadline,
 // but for the margin; a standby's has none.
-func (s *Serving) alive() bool { return s.l != nil && s.l.left() > s.l.ttl/leaseMargin }
+func (s *Serving) alive() bool { return s.l != nil && s.l.Left() > s.l.TTL()/leaseMargin }
 
 // slotMap is s's assignment as a Redis Cluster map: every node live, or
 // gone but owning a range (as known: an owner this server never saw is

@@ -1,10 +1,11 @@
-package cluster
+package seqmarks
 
 import (
 	"sync"
 	"sync/atomic"
 
 	"github.com/idserver/idserver/sequence"
+	"github.com/idserver/idserver/slotassign"
 	"github.com/idserver/idserver/slots"
 )
 
@@ -17,7 +18,7 @@ import (
 type slotTerms struct {
 	mu     sync.Mutex // one ServeSlots at a time
 	served atomic.Pointer[[]bool]
-	term   [slotCount]atomic.Uint32
+	term   [slots.N]atomic.Uint32
 }
 
 // begin is the term of key's slot, for a take that begins.
@@ -38,10 +39,10 @@ func (st *slotTerms) still(key string, term uint32) bool {
 // that become its get a new term, and table drops the values it holds of
 // their keys; from then on, takes check the slot of each key (see
 // slotTerms). nil serves nothing.
-func (s *Sequences) ServeSlots(sv *Serving, table *sequence.Table) {
+func (s *Sequences) ServeSlots(sv *slotassign.Serving, table *sequence.Table) {
 	var now []bool
 	if sv != nil {
-		now = sv.served
+		now = sv.Slots()
 	}
 	if gained := s.slots.serve(now); gained != nil {
 		table.Drop(func(key string) bool { return gained[slots.Of([]byte(key))] })
@@ -54,13 +55,13 @@ func (st *slotTerms) serve(now []bool) (gained []bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if now == nil {
-		now = make([]bool, slotCount)
+		now = make([]bool, slots.N)
 	}
 	before := st.served.Load()
 	for i, on := range now {
 		if on && (before == nil || !(*before)[i]) {
 			if gained == nil {
-				gained = make([]bool, slotCount)
+				gained = make([]bool, slots.N)
 			}
 			gained[i] = true
 			st.term[i].Add(1)

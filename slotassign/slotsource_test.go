@@ -1,7 +1,8 @@
-package cluster
+package slotassign
 
 import (
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,7 +15,7 @@ import (
 func TestStandbyListsItself(t *testing.T) {
 	self := slots.Node{ID: strings.Repeat("a", 40), IP: "127.0.0.1", Port: 7003}
 	other := Node{ID: strings.Repeat("b", 40), IP: "127.0.0.1", Port: 7001}
-	src := NewSlotSource(self)
+	src := NewSource(self)
 	v := slotView{a: assignment{Version: 3, Ranges: []slotRange{{First: 0, Last: slotCount - 1, Owner: 1, Lease: 9, From: -1}}},
 		nodes: map[int64]liveNode{1: {Node: other, lease: 9}}, alive: map[int64]bool{9: true}}
 	src.Serve(&Serving{v: v, served: make([]bool, slotCount)})
@@ -43,8 +44,9 @@ func TestMapCoversEverySlot(t *testing.T) {
 	}}
 	mine := Node{ID: self.ID, IP: self.IP, Port: self.Port}
 	all := map[int64]liveNode{0: {Node: mine, lease: 10}, 1: {Node: other, lease: 11}, 2: {Node: gone, lease: 12}}
-	src := NewSlotSource(self)
-	l := &lease{ttl: 10 * time.Second, deadline: time.Now().Add(time.Minute)}
+	src := NewSource(self)
+	l := &fakeLease{ttl: 10 * time.Second}
+	l.deadline.Store(time.Now().Add(time.Minute).UnixNano())
 	serve := func(nodes map[int64]liveNode, alive ...int64) {
 		v := slotView{a: a, nodes: nodes, alive: map[int64]bool{}}
 		for _, l := range alive {
@@ -73,10 +75,17 @@ func TestMapCoversEverySlot(t *testing.T) {
 	check("an owner leaving", map[int]slots.Verdict{0: slots.Serve, 100: slots.Moved, 300: slots.TryAgain})
 	serve(map[int64]liveNode{0: all[0], 1: all[1]}) // 2's node key gone with its lease
 	check("an owner gone", map[int]slots.Verdict{0: slots.Serve, 100: slots.Moved, 300: slots.Unassigned})
-	l.mu.Lock()
-	l.deadline = time.Now() // past the margin
-	l.mu.Unlock()
+	l.deadline.Store(time.Now().UnixNano()) // past the margin
 	check("this server past its lease's deadline", map[int]slots.Verdict{0: slots.Unassigned, 100: slots.Moved, 300: slots.Unassigned})
 	src.Serve(nil) // the lease lost: the slot keeper ended
 	check("serving nothing", map[int]slots.Verdict{0: slots.Unassigned, 100: slots.Moved, 300: slots.Unassigned})
 }
+
+// fakeLease is a lease's clock that a test moves.
+type fakeLease struct {
+	ttl      time.Duration
+	deadline atomic.Int64 // unix ns
+}
+
+func (l *fakeLease) Left() time.Duration { return time.Until(time.Unix(0, l.deadline.Load())) }
+func (l *fakeLease) TTL() time.Duration  { return l.ttl }

@@ -1,4 +1,4 @@
-package cluster
+package slotassign
 
 import (
 	"math/rand/v2"

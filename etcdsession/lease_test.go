@@ -1,4 +1,4 @@
-package cluster
+package etcdsession
 
 import (
 	"context"
@@ -22,34 +22,34 @@ func TestLease(t *testing.T) {
 	defer cancel()
 	const ttl = 2 * time.Second
 
-	l, err := grant(ctx, cli, ttl, 300*time.Millisecond)
+	l, err := Grant(ctx, cli, ttl, 300*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
-	go l.keep(ctx)
+	go l.Keep(ctx)
 	for end := time.Now().Add(2 * ttl); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-		if left := l.left(); left <= 0 || left > ttl {
+		if left := l.Left(); left <= 0 || left > ttl {
 			t.Fatalf("time left %v, want within (0, %v]", left, ttl)
 		}
 	}
 	select {
-	case <-l.lost:
-		t.Fatalf("lost a lease kept alive: %s", l.reason())
+	case <-l.Lost():
+		t.Fatalf("lost a lease kept alive: %s", l.Why())
 	default:
 	}
-	if _, err := cli.Revoke(ctx, l.id); err != nil { // as an operator, or etcd, would
+	if _, err := cli.Revoke(ctx, l.ID()); err != nil { // as an operator, or etcd, would
 		t.Fatal(err)
 	}
 	awaitLost(t, l, "expired or was revoked", 2*ttl)
 
-	l, err = grant(ctx, cli, ttl, 300*time.Millisecond)
+	l, err = Grant(ctx, cli, ttl, 300*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
-	go l.keep(ctx)
+	go l.Keep(ctx)
 	time.Sleep(ttl / 2) // renewed at least once
 	frozen := time.Now()
-	deadline := frozen.Add(l.left())
+	deadline := frozen.Add(l.Left())
 	e.Freeze()
 	awaitLost(t, l, "no lease renewal", 3*ttl)
 	if time.Now().Before(deadline) {
@@ -58,27 +58,27 @@ func TestLease(t *testing.T) {
 	e.Kill()
 	e.Resume()
 
-	l, err = grant(ctx, cli, ttl, 300*time.Millisecond)
+	l, err = Grant(ctx, cli, ttl, 300*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !l.revoke() {
+	if !l.Revoke() {
 		t.Fatal("revoke: etcd still has the lease")
 	}
 	awaitLost(t, l, "revoked", time.Second)
-	if r, err := cli.TimeToLive(ctx, l.id); err != nil || r.TTL > 0 {
+	if r, err := cli.TimeToLive(ctx, l.ID()); err != nil || r.TTL > 0 {
 		t.Fatalf("a revoked lease: TTL %v, %v", r, err)
 	}
 }
 
 // awaitLost waits up to within for l to be lost, for a reason that says
 // why.
-func awaitLost(t *testing.T, l *lease, why string, within time.Duration) {
+func awaitLost(t *testing.T, l *Lease, why string, within time.Duration) {
 	t.Helper()
 	select {
-	case <-l.lost:
-		if !strings.Contains(l.reason(), why) {
-			t.Fatalf("lost because %q, want %q", l.reason(), why)
+	case <-l.Lost():
+		if !strings.Contains(l.Why(), why) {
+			t.Fatalf("lost because %q, want %q", l.Why(), why)
 		}
 	case <-time.After(within):
 		t.Fatalf("not lost within %v (%s)", within, why)

@@ -1,4 +1,4 @@
-package cluster
+package etcdsession
 
 import (
 	"context"
@@ -10,16 +10,21 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// A lease is an etcd lease that this process keeps alive itself, in the
+// A Lease is an etcd lease that this process keeps alive itself, in the
 // spirit of etcd's concurrency.Session, but knowing how long the lease
 // surely has: it renews it with one request at a time (KeepAliveOnce),
 // each a third of the TTL after the last that etcd granted, and counts
 // each renewal's deadline from when its request was sent (etcd counts the
 // TTL from when it got it, later). A keep-alive stream (clientv3's
-// KeepAlive, which a Session uses) hides when it stalls on a member that
-// froze, and its replies do not say when their request went; a request of
-// its own may reach another member.
-type lease struct {
+// KeepAlive, which etcd's concurrency.Session uses) hides when it stalls
+// on a member that froze, and its replies do not say when their request
+// went; a request of its own may reach another member.
+//
+// What a lease fences (a server-id's claim, a hash slot) is safe on one
+// timing assumption, stated here once: this process's clock runs no
+// slower than etcd's, nor than the other servers', over a TTL, by more
+// than the margin its users keep back from Left.
+type Lease struct {
 	cli     *clientv3.Client
 	id      clientv3.LeaseID
 	ttl     time.Duration // as granted first
@@ -31,28 +36,29 @@ type lease struct {
 	why      string // why it is lost, once lost is closed
 }
 
-// grant takes a lease of ttl from etcd.
-func grant(ctx context.Context, cli *clientv3.Client, ttl, timeout time.Duration) (*lease, error) {
+// Grant takes a lease of ttl from etcd; each renewal of it (Keep) waits
+// at most timeout.
+func Grant(ctx context.Context, cli *clientv3.Client, ttl, timeout time.Duration) (*Lease, error) {
 	sent := time.Now()
 	resp, err := cli.Grant(ctx, int64(ttl/time.Second))
 	if err != nil {
 		return nil, err
 	}
-	l := &lease{cli: cli, id: resp.ID, ttl: time.Duration(resp.TTL) * time.Second, timeout: timeout, lost: make(chan struct{})}
+	l := &Lease{cli: cli, id: resp.ID, ttl: time.Duration(resp.TTL) * time.Second, timeout: timeout, lost: make(chan struct{})}
 	l.deadline = sent.Add(l.ttl)
 	return l, nil
 }
 
-// keep renews l until ctx ends or l is lost: etcd says it expired or was
-// revoked, its deadline passed without a renewal, or revoke or end was
+// Keep renews l until ctx ends or l is lost: etcd says it expired or was
+// revoked, its deadline passed without a renewal, or Revoke or End was
 // called.
-func (l *lease) keep(ctx context.Context) {
+func (l *Lease) Keep(ctx context.Context) {
 	wait := time.NewTimer(0)
 	defer wait.Stop()
 	for {
-		left := l.left()
+		left := l.Left()
 		if left <= 0 {
-			l.end("no lease renewal from etcd for " + l.ttl.String() + " (etcd unreachable?)")
+			l.End("no lease renewal from etcd for " + l.ttl.String() + " (etcd unreachable?)")
 			return
 		}
 		next := left - 2*l.ttl/3 // a third of the TTL after the last renewal
@@ -75,7 +81,7 @@ func (l *lease) keep(ctx context.Context) {
 
 // renew renews l once, and says how long to wait before the next look;
 // negative if l is lost or ctx ended.
-func (l *lease) renew(ctx context.Context, left time.Duration) time.Duration {
+func (l *Lease) renew(ctx context.Context, left time.Duration) time.Duration {
 	sent := time.Now()
 	rctx, cancel := context.WithTimeout(ctx, min(l.timeout, left))
 	resp, err := l.cli.KeepAliveOnce(rctx, l.id)
@@ -84,7 +90,7 @@ func (l *lease) renew(ctx context.Context, left time.Duration) time.Duration {
 	case ctx.Err() != nil:
 		return -1
 	case errors.Is(err, rpctypes.ErrLeaseNotFound), err == nil && resp.TTL <= 0:
-		l.end("the etcd lease expired or was revoked")
+		l.End("the etcd lease expired or was revoked")
 		return -1
 	case err != nil:
 		return min(left, l.ttl/20) // another try, perhaps through another member
@@ -95,8 +101,10 @@ func (l *lease) renew(ctx context.Context, left time.Duration) time.Duration {
 	return 0
 }
 
-// end marks l lost, for the reason why.
-func (l *lease) end(why string) {
+// End marks l lost, for the reason why, without telling etcd, which
+// expires it a TTL after its last renewal: what a process that stops
+// renewing it does.
+func (l *Lease) End(why string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	select {
@@ -107,24 +115,25 @@ func (l *lease) end(why string) {
 	}
 }
 
-// left is how long l has unless renewed.
-func (l *lease) left() time.Duration {
+// Left is how long l has unless renewed, by this process's own deadline
+// (see Lease).
+func (l *Lease) Left() time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return time.Until(l.deadline)
 }
 
-// reason is why l was lost.
-func (l *lease) reason() string {
+// Why is why l was lost, once Lost is closed.
+func (l *Lease) Why() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.why
 }
 
-// revoke gives l up, so that what it binds frees at once; it reports
+// Revoke gives l up, so that what it binds frees at once; it reports
 // whether etcd has it no more.
-func (l *lease) revoke() bool {
-	l.end("revoked")
+func (l *Lease) Revoke() bool {
+	l.End("revoked")
 	return revokeID(l.cli, l.id)
 }
 
@@ -135,3 +144,15 @@ func revokeID(cli *clientv3.Client, id clientv3.LeaseID) bool {
 	_, err := cli.Revoke(ctx, id)
 	return err == nil || errors.Is(err, rpctypes.ErrLeaseNotFound)
 }
+
+// ID is l's id in etcd.
+func (l *Lease) ID() clientv3.LeaseID { return l.id }
+
+// TTL is l's time to live, as etcd granted it first.
+func (l *Lease) TTL() time.Duration { return l.ttl }
+
+// Timeout bounds one renewal of l: requests made under it wait as long.
+func (l *Lease) Timeout() time.Duration { return l.timeout }
+
+// Lost is closed once l is lost (see Keep); Why says why.
+func (l *Lease) Lost() <-chan struct{} { return l.lost }

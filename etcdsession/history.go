@@ -1,4 +1,4 @@
-package cluster
+package etcdsession
 
 import (
 	"errors"
@@ -14,7 +14,7 @@ import (
 	"github.com/idserver/idserver/reservation"
 )
 
-// history is what this server has seen of etcd: its cluster id and the
+// History is what this server has seen of etcd: its cluster id and the
 // highest revision and raft term, kept in a file in dir so that a restart
 // remembers them. etcd restored from an older snapshot answers with a
 // lower revision (and, restored as a new cluster, another cluster id):
@@ -23,7 +23,7 @@ import (
 // nothing until an operator confirms by removing the file, which should
 // be done once etcd holds what it should (see docs/cluster.md, "After
 // restoring etcd from a snapshot").
-type history struct {
+type History struct {
 	path string // "": kept in memory only
 
 	mu     sync.Mutex
@@ -33,16 +33,20 @@ type history struct {
 	fresh      bool
 	seen       mark
 	written    mark
-	guard      guard     // this server's guard key, as last written
-	wroteGuard guard     // as in the file
+	guard      Guard     // this server's guard key, as last written
+	wroteGuard Guard     // as in the file
 	wroteAt    time.Time // of the last write
 	recordedAt time.Time // of the last write record made
-	back       error     // etcd went back, as observe or guarded found: until confirmed
-	confirmed  uint64    // how many times an operator confirmed (observe)
+	back       error     // etcd went back, as Observe or GuardBehind found: until confirmed
+	confirmed  uint64    // how many times an operator confirmed (Observe)
 }
 
-// A guard is a key this server alone writes in etcd, one more each
-// historyCheck (<prefix>guard/<id>, id drawn when the history file is
+// NewHistory is the history kept in the file at path ("": in memory
+// only), read at its first use.
+func NewHistory(path string) *History { return &History{path: path} }
+
+// A Guard is a key this server alone writes in etcd, one more each time
+// it checks where etcd stands (its id drawn when the history file is
 // made). The revision is a guard, not a proof: the writes other servers
 // make to a restored etcd move its revision past what a server saw, and
 // it finds nothing. Its own key cannot move so: etcd restored from a
@@ -50,7 +54,7 @@ type history struct {
 // value below the last, and the server sees that at its next write,
 // whatever the others wrote. (A key missing, deleted by hand or from a
 // snapshot older than the server, is made again: the revision judges.)
-type guard struct {
+type Guard struct {
 	ID    uint64
 	Value int64 // the last value written (at least: the file may lag)
 }
@@ -66,13 +70,14 @@ func markOf(h *etcdserverpb.ResponseHeader) mark {
 	return mark{ClusterID: h.GetClusterId(), Revision: h.GetRevision(), Term: h.GetRaftTerm()}
 }
 
-// errWentBack is check's error when etcd is behind what was seen.
-var errWentBack = errors.New("etcd went back in time")
+// ErrWentBack is the error of Check, Observe, Guarded and GuardBehind
+// when etcd is behind what was seen.
+var ErrWentBack = errors.New("etcd went back in time")
 
-// check compares a response of etcd with what was seen before, from the
+// Check compares a response of etcd with what was seen before, from the
 // file if it was not read yet (or was removed since: the operator's
 // confirmation), and records it if etcd did not go back.
-func (h *history) check(hdr *etcdserverpb.ResponseHeader) error {
+func (h *History) Check(hdr *etcdserverpb.ResponseHeader) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if err := h.reload(); err != nil {
@@ -86,18 +91,18 @@ func (h *history) check(hdr *etcdserverpb.ResponseHeader) error {
 	return h.write()
 }
 
-// observe is check for the responses of the sequences' requests (many a
+// Observe is Check for the responses of the sequences' requests (many a
 // second, many at once): it reads the file only the first time, and, once
 // etcd went back, until the operator confirms by removing it; it writes
-// the file at most once a second (as record). Requests at once complete
+// the file at most once a second (as Record). Requests at once complete
 // in any order, so a response is compared with what was seen before its
-// request was sent (floor: at), not with what came since.
+// request was sent (floor: At), not with what came since.
 //
 // A request sent before an operator's confirmation is not compared: what
 // it would be compared with was seen before the restore, and its answer,
 // from the restored etcd, read as etcd going back again (a SET refused
 // right after the confirmation, once, beside a follower's retries).
-func (h *history) observe(sent sentAt, hdr *etcdserverpb.ResponseHeader) error {
+func (h *History) Observe(sent SentAt, hdr *etcdserverpb.ResponseHeader) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.back != nil {
@@ -129,19 +134,19 @@ func (h *history) observe(sent sentAt, hdr *etcdserverpb.ResponseHeader) error {
 	return nil
 }
 
-// sentAt is where etcd stood as far as this server had seen when a
+// SentAt is where etcd stood as far as this server had seen when a
 // request was sent, and how many confirmations came before it.
-type sentAt struct {
+type SentAt struct {
 	seen      mark
 	confirmed uint64
 }
 
-// at is where etcd stands as far as this server has seen, for observe:
+// At is where etcd stands as far as this server has seen, for Observe:
 // taken as a request is sent.
-func (h *history) at() sentAt {
+func (h *History) At() SentAt {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return sentAt{h.seen, h.confirmed}
+	return SentAt{h.seen, h.confirmed}
 }
 
 // compare fails, with wentBack's error, if etcd at now is behind seen.
@@ -160,16 +165,16 @@ func compare(seen, now mark, wentBack func(string) error) error {
 	return nil
 }
 
-// record notes a later response of etcd (a save), written to the file at
+// Record notes a later response of etcd (a save), written to the file at
 // most once a second: a revision a second old still catches a snapshot
 // older than it.
-func (h *history) record(hdr *etcdserverpb.ResponseHeader) {
+func (h *History) Record(hdr *etcdserverpb.ResponseHeader) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if now := markOf(hdr); now.ClusterID == h.seen.ClusterID {
 		h.raise(now)
 	}
-	// Its own budget: the sequences' writes (observe, each second) must
+	// Its own budget: the sequences' writes (Observe, each second) must
 	// not keep a save's revision out of the file.
 	if time.Since(h.recordedAt) >= time.Second {
 		h.recordedAt = time.Now()
@@ -177,21 +182,21 @@ func (h *history) record(hdr *etcdserverpb.ResponseHeader) {
 	}
 }
 
-func (h *history) raise(m mark) {
+func (h *History) raise(m mark) {
 	h.seen = mark{ClusterID: m.ClusterID, Revision: max(h.seen.Revision, m.Revision), Term: max(h.seen.Term, m.Term)}
 }
 
-func (h *history) wentBack(why string) error {
+func (h *History) wentBack(why string) error {
 	confirm := "restart the server"
 	if h.path != "" {
 		confirm = "remove " + h.path
 	}
-	return fmt.Errorf("%w: %s; claiming no server-id and taking no sequence values until an operator confirms that etcd holds what it should: %s", errWentBack, why, confirm)
+	return fmt.Errorf("%w: %s; claiming no server-id and taking no sequence values until an operator confirms that etcd holds what it should: %s", ErrWentBack, why, confirm)
 }
 
 // reload reads the file on the first check, and forgets what was seen
 // once the file is removed.
-func (h *history) reload() error {
+func (h *History) reload() error {
 	if h.path == "" {
 		h.loaded = true // nothing to read: what was seen is all there is
 		return nil
@@ -213,9 +218,9 @@ func (h *history) reload() error {
 		return nil
 	}
 	var m mark
-	var g guard
+	var g Guard
 	if _, err := fmt.Sscanf(string(data), historyFormat, &m.ClusterID, &m.Revision, &m.Term, &g.ID, &g.Value); err != nil {
-		g = guard{} // a file written before guards: none yet
+		g = Guard{} // a file written before guards: none yet
 		if _, err := fmt.Sscanf(string(data), "etcd cluster_id %x revision %d raft_term %d\n", &m.ClusterID, &m.Revision, &m.Term); err != nil {
 			return fmt.Errorf("etcd history %s: %q is not one: remove it to start afresh", h.path, data)
 		}
@@ -227,22 +232,24 @@ func (h *history) reload() error {
 // historyFormat is the history file's one line.
 const historyFormat = "etcd cluster_id %x revision %d raft_term %d guard %x %d\n"
 
-// isFresh reports whether this server has no history of etcd (see fresh).
-func (h *history) isFresh() bool {
+// Fresh reports whether this server has no history of etcd: none was
+// found (a new server, or one whose operator removed the file), and it
+// has not trusted etcd since (Trust).
+func (h *History) Fresh() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.fresh
 }
 
-// trust ends freshness: this server claimed an id from etcd as it is.
-func (h *history) trust() {
+// Trust ends freshness: this server claimed an id from etcd as it is.
+func (h *History) Trust() {
 	h.mu.Lock()
 	h.fresh = false
 	h.mu.Unlock()
 }
 
 // write stores what was seen, if it changed.
-func (h *history) write() error {
+func (h *History) write() error {
 	if h.path == "" || h.seen == h.written && h.guard == h.wroteGuard {
 		return nil
 	}
@@ -254,10 +261,10 @@ func (h *history) write() error {
 	return nil
 }
 
-// guarded is the guard to write next: its key's id (drawn now if none)
+// Guarded is the guard to write next: its key's id (drawn now if none)
 // and the value etcd should hold (0: none yet); with the error takes get,
 // once etcd went back, until an operator confirms.
-func (h *history) guarded() (guard, error) {
+func (h *History) Guarded() (Guard, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.back != nil {
@@ -265,7 +272,7 @@ func (h *history) guarded() (guard, error) {
 	}
 	if !h.loaded {
 		if err := h.reload(); err != nil {
-			return guard{}, err
+			return Guard{}, err
 		}
 	}
 	for h.guard.ID == 0 {
@@ -274,9 +281,9 @@ func (h *history) guarded() (guard, error) {
 	return h.guard, nil
 }
 
-// setGuard records that etcd holds g now (written, or found above
+// SetGuard records that etcd holds g now (written, or found above
 // what the file said).
-func (h *history) setGuard(g guard) {
+func (h *History) SetGuard(g Guard) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if g.ID == h.guard.ID {
@@ -284,10 +291,10 @@ func (h *history) setGuard(g guard) {
 	}
 }
 
-// guardBehind records that etcd holds less of the guard than was
+// GuardBehind records that etcd holds less of the guard than was
 // written, v: etcd went back. It returns the error takes get
 // until an operator confirms.
-func (h *history) guardBehind(key string, g guard, v int64) error {
+func (h *History) GuardBehind(key string, g Guard, v int64) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.back == nil {

@@ -1,4 +1,31 @@
-package cluster
+// Package slotassign runs Redis Cluster over etcd (cluster-enabled yes):
+// the 16384 hash slots are divided among the servers that hold a
+// server-id, recorded in etcd:
+//
+//	<prefix>slots       the assignment: its version and its ranges, each
+//	                    owned by a server-id under the lease it held then
+//	<prefix>node/<id>   what the holder of id announces (node id, address),
+//	                    bound to its lease
+//
+// One owner per slot at any moment, by construction: a server serves a
+// slot only while the assignment gives it to it under the lease it holds
+// now, and that lease has time left by the server's own deadline
+// (etcdsession.Lease). The assignment changes only by a transaction on its
+// revision, and a slot changes hands in it only (1) by its owner, after
+// it stopped serving it (a range moving from it, which no one serves
+// meanwhile, is let go by the owner's own write), or (2) once the lease
+// the range was given under is gone from etcd (a lease never comes back),
+// and has been seen gone for a TTL: etcd expires a lease after the
+// owner's own deadline for it, so the owner stopped serving before; a
+// lease revoked by hand may go before that deadline, and the TTL's wait
+// covers it. The node keys only announce: deleting one by hand moves no
+// slot at once (its owner lets them go, or puts it back). The one timing
+// assumption is the lease's (etcdsession.Lease); the margin kept back
+// from its deadline is leaseMargin.
+//
+// A server takes part through a Participant, and answers clients from
+// a Source, the assignment as a slots.Map.
+package slotassign
 
 import (
 	"context"
@@ -11,31 +38,6 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
-
-// Redis Cluster over etcd (cluster-enabled yes): the 16384 hash slots are
-// divided among the servers that hold a server-id, recorded in etcd:
-//
-//	<prefix>slots       the assignment: its version and its ranges, each
-//	                    owned by a server-id under the lease it held then
-//	<prefix>node/<id>   what the holder of id announces (node id, address),
-//	                    bound to its lease
-//
-// One owner per slot at any moment, by construction: a server serves a
-// slot only while the assignment gives it to it under the lease it holds
-// now, and that lease has time left by the server's own deadline
-// (lease.go). The assignment changes only by a transaction on its
-// revision, and a slot changes hands in it only (1) by its owner, after
-// it stopped serving it (a range moving from it, which no one serves
-// meanwhile, is let go by the owner's own write), or (2) once the lease
-// the range was given under is gone from etcd (a lease never comes back),
-// and has been seen gone for a TTL: etcd expires a lease after the
-// owner's own deadline for it, so the owner stopped serving before; a
-// lease revoked by hand may go before that deadline, and the TTL's wait
-// covers it. The node keys only announce: deleting one by hand moves no
-// slot at once (its owner lets them go, or puts it back). The one timing
-// assumption is the lease's: a server's clock runs no slower than etcd's,
-// nor than the other servers', over a TTL, by more than the margin its
-// deadline keeps.
 
 // slotKeys are the keys of the assignment under prefix.
 type slotKeys struct{ prefix string }

@@ -1,4 +1,4 @@
-package cluster
+package slotassign
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/idserver/idserver/etcdsession"
 	"github.com/idserver/idserver/internal/testetcd"
 )
 
@@ -20,7 +21,7 @@ type keeperUnderTest struct {
 	frozen  atomic.Bool        // what it published stays: a process paused
 	stop    context.CancelFunc // its keeper and its lease's keep
 	serving atomic.Pointer[Serving]
-	l       *lease
+	l       *etcdsession.Lease
 	done    sync.WaitGroup
 }
 
@@ -37,7 +38,7 @@ func TestSlotKeepers(t *testing.T) {
 	k := slotKeys{prefix: "/k/"}
 	start := func(id int64) *keeperUnderTest {
 		ctx, cancel := context.WithCancel(context.Background())
-		l, err := grant(ctx, cli, ttl, 500*time.Millisecond)
+		l, err := etcdsession.Grant(ctx, cli, ttl, 500*time.Millisecond)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -51,7 +52,7 @@ func TestSlotKeepers(t *testing.T) {
 				}
 			}}
 		u.done.Add(2)
-		go func() { defer u.done.Done(); l.keep(ctx) }()
+		go func() { defer u.done.Done(); l.Keep(ctx) }()
 		go func() { defer u.done.Done(); s.run(ctx) }()
 		return u
 	}
@@ -110,7 +111,7 @@ func TestSlotKeepers(t *testing.T) {
 	// lease up.
 	servers[2].stop()
 	servers[2].done.Wait()
-	servers[2].l.revoke()
+	servers[2].l.Revoke()
 	if took := settled(servers[:2], 10*ttl); took > ttl {
 		t.Fatalf("a graceful stop: the others served every slot after %v, more than a TTL", took)
 	} else {
@@ -118,7 +119,7 @@ func TestSlotKeepers(t *testing.T) {
 	}
 
 	// A kill: its lease left to expire, what it published left as it was.
-	servers[1].l.end("killed") // its keeper and keep-alive stop, as a process killed does
+	servers[1].l.End("killed") // its keeper and keep-alive stop, as a process killed does
 	servers[1].done.Wait()
 	t.Logf("a kill: settled in %v", settled(servers[:1], 10*ttl))
 
@@ -127,7 +128,7 @@ func TestSlotKeepers(t *testing.T) {
 	storeKeeper(&servers[3], start(3))
 	settled([]*keeperUnderTest{servers[0], servers[3]}, 10*ttl)
 	servers[3].frozen.Store(true)
-	if _, err := cli.Revoke(context.Background(), servers[3].l.id); err != nil {
+	if _, err := cli.Revoke(context.Background(), servers[3].l.ID()); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("a lease revoked by hand: settled in %v", settled(servers[:1], 10*ttl))

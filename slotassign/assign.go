@@ -1,13 +1,15 @@
-package cluster
+package slotassign
 
 import (
 	"cmp"
 	"maps"
 	"slices"
+
+	"github.com/idserver/idserver/slots"
 )
 
 // slotCount is Redis Cluster's number of hash slots.
-const slotCount = 16384
+const slotCount = slots.N
 
 // A slotRange is a run of hash slots with one owner: the server-id that
 // serves their keys, under the lease it held when the range was given

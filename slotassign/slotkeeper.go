@@ -1,4 +1,4 @@
-package cluster
+package slotassign
 
 import (
 	"context"
@@ -10,9 +10,11 @@ import (
 
 	"github.com/rs/zerolog"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/idserver/idserver/etcdsession"
 )
 
-// A slotKeeper takes part in the slot assignment (slots.go) for a server
+// A slotKeeper takes part in the slot assignment (see the package doc) for a server
 // while it holds server-id id under lease l: it announces the server
 // (its node key), follows the assignment, publishes what it serves, lets
 // go what moves from it, and, while it has the lowest server-id of the
@@ -21,7 +23,7 @@ type slotKeeper struct {
 	cli  *clientv3.Client
 	k    slotKeys
 	id   int64
-	l    *lease
+	l    *etcdsession.Lease
 	self Node
 	ttl  time.Duration
 	log  zerolog.Logger
@@ -63,19 +65,19 @@ func (s *slotKeeper) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			select {
-			case <-s.l.lost: // nothing to hand over: it serves nothing
+			case <-s.l.Lost(): // nothing to hand over: it serves nothing
 			default:
 				s.leave()
 			}
 			return
-		case <-s.l.lost:
+		case <-s.l.Lost():
 			return
 		case done := <-s.handing:
 			s.leave()
 			close(done)
 			select { // its slots are the others' now: it answers -MOVED for them
 			case <-ctx.Done():
-			case <-s.l.lost:
+			case <-s.l.Lost():
 			}
 			return
 		case <-tick.C:
@@ -93,17 +95,17 @@ func (s *slotKeeper) run(ctx context.Context) {
 
 // reconcile reads the assignment and acts on it once.
 func (s *slotKeeper) reconcile(ctx context.Context) error {
-	rctx, cancel := context.WithTimeout(ctx, s.l.timeout)
+	rctx, cancel := context.WithTimeout(ctx, s.l.Timeout())
 	defer cancel()
 	v, err := readSlots(rctx, s.cli, s.k)
 	if err != nil {
 		return err
 	}
 	s.publishView(v) // first: what moves from it is served no more
-	if n, ok := v.nodes[s.id]; !ok || n.Node != s.self || n.lease != int64(s.l.id) {
+	if n, ok := v.nodes[s.id]; !ok || n.Node != s.self || n.lease != int64(s.l.ID()) {
 		return s.announce(rctx)
 	}
-	if op := v.release(s.k, s.id, int64(s.l.id)); op != nil {
+	if op := v.release(s.k, s.id, int64(s.l.ID())); op != nil {
 		_, err := v.commit(rctx, s.cli, s.k, *op)
 		return err
 	}
@@ -135,8 +137,19 @@ func (s *slotKeeper) forget(v slotView) {
 type Serving struct {
 	v      slotView
 	served []bool
-	l      *lease
+	l      leaseClock // nil: a standby's, which serves nothing
 }
+
+// leaseClock is what a Serving reads of its lease: the time it has left
+// by its holder's own deadline, and its TTL.
+type leaseClock interface {
+	Left() time.Duration
+	TTL() time.Duration
+}
+
+// Slots is which slots the assignment gives the server (by slot
+// number), whether or not its lease has time left (Has says that).
+func (s *Serving) Slots() []bool { return slices.Clone(s.served) }
 
 // leaseMargin is the part of a lease's TTL a server keeps back: it stops
 // serving its slots that much before its own deadline for the lease, for
@@ -167,7 +180,7 @@ func (s *slotKeeper) leave() {
 			return
 		}
 		s.publishView(v)
-		if op := v.release(s.k, s.id, int64(s.l.id)); op != nil {
+		if op := v.release(s.k, s.id, int64(s.l.ID())); op != nil {
 			v.commit(ctx, s.cli, s.k, *op)
 			continue
 		}
@@ -184,14 +197,14 @@ func (s *slotKeeper) leave() {
 
 // publishView publishes what the server serves in v.
 func (s *slotKeeper) publishView(v slotView) {
-	s.publish(&Serving{v: v, served: v.served(s.id, int64(s.l.id)), l: s.l})
+	s.publish(&Serving{v: v, served: v.served(s.id, int64(s.l.ID())), l: s.l})
 }
 
 // announce puts the server's node key, bound to its lease.
 func (s *slotKeeper) announce(ctx context.Context) error {
 	b, err := json.Marshal(s.self)
 	if err == nil {
-		_, err = s.cli.Put(ctx, s.k.node(s.id), string(b), clientv3.WithLease(s.l.id))
+		_, err = s.cli.Put(ctx, s.k.node(s.id), string(b), clientv3.WithLease(s.l.ID()))
 	}
 	return err
 }
@@ -211,54 +224,4 @@ func (s *slotKeeper) ready(lease int64) bool {
 		return false
 	}
 	return time.Since(first) >= s.ttl
-}
-
-// setKeeping records the slot keeper that runs, nil when none does.
-func (m *Member) setKeeping(k *slotKeeper) {
-	m.slotMu.Lock()
-	m.keeping = k
-	m.slotMu.Unlock()
-}
-
-// HandOver has this server hand its hash slots to the others now, while
-// it still answers: at a graceful stop, its clients are then told -MOVED
-// rather than find its port closed (go-redis reads the slots again only
-// every minute, or on -MOVED). It returns once the slots are the others',
-// or the hand-over's bound has passed, and reports whether it had any
-// to hand (a standby has none).
-func (m *Member) HandOver() bool {
-	m.slotMu.Lock()
-	k := m.keeping
-	m.slotMu.Unlock()
-	if k != nil {
-		k.handOver()
-	}
-	return k != nil
-}
-
-// observeSlots publishes, while no slot keeper runs (the server holds no
-// server-id), the assignment as it stands with no slot served, every
-// quarter of a TTL: a standby answers CLUSTER SLOTS as the others do, and
-// sends every key to its owner.
-func (m *Member) observeSlots(ctx context.Context) {
-	k := slotKeys{prefix: m.cfg.Prefix}
-	tick := time.NewTicker(m.cfg.LeaseTTL / 4)
-	defer tick.Stop()
-	for {
-		if cli, err := m.etcd(); err == nil {
-			rctx, cancel := context.WithTimeout(ctx, m.cfg.DialTimeout)
-			v, err := readSlots(rctx, cli, k)
-			cancel()
-			m.slotMu.Lock()
-			if err == nil && m.keeping == nil {
-				m.cfg.Slots.Serve(&Serving{v: v, served: make([]bool, slotCount)})
-			}
-			m.slotMu.Unlock()
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
 }

@@ -1,4 +1,4 @@
-package cluster
+package etcdsession
 
 import (
 	"errors"
@@ -20,17 +20,17 @@ func header(cluster uint64, rev int64, term uint64) *etcdserverpb.ResponseHeader
 // now is accepted.
 func TestHistory(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "idserver.state.etcd")
-	h := &history{path: path}
-	if err := h.check(header(7, 100, 2)); err != nil || !h.isFresh() {
-		t.Fatalf("first sight of etcd: %v, fresh %v; want fresh", err, h.isFresh())
+	h := NewHistory(path)
+	if err := h.Check(header(7, 100, 2)); err != nil || !h.Fresh() {
+		t.Fatalf("first sight of etcd: %v, fresh %v; want fresh", err, h.Fresh())
 	}
-	h.trust()                    // its first claim
-	h.record(header(7, 5000, 3)) // a save, later
-	if err := h.check(header(7, 5001, 3)); err != nil {
+	h.Trust()                    // its first claim
+	h.Record(header(7, 5000, 3)) // a save, later
+	if err := h.Check(header(7, 5001, 3)); err != nil {
 		t.Fatalf("etcd further on: %v", err)
 	}
 
-	restarted := &history{path: path} // a new process reads the file
+	restarted := NewHistory(path) // a new process reads the file
 	for _, tt := range []struct {
 		hdr  *etcdserverpb.ResponseHeader
 		want string
@@ -39,21 +39,21 @@ func TestHistory(t *testing.T) {
 		{header(8, 9000, 3), "cluster id is 8, not 7"},
 		{header(7, 6000, 1), "raft term is 1, below 3"},
 	} {
-		err := restarted.check(tt.hdr)
-		if !errors.Is(err, errWentBack) || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "remove "+path) {
-			t.Errorf("etcd at %v: %v; want errWentBack saying %q and the file to remove", tt.hdr, err, tt.want)
+		err := restarted.Check(tt.hdr)
+		if !errors.Is(err, ErrWentBack) || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "remove "+path) {
+			t.Errorf("etcd at %v: %v; want ErrWentBack saying %q and the file to remove", tt.hdr, err, tt.want)
 		}
 	}
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
-	if restarted.isFresh() {
+	if restarted.Fresh() {
 		t.Fatal("a restart that found the file is fresh")
 	}
-	if err := restarted.check(header(8, 10, 1)); err != nil || !restarted.isFresh() {
-		t.Fatalf("after the operator removed the file: %v, fresh %v; want fresh", err, restarted.isFresh())
+	if err := restarted.Check(header(8, 10, 1)); err != nil || !restarted.Fresh() {
+		t.Fatalf("after the operator removed the file: %v, fresh %v; want fresh", err, restarted.Fresh())
 	}
-	if err := restarted.check(header(8, 9, 1)); !errors.Is(err, errWentBack) {
+	if err := restarted.Check(header(8, 9, 1)); !errors.Is(err, ErrWentBack) {
 		t.Fatalf("the accepted etcd going back again: %v", err)
 	}
 }
@@ -63,26 +63,26 @@ func TestHistory(t *testing.T) {
 // read, with no guard yet.
 func TestHistoryFileGuard(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "idserver.state.etcd")
-	h := &history{path: path}
-	g, err := h.guarded()
+	h := NewHistory(path)
+	g, err := h.Guarded()
 	if err != nil || g.ID == 0 || g.Value != 0 {
 		t.Fatalf("a new server's guard: %+v, %v; want an id drawn, no value", g, err)
 	}
-	h.setGuard(guard{ID: g.ID, Value: 41})
-	if err := h.check(header(7, 100, 2)); err != nil { // writes the file
+	h.SetGuard(Guard{ID: g.ID, Value: 41})
+	if err := h.Check(header(7, 100, 2)); err != nil { // writes the file
 		t.Fatal(err)
 	}
-	if got, err := (&history{path: path}).guarded(); err != nil || got != (guard{ID: g.ID, Value: 41}) {
-		t.Fatalf("after a restart: %+v, %v; want %+v", got, err, guard{ID: g.ID, Value: 41})
+	if got, err := NewHistory(path).Guarded(); err != nil || got != (Guard{ID: g.ID, Value: 41}) {
+		t.Fatalf("after a restart: %+v, %v; want %+v", got, err, Guard{ID: g.ID, Value: 41})
 	}
 	if err := os.WriteFile(path, []byte("etcd cluster_id 7 revision 100 raft_term 2\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	old := &history{path: path}
-	if got, err := old.guarded(); err != nil || got.ID == 0 || got.Value != 0 {
+	old := NewHistory(path)
+	if got, err := old.Guarded(); err != nil || got.ID == 0 || got.Value != 0 {
 		t.Fatalf("a file of before guards: %+v, %v; want a new id, no value", got, err)
 	}
-	if err := old.check(header(7, 99, 2)); !errors.Is(err, errWentBack) {
+	if err := old.Check(header(7, 99, 2)); !errors.Is(err, ErrWentBack) {
 		t.Fatalf("its revision not read: %v", err)
 	}
 }
@@ -93,26 +93,26 @@ func TestHistoryFileGuard(t *testing.T) {
 // before the restore: a SET refused right after the confirmation).
 func TestConfirmedStaysConfirmed(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "idserver.state.etcd")
-	h := &history{path: path}
-	if err := h.observe(h.at(), header(7, 1250, 2)); err != nil {
+	h := NewHistory(path)
+	if err := h.Observe(h.At(), header(7, 1250, 2)); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.observe(h.at(), header(7, 1200, 2)); !errors.Is(err, errWentBack) { // restored
+	if err := h.Observe(h.At(), header(7, 1200, 2)); !errors.Is(err, ErrWentBack) { // restored
 		t.Fatalf("etcd restored: %v", err)
 	}
-	inFlight := h.at() // sent while refused, answered after the confirmation
+	inFlight := h.At() // sent while refused, answered after the confirmation
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
 	for _, rev := range []int64{1238, 1240} { // the first finds the confirmation
-		if err := h.observe(h.at(), header(7, rev, 2)); err != nil {
+		if err := h.Observe(h.At(), header(7, rev, 2)); err != nil {
 			t.Fatalf("after the confirmation: %v", err)
 		}
 	}
-	if err := h.observe(inFlight, header(7, 1236, 2)); err != nil {
+	if err := h.Observe(inFlight, header(7, 1236, 2)); err != nil {
 		t.Fatalf("a request sent before the confirmation, answered after it: %v", err)
 	}
-	if err := h.observe(h.at(), header(7, 1237, 2)); !errors.Is(err, errWentBack) {
+	if err := h.Observe(h.At(), header(7, 1237, 2)); !errors.Is(err, ErrWentBack) {
 		t.Fatalf("etcd going back after the confirmation: %v", err)
 	}
 }

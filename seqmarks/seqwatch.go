@@ -1,4 +1,4 @@
-package cluster
+package seqmarks
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/idserver/idserver/etcdsession"
 	"github.com/idserver/idserver/sequence"
 )
 
@@ -100,8 +101,8 @@ func (s *Sequences) checkHistory(ctx context.Context) {
 // wrote last; a value found above it (the history file lagged) is taken
 // as the last, one below it is etcd gone back, none is made again.
 func (s *Sequences) guard(ctx context.Context, cli *clientv3.Client) {
-	g, err := s.hist.guarded()
-	k, sent := s.guardKey(g), s.hist.at()
+	g, err := s.hist.Guarded()
+	k, sent := s.guardKey(g), s.hist.At()
 	if err != nil { // refused until confirmed: a read, for observe to find the confirmation
 		if resp, err := cli.Get(ctx, k); err == nil {
 			s.answered(sent, resp, nil)
@@ -117,7 +118,7 @@ func (s *Sequences) guard(ctx context.Context, cli *clientv3.Client) {
 		return
 	}
 	if resp.Succeeded {
-		s.hist.setGuard(guard{ID: g.ID, Value: g.Value + 1})
+		s.hist.SetGuard(etcdsession.Guard{ID: g.ID, Value: g.Value + 1})
 		return
 	}
 	kvs := resp.Responses[0].GetResponseRange().Kvs
@@ -125,19 +126,19 @@ func (s *Sequences) guard(ctx context.Context, cli *clientv3.Client) {
 		// Deleted by hand (the prefix, say), or etcd restored from
 		// before this server's first write: the revision judges that.
 		// Made again at the next tick.
-		s.hist.setGuard(guard{ID: g.ID})
+		s.hist.SetGuard(etcdsession.Guard{ID: g.ID})
 		return
 	}
 	v, _ := strconv.ParseInt(string(kvs[0].Value), 10, 64)
 	if v > g.Value {
-		s.hist.setGuard(guard{ID: g.ID, Value: v})
+		s.hist.SetGuard(etcdsession.Guard{ID: g.ID, Value: v})
 		return
 	}
-	s.restore(s.hist.guardBehind(k, g, v))
+	s.restore(s.hist.GuardBehind(k, g, v))
 }
 
 // guardKey is g's key in etcd.
-func (s *Sequences) guardKey(g guard) string {
+func (s *Sequences) guardKey(g etcdsession.Guard) string {
 	return strings.TrimSuffix(s.prefix, "seq/") + "guard/" + strconv.FormatUint(g.ID, 16)
 }
 
@@ -201,17 +202,17 @@ func (s *Sequences) followOnce(ctx context.Context, cli *clientv3.Client, floor 
 	// went back until an operator confirms: a restored etcd's revision
 	// moved by this server's writes hid the restore from a server that
 	// checked it after (TestClusterEtcdRestored, once).
-	sent := s.hist.at()
+	sent := s.hist.At()
 	resp, err := cli.Get(ctx, s.followedPrefix(), clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err := s.answered(sent, resp, err); err != nil {
 		return floor, err
 	}
-	l, err := grant(ctx, cli, s.ttl, s.ttl/3)
+	l, err := etcdsession.Grant(ctx, cli, s.ttl, s.ttl/3)
 	if err != nil {
 		return floor, err
 	}
-	defer l.revoke()
-	go l.keep(ctx)
+	defer l.Revoke()
+	go l.Keep(ctx)
 	f := &follower{s: s, cli: cli, lease: l, key: s.followedKey()}
 	if err := f.say(ctx, 0); err != nil {
 		return floor, err
@@ -239,7 +240,7 @@ func (s *Sequences) followOnce(ctx context.Context, cli *clientv3.Client, floor 
 type follower struct {
 	s      *Sequences
 	cli    *clientv3.Client
-	lease  *lease
+	lease  *etcdsession.Lease
 	key    string
 	said   int64
 	saidAt time.Time
@@ -248,7 +249,7 @@ type follower struct {
 
 // say says that every event up to rev was handled (0: from now on).
 func (f *follower) say(ctx context.Context, rev int64) error {
-	_, err := f.cli.Put(ctx, f.key, strconv.FormatInt(rev, 10), clientv3.WithLease(f.lease.id))
+	_, err := f.cli.Put(ctx, f.key, strconv.FormatInt(rev, 10), clientv3.WithLease(f.lease.ID()))
 	if err == nil {
 		f.said, f.saidAt, f.marks = rev, time.Now(), false
 	}
@@ -267,7 +268,7 @@ func (f *follower) follow(ctx context.Context, w clientv3.WatchChan, from, floor
 		select {
 		case <-ctx.Done():
 			return floor
-		case <-f.lease.lost:
+		case <-f.lease.Lost():
 			return floor
 		case <-tick.C:
 			if now := f.s.deletes.upToNow(); now > f.said && (f.marks || time.Since(f.saidAt) >= followedIdle) {

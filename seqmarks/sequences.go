@@ -1,4 +1,9 @@
-package cluster
+// Package seqmarks keeps the sequences' marks in etcd in cluster mode:
+// each key's mark, with each server's own copy of the marks it took in
+// dir (sequences.go), followed by every server so that what etcd loses
+// is put back (seqwatch.go), and, on a Redis Cluster node, taken only
+// for the slots it serves (seqslots.go).
+package seqmarks
 
 import (
 	"cmp"
@@ -20,6 +25,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/idserver/idserver/etcdsession"
 	"github.com/idserver/idserver/internal/ratelog"
 	"github.com/idserver/idserver/sequence"
 )
@@ -53,12 +59,12 @@ import (
 // operator SETs it at or above the largest value handed out. A server
 // that sees etcd go back in time (its revision, raft term or cluster id:
 // a restore from an older snapshot) refuses every take until an operator
-// confirms, as it claims no server-id (history), and writes back every
-// mark it holds above etcd's, so that the servers that ran before the
-// restore, each with its own copy, put back what they handed out. What
-// no server can detect: etcd loses the mark of a key that no server
-// which still has its copy uses again, and a server with no copy of it
-// makes it anew (docs/cluster.md).
+// confirms, as it claims no server-id (etcdsession.History), and writes
+// back every mark it holds above etcd's, so that the servers that ran
+// before the restore, each with its own copy, put back what they handed
+// out. What no server can detect: etcd loses the mark of a key that no
+// server which still has its copy uses again, and a server with no copy
+// of it makes it anew (docs/cluster.md).
 type Sequences struct {
 	client func() (*clientv3.Client, error)
 	// dial makes the client Follow watches with: a client of its own, so
@@ -69,7 +75,7 @@ type Sequences struct {
 	dial   func() (*clientv3.Client, error)
 	prefix string // <etcd-prefix>seq/
 	local  *sequence.File
-	hist   *history        // where etcd stood: an error once it went back
+	hist   history         // where etcd stood: an error once it went back
 	table  *sequence.Table // this server's marks (Follow)
 	log    zerolog.Logger
 	cancel context.CancelFunc // ends Follow
@@ -91,24 +97,40 @@ type Sequences struct {
 	slots     slotTerms // of a Redis Cluster node
 }
 
+// history is what the sequences use of etcdsession.History: an
+// interface, so that a test can blind its comparison of revisions and
+// see the guard key alone find a restore.
+type history interface {
+	At() etcdsession.SentAt
+	Observe(etcdsession.SentAt, *etcdserverpb.ResponseHeader) error
+	Guarded() (etcdsession.Guard, error)
+	SetGuard(etcdsession.Guard)
+	GuardBehind(key string, g etcdsession.Guard, v int64) error
+}
+
 // takers bounds the transactions one Take runs at once.
 const takers = 16
 
-// Sequences returns the sequences' backend of the etcd m uses, keeping
-// this server's copy of its marks in local (nil: none).
-func (m *Member) Sequences(local *sequence.File) *Sequences {
-	return &Sequences{client: m.etcd, dial: m.newClient, prefix: m.cfg.Prefix + "seq/", local: local, hist: m.hist, log: m.log,
-		clustered: m.cfg.Slots != nil, followID: rand.Uint64(), ttl: cmp.Or(m.cfg.LeaseTTL, 10*time.Second)}
+// Config configures a server's sequences in cluster mode.
+type Config struct {
+	// Session is the server's connection to etcd (its cluster.Member's):
+	// its client, and what it saw of etcd.
+	Session *etcdsession.Session
+	Prefix  string // etcd-prefix: the marks are under <prefix>seq/
+	// LeaseTTL is that of the lease this server's followed key is bound
+	// to (followOnce); 0: 10 s.
+	LeaseTTL time.Duration
+	// Clustered is set on a Redis Cluster node: its takes check slots
+	// (ServeSlots).
+	Clustered bool
+	Local     *sequence.File // this server's copy of its marks; nil: none
+	Log       zerolog.Logger
 }
 
-// etcd is the client, once connected.
-func (m *Member) etcd() (*clientv3.Client, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.cli == nil {
-		return nil, errors.New("etcd: not connected yet")
-	}
-	return m.cli, nil
+// New returns the sequences' backend cfg describes.
+func New(cfg Config) *Sequences {
+	return &Sequences{client: cfg.Session.Client, dial: cfg.Session.Dial, prefix: cfg.Prefix + "seq/", local: cfg.Local,
+		hist: cfg.Session.History(), log: cfg.Log, clustered: cfg.Clustered, followID: rand.Uint64(), ttl: cmp.Or(cfg.LeaseTTL, 10*time.Second)}
 }
 
 // Take takes the segments of keys whose mark this server knows (After:
@@ -188,7 +210,7 @@ func (s *Sequences) takeAll(ctx context.Context, cli *clientv3.Client, all []*se
 		for i, b := range bs {
 			cmps[i], puts[i], gets[i] = b.cmp(s.prefix), clientv3.OpPut(s.prefix+b.t.Key, strconv.FormatInt(b.last(), 10)), clientv3.OpGet(s.prefix+b.t.Key)
 		}
-		sent := s.hist.at()
+		sent := s.hist.At()
 		resp, err := cli.Txn(ctx).If(cmps...).Then(puts...).Else(gets...).Commit()
 		if errors.Is(err, rpctypes.ErrTooManyOps) {
 			alone = append(alone, bs...)
@@ -369,7 +391,7 @@ func (s *Sequences) takeFrom(ctx context.Context, cli *clientv3.Client, t *seque
 			}
 			first := mark + 1
 			last := first + min(t.N-1, math.MaxInt64-first)
-			sent := s.hist.at()
+			sent := s.hist.At()
 			resp, err := cli.Txn(ctx).If(cmp).Then(clientv3.OpPut(k, strconv.FormatInt(last, 10))).Else(clientv3.OpGet(k)).Commit()
 			if err = s.answered(sent, resp, err); err != nil {
 				return err
@@ -390,7 +412,7 @@ func (s *Sequences) takeFrom(ctx context.Context, cli *clientv3.Client, t *seque
 			}
 			kvs = resp.Responses[0].GetResponseRange().Kvs
 		} else {
-			sent := s.hist.at()
+			sent := s.hist.At()
 			resp, err := cli.Get(ctx, k)
 			if err = s.answered(sent, resp, err); err != nil {
 				return err
@@ -413,9 +435,9 @@ func (s *Sequences) takeFrom(ctx context.Context, cli *clientv3.Client, t *seque
 // answered checks etcd's answer to a request (a Txn or a Get) sent when
 // etcd stood at sent: its error, named, or whether etcd went back in time
 // (then this server's marks are written back, once).
-func (s *Sequences) answered(sent sentAt, resp any, err error) error {
+func (s *Sequences) answered(sent etcdsession.SentAt, resp any, err error) error {
 	if err != nil {
-		return etcdError(err)
+		return etcdsession.Error(err)
 	}
 	var hdr *etcdserverpb.ResponseHeader
 	switch r := resp.(type) {
@@ -424,7 +446,7 @@ func (s *Sequences) answered(sent sentAt, resp any, err error) error {
 	case *clientv3.GetResponse:
 		hdr = r.Header
 	}
-	if err := s.hist.observe(sent, hdr); err != nil {
+	if err := s.hist.Observe(sent, hdr); err != nil {
 		s.restore(err)
 		return err
 	}
@@ -452,7 +474,7 @@ func (s *Sequences) lose(ctx context.Context, cli *clientv3.Client, key string, 
 		Then(clientv3.OpPut(k, strconv.FormatInt(why.Mark, 10)+lostFlag)).
 		Commit()
 	if err != nil {
-		return fmt.Errorf("%w; and flagging it in etcd failed: %w", why, etcdError(err))
+		return fmt.Errorf("%w; and flagging it in etcd failed: %w", why, etcdsession.Error(err))
 	}
 	s.log.Error().Str("key", key).Str("cause", why.Cause).Int64("flagged_at", why.Mark).
 		Msg("sequences: etcd lost data (keys deleted, or etcd restored from an older snapshot?); the key is flagged lost, its values refused until an operator SETs it at or above the largest value handed out")
@@ -522,7 +544,7 @@ func (s *Sequences) raiseOne(ctx context.Context, cli *clientv3.Client, key stri
 	for {
 		resp, err := cli.Get(ctx, k)
 		if err != nil {
-			return false, etcdError(err)
+			return false, etcdsession.Error(err)
 		}
 		cur, err := s.parse(key, resp.Kvs)
 		if err != nil || cur.rev != 0 && cur.mark >= mark {
@@ -534,7 +556,7 @@ func (s *Sequences) raiseOne(ctx context.Context, cli *clientv3.Client, key stri
 		}
 		tx, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(k), "=", cur.rev)).Then(clientv3.OpPut(k, v)).Commit()
 		if err != nil {
-			return false, etcdError(err)
+			return false, etcdsession.Error(err)
 		}
 		if tx.Succeeded {
 			return true, nil
@@ -595,7 +617,7 @@ func (s *Sequences) setAll(ctx context.Context, cli *clientv3.Client, ss []seque
 	for i := range ss {
 		gets[i] = clientv3.OpGet(s.prefix + ss[i].Key)
 	}
-	sent := s.hist.at()
+	sent := s.hist.At()
 	resp, err := cli.Txn(ctx).Then(gets...).Commit()
 	pending := make([]*sequence.Setting, len(ss))
 	for i := range ss {
@@ -634,7 +656,7 @@ func (s *Sequences) setAll(ctx context.Context, cli *clientv3.Client, ss []seque
 		for _, x := range pending {
 			gets = append(gets, clientv3.OpGet(s.prefix+x.Key))
 		}
-		sent = s.hist.at()
+		sent = s.hist.At()
 		if resp, err = cli.Txn(ctx).If(cmps...).Then(puts...).Else(gets...).Commit(); err == nil && resp.Succeeded {
 			return
 		}
@@ -662,7 +684,7 @@ func settable(x *sequence.Setting, cur seen, err error) error {
 func (s *Sequences) set(ctx context.Context, cli *clientv3.Client, x *sequence.Setting) error {
 	k := s.prefix + x.Key
 	for {
-		sent := s.hist.at()
+		sent := s.hist.At()
 		resp, err := cli.Get(ctx, k)
 		if err = s.answered(sent, resp, err); err != nil {
 			return err
@@ -676,7 +698,7 @@ func (s *Sequences) set(ctx context.Context, cli *clientv3.Client, x *sequence.S
 			Then(clientv3.OpPut(k, strconv.FormatInt(x.Value, 10))).
 			Commit()
 		if err != nil {
-			return etcdError(err)
+			return etcdsession.Error(err)
 		}
 		if tx.Succeeded {
 			return nil
@@ -737,7 +759,7 @@ func (s *Sequences) giveBack(ctx context.Context, cli *clientv3.Client, ms []seq
 			}
 			return nil
 		case err != nil:
-			return etcdError(err)
+			return etcdsession.Error(err)
 		case resp.Succeeded:
 			return nil
 		}
@@ -759,14 +781,6 @@ func (s *Sequences) FoldDue(keys int) bool { return s.local != nil && s.local.Fo
 // Fold: see FoldDue.
 func (s *Sequences) Fold(snapshot func() []sequence.Mark) <-chan error { return s.local.Fold(snapshot) }
 
-// etcdError names etcd's NOSPACE alarm, or says the error is etcd's.
-func etcdError(err error) error {
-	if errors.Is(err, rpctypes.ErrNoSpace) {
-		return fmt.Errorf("etcd's NOSPACE alarm is raised: its database reached its quota (compact and defragment etcd, then disarm the alarm; see docs/cluster.md): %w", err)
-	}
-	return fmt.Errorf("etcd: %w", err)
-}
-
 // Marks reads the mark of each key, in transactions of up to 100 reads
 // (etcd's limit of operations in one is 128 by default).
 func (s *Sequences) Marks(ctx context.Context, keys []string) ([]int64, []bool, error) {
@@ -781,7 +795,7 @@ func (s *Sequences) Marks(ctx context.Context, keys []string) ([]int64, []bool, 
 		for i, k := range chunk {
 			ops[i] = clientv3.OpGet(s.prefix + k)
 		}
-		sent := s.hist.at()
+		sent := s.hist.At()
 		resp, err := cli.Txn(ctx).Then(ops...).Commit()
 		if err = s.answered(sent, resp, err); err != nil {
 			return nil, nil, err
@@ -805,7 +819,7 @@ func (s *Sequences) Count(ctx context.Context) (int, error) {
 	}
 	resp, err := cli.Get(ctx, s.prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil {
-		return 0, etcdError(err)
+		return 0, etcdsession.Error(err)
 	}
 	return int(resp.Count), nil
 }
@@ -831,7 +845,7 @@ func (s *Sequences) Scan(ctx context.Context, cursor uint64, count int) ([]strin
 	}
 	resp, err := cli.Get(ctx, from, clientv3.WithRange(clientv3.GetPrefixRangeEnd(s.prefix)), clientv3.WithKeysOnly(), clientv3.WithLimit(int64(count)))
 	if err != nil {
-		return nil, 0, etcdError(err)
+		return nil, 0, etcdsession.Error(err)
 	}
 	keys := make([]string, len(resp.Kvs))
 	for i, kv := range resp.Kvs {
