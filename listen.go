@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/idserver/idserver/conf"
+	"github.com/idserver/idserver/internal/portholder"
 )
 
 // listeners are the addresses a server serves: plain TCP (port) and TLS
@@ -46,7 +47,7 @@ func listen(cfg *conf.Config, tc *tls.Config, passed map[string][]*os.File, log 
 			l.metrics, err = fileListener(fs[0])
 		} else {
 			l.metrics, err = net.Listen("tcp", cfg.MetricsAddr)
-			err = inUse(err)
+			err = portholder.Explain(err)
 		}
 		if err != nil {
 			err = fmt.Errorf("metrics-addr: %w", err)
@@ -80,7 +81,7 @@ func listenPort(cfg *conf.Config, what string, port int, passed []*os.File, log 
 				continue
 			}
 			if lerr != nil {
-				err = inUse(lerr)
+				err = portholder.Explain(lerr)
 				break
 			}
 			lns = append(lns, ln)

@@ -304,6 +304,9 @@ func TestWaitStopsReading(t *testing.T) {
 		t.Fatalf("with %d bytes sent by a waiting client, mem_clients_normal is %s, want under 256 KiB", stalled, mem)
 	}
 	t.Logf("a waiting client was held back at %d bytes sent; the server held %s for the clients", stalled, mem)
+	// 2 million replies to read: dialRaw's 20 s from the dial ran out
+	// under -race beside two CPU hogs and the rest of the suite.
+	a.conn.SetDeadline(time.Now().Add(2 * time.Minute))
 	clk.Advance(500 * time.Millisecond)
 	checkIDs(t, a.reply(), 1000, last)
 	for i := range pings {

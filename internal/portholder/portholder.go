@@ -1,4 +1,6 @@
-package main
+// Package portholder names the process that listens on an address a
+// server could not bind, for the one line a failed start prints.
+package portholder
 
 import (
 	"errors"
@@ -14,10 +16,10 @@ import (
 // tcpListen is the state of a listening socket in /proc/net/tcp.
 const tcpListen = 0x0A
 
-// inUse adds to err, when it says that the address is in use, which
+// Explain adds to err, when it says that the address is in use, which
 // process listens there: "pid N (command)", found through /proc (best
 // effort: Linux only, and only a process this one may look into).
-func inUse(err error) error {
+func Explain(err error) error {
 	var op *net.OpError
 	if !errors.Is(err, syscall.EADDRINUSE) || !errors.As(err, &op) {
 		return err
