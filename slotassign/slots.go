@@ -59,6 +59,12 @@ type Node struct {
 type assignment struct {
 	Version int64 // Redis's config epoch: one more at each change
 	Ranges  []slotRange
+	// Nodes is what each owner Ranges names announced, as last seen by a
+	// writer of the assignment: a server that never saw an owner alive
+	// (all servers restarted, that owner not yet) still lists its ranges
+	// under it, so that its map covers every slot. (An assignment written
+	// before it has none.)
+	Nodes map[int64]Node `json:",omitempty"`
 }
 
 // A liveNode is a node whose key exists, and the lease it is bound to.
@@ -184,7 +190,23 @@ func (v slotView) plan(k slotKeys, ready func(lease int64) bool) *clientv3.Op {
 	if slices.Equal(ranges, v.a.Ranges) {
 		return nil
 	}
-	return v.put(k, assignment{Version: v.a.Version + 1, Ranges: ranges})
+	return v.put(k, assignment{Version: v.a.Version + 1, Ranges: ranges, Nodes: v.owners(ranges)})
+}
+
+// owners is the node of each owner ranges name: as it announces itself
+// now if it is live, else as the assignment read last recorded it.
+func (v slotView) owners(ranges []slotRange) map[int64]Node {
+	nodes := map[int64]Node{}
+	for _, r := range ranges {
+		for _, id := range []int64{r.Owner, r.From} {
+			if n, live := v.nodes[id]; live {
+				nodes[id] = n.Node
+			} else if n, ok := v.a.Nodes[id]; ok {
+				nodes[id] = n
+			}
+		}
+	}
+	return nodes
 }
 
 // rebalanced is the ranges rebalance gives the live nodes: a slot whose

@@ -65,6 +65,11 @@ func (src *Source) Serve(s *Serving) {
 		s = &Serving{v: src.last, served: make([]bool, slotCount)}
 	}
 	src.last = s.v
+	for id, n := range s.v.a.Nodes { // owners as recorded; the live ones' own word below
+		if _, ok := src.known[id]; !ok {
+			src.known[id] = nodeOf(n, s.v.a.Version)
+		}
+	}
 	for id, n := range s.v.nodes {
 		src.known[id] = nodeOf(n.Node, s.v.a.Version)
 	}
@@ -82,8 +87,8 @@ func (src *Source) Serve(s *Serving) {
 func (s *Serving) alive() bool { return s.l != nil && s.l.Left() > s.l.TTL()/leaseMargin }
 
 // slotMap is s's assignment as a Redis Cluster map: every node live, or
-// gone but owning a range (as known: an owner this server never saw is
-// left out), and self (a standby announces none); each range Owned by
+// gone but owning a range (as known: as this server last saw it, else as
+// the assignment recorded it; one neither names is left out), and self (a standby announces none); each range Owned by
 // its owner if served says this server serves it or another live node
 // holds it, Moving if it moves or its owner, announcing no node, holds
 // its lease still (leaving), Down if its owner cannot serve it. Nil if a

@@ -1,6 +1,7 @@
 package slotassign
 
 import (
+	"encoding/json"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -89,3 +90,50 @@ type fakeLease struct {
 
 func (l *fakeLease) Left() time.Duration { return time.Until(time.Unix(0, l.deadline.Load())) }
 func (l *fakeLease) TTL() time.Duration  { return l.ttl }
+
+// TestMapCoversEverySlotAfterRestart: every server restarted, this one
+// first: it never saw the other owners alive, yet its map lists every
+// range under the owner the assignment recorded (Down), not a map with
+// holes (a node-redis cluster client that read one failed every command
+// for good: "Cannot read properties of undefined (reading 'master')").
+// And the leader's write records every owner its ranges name.
+func TestMapCoversEverySlotAfterRestart(t *testing.T) {
+	self := slots.Node{ID: strings.Repeat("a", 40), IP: "127.0.0.1", Port: 7001}
+	mine := Node{ID: self.ID, IP: self.IP, Port: self.Port}
+	other := Node{ID: strings.Repeat("b", 40), IP: "127.0.0.1", Port: 7002}
+	gone := Node{ID: strings.Repeat("c", 40), IP: "127.0.0.1", Port: 7003}
+	ranges := []slotRange{
+		{First: 0, Last: 99, Owner: 0, Lease: 10, From: -1},
+		{First: 100, Last: 199, Owner: 1, Lease: 11, From: -1},
+		{First: 200, Last: slotCount - 1, Owner: 2, Lease: 12, From: -1},
+	}
+	a := assignment{Version: 4, Ranges: ranges, Nodes: map[int64]Node{0: mine, 1: other, 2: gone}}
+	src := NewSource(self)
+	v := slotView{a: a, nodes: map[int64]liveNode{0: {Node: mine, lease: 20}}, alive: map[int64]bool{}}
+	src.Serve(&Serving{v: v, served: make([]bool, slotCount)})
+	m := src.Map()
+	if m.Assigned() != slotCount {
+		t.Fatalf("%d slots listed after a restart, want every one; ranges %+v", m.Assigned(), m.Ranges)
+	}
+	if owner := m.Owner(300); owner == nil || owner.ID != gone.ID || owner.Port != gone.Port {
+		t.Fatalf("slot 300's owner %+v, want the node the assignment recorded", owner)
+	}
+
+	v = slotView{a: assignment{Version: 4, Ranges: ranges, Nodes: map[int64]Node{2: gone}},
+		nodes: map[int64]liveNode{0: {Node: mine, lease: 10}, 1: {Node: other, lease: 11}}, alive: map[int64]bool{10: true, 11: true, 12: true}}
+	op := v.plan(slotKeys{prefix: "/t/"}, func(int64) bool { return true })
+	if op == nil {
+		t.Fatal("no write: the owner gone's slots should move")
+	}
+	var next assignment
+	if err := json.Unmarshal(op.ValueBytes(), &next); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range next.Ranges {
+		for _, id := range []int64{r.Owner, r.From} {
+			if n, ok := next.Nodes[id]; id >= 0 && (!ok || n.ID == "") {
+				t.Fatalf("the assignment written names server-id %d in %+v without its node: %+v", id, r, next.Nodes)
+			}
+		}
+	}
+}
