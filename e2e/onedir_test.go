@@ -25,21 +25,33 @@ import (
 // dirModes are the modes a server runs in, each with its own etcd-prefix
 // on e: single-server, cluster mode over etcd, and Redis Cluster over
 // etcd.
-func dirModes(e *testetcd.Server) []struct {
-	name, prefix string
-	args         []string
-} {
+func dirModes(e *testetcd.Server) []dirMode {
 	etcd := func(prefix string, args ...string) []string {
 		return append([]string{"--etcd-endpoints", e.Endpoint, "--etcd-prefix", prefix}, args...)
 	}
-	return []struct {
-		name, prefix string
-		args         []string
-	}{
+	return []dirMode{
 		{"single", "", nil},
 		{"etcd", "/onedir-etcd/", etcd("/onedir-etcd/")},
 		{"cluster-enabled", "/onedir-cluster/", etcd("/onedir-cluster/", "--cluster-enabled", "yes")},
 	}
+}
+
+// A dirMode is a mode of dirModes: its name, etcd-prefix ("" for none)
+// and arguments.
+type dirMode struct {
+	name, prefix string
+	args         []string
+}
+
+// start starts a server of mode m on dir, and waits until it holds a
+// server-id where it needs one.
+func (m dirMode) start(t *testing.T, dir string) *process {
+	t.Helper()
+	p := start(t, nil, append(m.args, "--dir", dir)...)
+	if m.prefix != "" {
+		waitHolding(t, p, 30*time.Second)
+	}
+	return p
 }
 
 // TestOneServerPerDir: in every mode, a second server on a live one's
@@ -55,10 +67,7 @@ func TestOneServerPerDir(t *testing.T) {
 	for _, mode := range dirModes(e) {
 		t.Run(mode.name, func(t *testing.T) {
 			dir := t.TempDir()
-			a := start(t, nil, append(mode.args, "--dir", dir)...)
-			if mode.prefix != "" {
-				waitHolding(t, a, 30*time.Second)
-			}
+			a := mode.start(t, dir)
 			first := firstIncr(t, a)
 			_, port, _ := strings.Cut(a.Addr, ":")
 			seconds := [][]string{{"--state-file", "other.state", "--server-id", "1"}, {"--port", port}}
@@ -108,10 +117,7 @@ func TestFailedStartLeavesDir(t *testing.T) {
 	for _, mode := range dirModes(e) {
 		t.Run(mode.name, func(t *testing.T) {
 			used := t.TempDir()
-			a := start(t, nil, append(mode.args, "--dir", used)...)
-			if mode.prefix != "" {
-				waitHolding(t, a, 30*time.Second)
-			}
+			a := mode.start(t, used)
 			firstIncr(t, a)
 			if code := a.Stop(); code != 0 {
 				t.Fatalf("exit %d after SIGTERM", code)
