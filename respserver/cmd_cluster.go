@@ -47,6 +47,10 @@ var clusterCommands = []*command{
 		{name: "cluster|nodes", arity: 2, flags: []string{"stale"}, tips: nondeterministic, run: cmdClusterNodes, doc: doc{
 			summary: "Returns the cluster configuration for a node.", since: "3.0.0", group: "cluster", complexity: "O(N) where N is the total number of Cluster nodes",
 		}},
+		{name: "cluster|seqhandover", arity: -3, flags: []string{"admin", "stale"}, noMonitor: true, run: cmdClusterSeqHandover, doc: doc{
+			summary: "Hands the keys of hash slots this node let go to their new owner (idserver, between nodes).", since: "idserver", group: "cluster", complexity: "O(N) where N is the number of keys of the slots",
+			args: []arg{{name: "slot", typ: "integer", flags: multiple}},
+		}},
 		{name: "cluster|shards", arity: 2, flags: []string{"stale"}, tips: nondeterministic, run: cmdClusterShards, doc: doc{
 			summary: "Returns the mapping of cluster slots to shards.", since: "7.0.0", group: "cluster", complexity: "O(N) where N is the total number of cluster nodes",
 		}},
@@ -521,4 +525,35 @@ func (s *Server) notOwn() func(key string) bool {
 		n := m.Owner(slots.Of([]byte(key)))
 		return n == nil || n.ID != self
 	}
+}
+
+// cmdClusterSeqHandover is a slot's new owner's pull of the keys of slots
+// this node let go: for each slot, its number, the generation at which
+// this node held it (0: it cannot hand it over) and each key with its
+// last value, flat.
+func cmdClusterSeqHandover(s *Server, c *client, args [][]byte) error {
+	if s.opts.SeqHandover == nil {
+		return replyerr.New(replyerr.ERR, "this node hands over no sequences")
+	}
+	list := make([]int, len(args)-2)
+	for i, a := range args[2:] {
+		slot, ok := parseInt(a)
+		if !ok || slot < 0 || slot >= slots.N {
+			return errInvalidSlot
+		}
+		list[i] = int(slot)
+	}
+	handed := s.opts.SeqHandover(list)
+	c.writeArray(len(handed))
+	for _, h := range handed {
+		c.writeArray(3)
+		c.writeInt(h.Slot)
+		c.writeInt64(h.Gen)
+		c.writeArray(2 * len(h.Marks))
+		for _, m := range h.Marks {
+			c.writeBulkString(m.Key)
+			c.writeInt64(m.Value)
+		}
+	}
+	return nil
 }

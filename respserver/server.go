@@ -104,6 +104,9 @@ type Options struct {
 	// Sequences are the per-key counters (INCR and the rest); nil: none,
 	// and their commands are refused.
 	Sequences *sequence.Table
+	// SeqHandover answers a slot's new owner's pull of the slots' keys
+	// (CLUSTER SEQHANDOVER); nil: this server hands none over.
+	SeqHandover func(slots []int) []sequence.Handed
 	// SeqMaxIncrBy is the largest INCRBY increment; zero means 1000000.
 	SeqMaxIncrBy int64
 

@@ -11,6 +11,10 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/rs/zerolog"
+
+	"github.com/idserver/idserver/etcdsession"
 )
 
 // txnOps is the most records one transaction writes: etcd refuses a
@@ -43,6 +47,9 @@ type Slots struct {
 	prefix string // <etcd-prefix>seqslot/
 	owner  int64  // this server's server-id
 	steps  Steps
+	hist   *etcdsession.History
+	known  *Known
+	log    zerolog.Logger
 	now    func() time.Time
 
 	mu    sync.Mutex
@@ -65,13 +72,56 @@ type owned struct {
 // A waiter waits for a ceiling above last.
 type waiter struct {
 	last int64
-	done chan error
+	done chan<- error
 }
 
-// New returns the slots of server-id owner under prefix.
-func New(cli *clientv3.Client, prefix string, owner int64, steps Steps) *Slots {
-	return &Slots{cli: cli, prefix: prefix + "seqslot/", owner: owner, steps: steps, now: time.Now,
+// Config is what Slots need.
+type Config struct {
+	Client *clientv3.Client
+	Prefix string // etcd-prefix
+	Owner  int64  // the server-id this server holds
+	Steps  Steps
+	// Hist, if set, checks every response of etcd: once etcd went back
+	// in time (restored from an older snapshot), no slot is taken nor
+	// raised until an operator confirms, as for server-ids.
+	Hist *etcdsession.History
+	// Known, if set, is what this server saw of the records: a record
+	// read below it (etcd lost data) is taken from it.
+	Known *Known
+	Log   zerolog.Logger
+}
+
+// New returns the slots of cfg.Owner.
+func New(cfg Config) *Slots {
+	return &Slots{cli: cfg.Client, prefix: cfg.Prefix + "seqslot/", owner: cfg.Owner, steps: cfg.Steps,
+		hist: cfg.Hist, known: cfg.Known, log: cfg.Log, now: time.Now,
 		owned: map[int]*owned{}, due: make(chan struct{}, 1)}
+}
+
+// txn commits a transaction of ops, if cmps hold, and checks where etcd
+// stands in its response.
+func (s *Slots) txn(ctx context.Context, cmps []clientv3.Cmp, ops []clientv3.Op) (*clientv3.TxnResponse, error) {
+	var sent etcdsession.SentAt
+	if s.hist != nil {
+		sent = s.hist.At()
+	}
+	resp, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
+	if err != nil {
+		return nil, err
+	}
+	if s.hist != nil {
+		if err := s.hist.Observe(sent, resp.Header); err != nil {
+			return nil, err
+		}
+	}
+	return resp, nil
+}
+
+// seen records a record this server wrote.
+func (s *Slots) seen(slot int, r Record) {
+	if s.known != nil {
+		s.known.see(slot, r)
+	}
 }
 
 func (s *Slots) key(slot int) string { return s.prefix + strconv.Itoa(slot) }
@@ -86,7 +136,7 @@ func (s *Slots) Read(ctx context.Context, slots []int) ([]Record, []int64, error
 		for i, slot := range part {
 			ops[i] = clientv3.OpGet(s.key(slot))
 		}
-		resp, err := s.cli.Txn(ctx).Then(ops...).Commit()
+		resp, err := s.txn(ctx, nil, ops)
 		if err != nil {
 			return nil, nil, fmt.Errorf("read slot records: %w", err)
 		}
@@ -123,7 +173,13 @@ func (s *Slots) Take(ctx context.Context, slots []int, how func(slot int, prev R
 			to := min(from+txnOps, len(left))
 			nexts := make([]Record, to-from)
 			for i := range nexts {
-				nexts[i] = next(recs[from+i], s.owner, how(left[from+i], recs[from+i]))
+				slot := left[from+i]
+				prev, lost := s.known.lift(slot, recs[from+i])
+				if lost {
+					s.log.Warn().Int("slot", slot).Str("etcd", recs[from+i].marshal()).Str("seen", prev.marshal()).
+						Msg("etcd lost data: a slot's record is below what this server saw of it; taken from what it saw")
+				}
+				nexts[i] = next(prev, s.owner, how(slot, prev))
 			}
 			resp, err := s.swap(ctx, left[from:to], revs[from:to], nexts)
 			if err != nil {
@@ -135,6 +191,7 @@ func (s *Slots) Take(ctx context.Context, slots []int, how func(slot int, prev R
 			}
 			s.mu.Lock()
 			for i, slot := range left[from:to] {
+				s.seen(slot, nexts[i])
 				taken[slot] = nexts[i]
 				s.owned[slot] = &owned{rec: nexts[i], rev: resp.Header.Revision, step: s.steps.Min, since: s.now()}
 			}
@@ -153,7 +210,7 @@ func (s *Slots) swap(ctx context.Context, slots []int, revs []int64, recs []Reco
 		cmps[i] = clientv3.Compare(clientv3.ModRevision(s.key(slot)), "=", revs[i])
 		puts[i] = clientv3.OpPut(s.key(slot), recs[i].marshal())
 	}
-	resp, err := s.cli.Txn(ctx).If(cmps...).Then(puts...).Commit()
+	resp, err := s.txn(ctx, cmps, puts)
 	if err != nil {
 		return nil, fmt.Errorf("write slot records: %w", err)
 	}
@@ -208,25 +265,39 @@ func (o *owned) covered() bool {
 // last passes half a step below it. It fails with ErrNotOwner once
 // another server took the slot.
 func (s *Slots) Cover(ctx context.Context, slot int, last int64) error {
+	done, err := s.ask(slot, last)
+	if done == nil {
+		return err
+	}
+	return s.await(ctx, slot, last, done)
+}
+
+// ask is Cover's start: it returns nil and whether slot is owned when
+// the stored ceiling is above last already, and otherwise the channel
+// that says when it is, or why it cannot be.
+func (s *Slots) ask(slot int, last int64) (<-chan error, error) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	o, ok := s.owned[slot]
 	if !ok {
-		s.mu.Unlock()
-		return fmt.Errorf("slot %d: %w", slot, ErrNotOwner)
+		return nil, fmt.Errorf("slot %d: %w", slot, ErrNotOwner)
 	}
 	if last < o.rec.Ceil {
 		if last >= o.rec.Ceil-o.step/2 && !o.ahead {
 			o.ahead = true
 			s.wake()
 		}
-		s.mu.Unlock()
-		return nil
+		return nil, nil
 	}
 	o.want = max(o.want, last)
 	done := make(chan error, 1)
 	o.wait = append(o.wait, waiter{last, done})
 	s.wake()
-	s.mu.Unlock()
+	return done, nil
+}
+
+// await is Cover's end: it waits for done, or for ctx.
+func (s *Slots) await(ctx context.Context, slot int, last int64, done <-chan error) error {
 	select {
 	case err := <-done:
 		return err
@@ -319,6 +390,7 @@ func (s *Slots) raisedTo(slots []int, recs []Record, rev int64) {
 			continue // dropped meanwhile
 		}
 		o.rec, o.rev, o.since, o.ahead = recs[i], rev, s.now(), false
+		s.seen(slot, recs[i])
 		o.writes++
 		if o.covered() {
 			s.wake() // asked for more meanwhile

@@ -40,7 +40,7 @@ func TestCoverStoresCeiling(t *testing.T) {
 	cli := e.Client()
 	defer cli.Close()
 	ctx := context.Background()
-	s := New(cli, "/t/", 0, DefaultSteps)
+	s := New(Config{Client: cli, Prefix: "/t/", Steps: DefaultSteps})
 	run(t, s)
 	if _, err := s.Take(ctx, []int{1, 2}, crashed); err != nil {
 		t.Fatal(err)
@@ -73,7 +73,7 @@ func TestWritesFollowGrowth(t *testing.T) {
 	cli := e.Client()
 	defer cli.Close()
 	ctx := context.Background()
-	s := New(cli, "/t/", 0, DefaultSteps)
+	s := New(Config{Client: cli, Prefix: "/t/", Steps: DefaultSteps})
 	run(t, s)
 	slots := make([]int, 1000)
 	for i := range slots {
@@ -134,7 +134,7 @@ func TestTakeOversNeverRepeat(t *testing.T) {
 		cli := e.Client()
 		defer cli.Close()
 		steps := Steps{Min: 1 + int64(id)*7, Max: 64, Fast: time.Minute, Slow: 10 * time.Minute}
-		s := New(cli, "/t/", id, steps)
+		s := New(Config{Client: cli, Prefix: "/t/", Owner: id, Steps: steps})
 		run(t, s)
 		rng := rand.New(rand.NewPCG(seed, uint64(id)))
 		wg.Add(1)

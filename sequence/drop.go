@@ -23,3 +23,12 @@ func (t *Table) Drop(drop func(key string) bool) {
 		}
 	})
 }
+
+// Handed is a hash slot's keys as their old owner hands them over to the
+// slot's new owner, with the generation at which it held them (0: it
+// cannot hand them over: it still serves the slot, or holds none).
+type Handed struct {
+	Slot  int
+	Gen   int64
+	Marks []Mark // each key's last value handed out, exactly
+}

@@ -1,0 +1,172 @@
+package seqslots
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/idserver/idserver/slots"
+)
+
+// Known is the highest record of each slot this server has seen, its own
+// writes and the others' (it follows the records), kept beside its keys
+// so that a restart remembers them. It is what survives etcd losing
+// data: a record deleted by hand, or the whole prefix, is taken from the
+// higher of etcd's and this, so that no generation and no ceiling goes
+// back while a server that saw it runs or comes back with its directory
+// (docs/cluster-next.md, When etcd loses data).
+type Known struct {
+	mu    sync.Mutex
+	recs  []Record // by slot; Gen 0: none seen
+	dirty map[int]bool
+	save  func(map[int]Record) error
+	log   zerolog.Logger
+}
+
+// NewKnown returns what loaded says was seen, written back with save
+// (nil: kept in memory only).
+func NewKnown(loaded map[int]Record, save func(map[int]Record) error, log zerolog.Logger) *Known {
+	k := &Known{recs: make([]Record, slots.N), dirty: map[int]bool{}, save: save, log: log}
+	for s, r := range loaded {
+		if s >= 0 && s < slots.N {
+			k.recs[s] = r
+		}
+	}
+	return k
+}
+
+// see records r as seen for slot, where it is above what was.
+func (k *Known) see(slot int, r Record) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if m := higher(k.recs[slot], r); m != k.recs[slot] {
+		k.recs[slot] = m
+		k.dirty[slot] = true
+	}
+}
+
+// lift returns r as read from etcd for slot, raised to what was seen of
+// it, and whether it had to be: etcd lost data.
+func (k *Known) lift(slot int, r Record) (Record, bool) {
+	if k == nil {
+		return r, false
+	}
+	k.mu.Lock()
+	seen := k.recs[slot]
+	k.mu.Unlock()
+	m := higher(r, seen)
+	return m, m != r
+}
+
+// higher is the higher of two records of a slot, field by field: the
+// generation and the ceiling never go back, nor the floor; the owner is
+// that of the later generation.
+func higher(a, b Record) Record {
+	if b.Gen > a.Gen {
+		a.Owner = b.Owner
+	}
+	a.Gen, a.Ceil, a.Floor = max(a.Gen, b.Gen), max(a.Ceil, b.Ceil), max(a.Floor, b.Floor)
+	return a
+}
+
+// Follow watches the slot records under prefix (as New's) until ctx
+// ends, and writes what it learns back once a second.
+func (k *Known) Follow(ctx context.Context, cli *clientv3.Client, prefix string) {
+	prefix += "seqslot/"
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for ctx.Err() == nil {
+		rev, err := k.readAll(ctx, cli, prefix)
+		if err != nil {
+			if !sleep(ctx, time.Second) {
+				return
+			}
+			continue
+		}
+		w := cli.Watch(clientv3.WithRequireLeader(ctx), prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+	watching:
+		for {
+			select {
+			case <-ctx.Done():
+				k.flush()
+				return
+			case <-tick.C:
+				k.flush()
+			case resp, ok := <-w:
+				if !ok || resp.Err() != nil {
+					break watching // read everything again, and watch from there
+				}
+				for _, ev := range resp.Events {
+					k.learn(prefix, ev.Kv.Key, ev.Kv.Value)
+				}
+			}
+		}
+	}
+}
+
+// readAll learns every record under prefix, and returns the revision
+// read at.
+func (k *Known) readAll(ctx context.Context, cli *clientv3.Client, prefix string) (int64, error) {
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := cli.Get(rctx, prefix, clientv3.WithPrefix())
+	if err != nil {
+		return 0, err
+	}
+	for _, kv := range resp.Kvs {
+		k.learn(prefix, kv.Key, kv.Value)
+	}
+	return resp.Header.Revision, nil
+}
+
+// learn records the record at key, if it is one (a deletion is not: it
+// lowers nothing).
+func (k *Known) learn(prefix string, key, value []byte) {
+	slot, err := strconv.Atoi(strings.TrimPrefix(string(key), prefix))
+	if err != nil || slot < 0 || slot >= slots.N || len(value) == 0 {
+		return
+	}
+	if r, err := unmarshal(value); err == nil {
+		k.see(slot, r)
+	}
+}
+
+// flush writes what was learnt since the last flush.
+func (k *Known) flush() {
+	k.mu.Lock()
+	if len(k.dirty) == 0 || k.save == nil {
+		k.mu.Unlock()
+		return
+	}
+	out := make(map[int]Record, len(k.dirty))
+	for s := range k.dirty {
+		out[s] = k.recs[s]
+	}
+	clear(k.dirty)
+	k.mu.Unlock()
+	if err := k.save(out); err != nil {
+		k.log.Warn().Err(err).Msg("sequences: could not keep the slot records seen; a restart remembers those kept before")
+		k.mu.Lock()
+		for s := range out {
+			k.dirty[s] = true
+		}
+		k.mu.Unlock()
+	}
+}
+
+// sleep waits d, and reports false if ctx ended first.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

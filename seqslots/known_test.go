@@ -1,0 +1,55 @@
+package seqslots
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/idserver/idserver/internal/await"
+	"github.com/idserver/idserver/internal/testetcd"
+)
+
+// TestRecordDeletedTakenFromKnown: a slot's record deleted by hand (or
+// the prefix) while a server that followed it runs: that server's take
+// starts from what it saw, so the floor stays above every value the old
+// owner covered, and the generation does not go back.
+func TestRecordDeletedTakenFromKnown(t *testing.T) {
+	e := testetcd.Start(t)
+	ctx := context.Background()
+	cliA, cliB := e.Client(), e.Client()
+	defer cliA.Close()
+	defer cliB.Close()
+	a := New(Config{Client: cliA, Prefix: "/t/", Owner: 0, Steps: DefaultSteps})
+	run(t, a)
+	known := NewKnown(nil, nil, zerolog.Nop())
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go known.Follow(fctx, cliB, "/t/")
+	b := New(Config{Client: cliB, Prefix: "/t/", Owner: 1, Steps: DefaultSteps, Known: known})
+
+	const slot = 7
+	if _, err := a.Take(ctx, []int{slot}, crashed); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Cover(ctx, slot, 5000); err != nil {
+		t.Fatal(err)
+	}
+	ceil := stored(t, a, slot).Ceil
+	await.True(t, 30*time.Second, "the follower to see the ceiling", func() bool {
+		r, _ := known.lift(slot, Record{})
+		return r.Ceil == ceil
+	})
+	if _, err := cliA.Delete(ctx, "/t/seqslot/", clientv3.WithPrefix()); err != nil {
+		t.Fatal(err)
+	}
+	taken, err := b.Take(ctx, []int{slot}, crashed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := taken[slot]; r.Floor < ceil || r.Gen < 2 {
+		t.Fatalf("taken after the record was deleted: %+v; want floor at least %d (the old owner's ceiling) and gen above 1", r, ceil)
+	}
+}
