@@ -77,6 +77,9 @@ func (t *Table) trySet(key []byte, v int64, mode SetMode) (Pending, waitOn, erro
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	e := find(&sh.index, h, key)
+	if e != nil && e.has(closed) {
+		return Pending{}, waitOn{}, ErrNotServed
+	}
 	// A key exists once a value of it was handed out (its reply may
 	// wait for its existence to be durable) or SET (the SET's may), or
 	// is durable; one only prepared for a pipeline does not.

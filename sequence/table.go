@@ -202,6 +202,8 @@ type Table struct {
 	alloc   entries
 	shards  [1 << shardBits]shard
 
+	closedSlots [slots.N]atomic.Bool // CloseSlot's
+
 	bySlotMu sync.RWMutex
 	bySlot   [slots.N][]*entry // every key, in its hash slot's list, in the order it came: SCAN's cursor is a place in them
 	made     int               // the keys in bySlot
@@ -549,6 +551,9 @@ func (t *Table) shardOfBytes(key []byte) (*shard, uint64) {
 // find returns key's entry in sh (locked), creating it if it is new.
 func (t *Table) find(sh *shard, h uint64, key []byte) (*entry, error) {
 	if e := find(&sh.index, h, key); e != nil {
+		if e.has(closed) {
+			return nil, ErrNotServed
+		}
 		return e, nil
 	}
 	return create(t, h, key)
@@ -562,6 +567,8 @@ func create[K string | []byte](t *Table, h uint64, key K) (*entry, error) {
 		return nil, &LimitError{Key: string(key), What: fmt.Sprintf("the key is %d bytes, longer than seq-max-key-bytes %d", len(key), t.opts.MaxKeyBytes)}
 	case t.entries() >= t.opts.MaxKeys:
 		return nil, &LimitError{Key: string(key), What: fmt.Sprintf("there are seq-max-keys %d sequences already (existing keys keep working)", t.opts.MaxKeys)}
+	case slotClosed(t, key):
+		return nil, ErrNotServed
 	}
 	return insert(t, h, key), nil
 }
@@ -572,6 +579,9 @@ func create[K string | []byte](t *Table, h uint64, key K) (*entry, error) {
 func insert[K string | []byte](t *Table, h uint64, key K) *entry {
 	e := newEntry(&t.alloc, key)
 	e.seg, e.shard = 1, shardIndex(h)
+	if slotClosed(t, key) { // loaded into a slot not served yet
+		e.bits |= closed
+	}
 	e.relow()
 	t.shards[e.shard].add(h, e, &t.alloc.slots)
 	t.remember(e)
@@ -730,6 +740,9 @@ func (t *Table) tryIncrAll(ws []Want) ([]waitOn, error) {
 	var waits []waitOn
 	for i, w := range ws {
 		e := find(&t.shards[shardIndex(hs[i])].index, hs[i], w.Key)
+		if e != nil && e.has(closed) {
+			return nil, ErrNotServed
+		}
 		if e == nil {
 			var err error
 			if e, err = create(t, hs[i], w.Key); err != nil {
