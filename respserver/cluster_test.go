@@ -134,7 +134,9 @@ func rawReply(r *bufio.Reader, b []byte) ([]byte, error) {
 // TestClusterRedirects: a key of another node's slot gets -MOVED to it, a
 // moving slot's -TRYAGAIN, an unowned one's -CLUSTERDOWN, inside MULTI
 // too (and EXEC then discards it); keyless commands are served whatever
-// the map says; DBSIZE, SCAN and KEYS count only the node's own keys.
+// the map says; DBSIZE, SCAN, KEYS, COUNTKEYSINSLOT and GETKEYSINSLOT
+// count only the node's own keys (Redis: 0 and none for a slot another
+// node owns).
 func TestClusterRedirects(t *testing.T) {
 	addr, src, self := startClusterNode(t, "")
 	c := dialRaw(t, addr)
@@ -167,8 +169,10 @@ func TestClusterRedirects(t *testing.T) {
 		{[]string{"DBSIZE"}, "3"},
 		{[]string{"KEYS", "*"}, "[bar {bar}2 baz]"},
 		{[]string{"SCAN", "0", "COUNT", "100"}, "[0 [bar {bar}2 baz]]"},
-		{[]string{"CLUSTER", "COUNTKEYSINSLOT", strconv.Itoa(fooSlot)}, "1"},
+		{[]string{"CLUSTER", "COUNTKEYSINSLOT", strconv.Itoa(fooSlot)}, "0"},
+		{[]string{"CLUSTER", "GETKEYSINSLOT", strconv.Itoa(fooSlot), "10"}, "[]"},
 		{[]string{"CLUSTER", "COUNTKEYSINSLOT", strconv.Itoa(barSlot)}, "2"},
+		{[]string{"CLUSTER", "GETKEYSINSLOT", strconv.Itoa(barSlot), "10"}, "[bar {bar}2]"},
 		{[]string{"MULTI"}, "OK"},
 		{[]string{"GET", "bar"}, "QUEUED"},
 		{[]string{"GET", "foo"}, "MOVED 12182 10.1.2.3:7000"},
@@ -190,6 +194,26 @@ func TestClusterRedirects(t *testing.T) {
 		if got := fmtReply(c.do(cmd...)); strings.HasPrefix(got, "MOVED") || strings.HasPrefix(got, "CLUSTERDOWN") {
 			t.Errorf("%q: %s, keyless commands are served anywhere", cmd, got)
 		}
+	}
+}
+
+// TestGetKeysInSlotBounded: GETKEYSINSLOT with a count whose keys would
+// pass the client's hard output limit fails, as KEYS does, and the
+// client stays connected; a count that fits is answered whole.
+func TestGetKeysInSlotBounded(t *testing.T) {
+	id := strings.Repeat("5e", 20)
+	src := slots.NewStatic(id, slots.Single(slots.Node{ID: id}))
+	_, addr := startServer(t, idgen.Settings{}, withSequences(t, Options{Slots: src, Output: OutputLimits{Hard: 1 << 20}}))
+	c := newClient(t, addr, 1)
+	long := strings.Repeat("x", 400)
+	incrAll(t, c, 5000, func(i int) string { return "{t}" + long + strconv.Itoa(i) }) // 2 MB of keys
+	slot := strconv.Itoa(slots.Of([]byte("t")))
+	raw := dialRaw(t, addr)
+	if got := fmtReply(raw.do("CLUSTER", "GETKEYSINSLOT", slot, "100000000")); !strings.Contains(got, "hard output limit of 1048576 bytes") {
+		t.Fatalf("GETKEYSINSLOT %s 100000000 over 2 MB of keys: %.200s", slot, got)
+	}
+	if got := raw.do("CLUSTER", "GETKEYSINSLOT", slot, "1000"); len(got.([]any)) != 1000 {
+		t.Fatalf("GETKEYSINSLOT %s 1000 after: %.200v", slot, got)
 	}
 }
 

@@ -336,8 +336,12 @@ func cmdClusterNodes(s *Server, c *client, args [][]byte) error {
 
 var errInvalidSlot = replyerr.New(replyerr.ERR, "Invalid slot")
 
+// cmdClusterCountKeys is CLUSTER COUNTKEYSINSLOT: this node's keys in
+// the slot; 0 for a slot it does not own, as Redis answers (its keys are
+// the owner's to count).
 func cmdClusterCountKeys(s *Server, c *client, args [][]byte) error {
-	if _, err := s.cluster(c); err != nil {
+	v, err := s.cluster(c)
+	if err != nil {
 		return err
 	}
 	slot, ok := parseInt(args[2])
@@ -347,11 +351,21 @@ func cmdClusterCountKeys(s *Server, c *client, args [][]byte) error {
 	if slot < 0 || slot >= slots.N {
 		return errInvalidSlot
 	}
-	return s.walkKeys(c, inSlot(int(slot)), -1, func(c *client, keys []string, n int) { c.writeInt(n) })
+	if !v.owns(int(slot)) {
+		c.writeInt(0)
+		return nil
+	}
+	return s.walkKeys(c, inSlot(int(slot)), -1, "", func(c *client, keys []string, n int) { c.writeInt(n) })
 }
 
+// cmdClusterGetKeys is CLUSTER GETKEYSINSLOT: up to count of this node's
+// keys in the slot; none for a slot it does not own, as Redis answers.
+// Keys that would not fit the client's hard output limit fail the
+// command, as KEYS does, rather than be collected and then close the
+// client.
 func cmdClusterGetKeys(s *Server, c *client, args [][]byte) error {
-	if _, err := s.cluster(c); err != nil {
+	v, err := s.cluster(c)
+	if err != nil {
 		return err
 	}
 	slot, ok1 := parseInt(args[2])
@@ -362,12 +376,23 @@ func cmdClusterGetKeys(s *Server, c *client, args [][]byte) error {
 	if slot < 0 || slot >= slots.N || count < 0 {
 		return replyerr.New(replyerr.ERR, "Invalid slot or number of keys")
 	}
-	return s.walkKeys(c, inSlot(int(slot)), int(min(count, 1<<20)), func(c *client, keys []string, n int) {
+	if !v.owns(int(slot)) {
+		c.writeArray(0)
+		return nil
+	}
+	what := fmt.Sprintf("CLUSTER GETKEYSINSLOT %d %d", slot, count)
+	return s.walkKeys(c, inSlot(int(slot)), int(count), what, func(c *client, keys []string, n int) {
 		c.writeArray(len(keys))
 		for _, k := range keys {
 			c.writeBulkString(k)
 		}
 	})
+}
+
+// owns reports whether this node owns slot (moving, or down, or not).
+func (v view) owns(slot int) bool {
+	n := v.m.Owner(slot)
+	return n != nil && n.ID == v.self
 }
 
 func inSlot(slot int) func(key string) bool {
@@ -377,15 +402,17 @@ func inSlot(slot int) func(key string) bool {
 // walkKeys has reply answer with up to limit of the keys keep keeps
 // (none kept for limit -1) and how many it kept. idserver keeps no index
 // of keys by slot, so it walks every key, off the loop, a chunk at a
-// time.
-func (s *Server) walkKeys(c *client, keep func(key string) bool, limit int, reply func(c *client, keys []string, n int)) error {
+// time. The keys kept are bounded by the output limit (outputBound):
+// past it, the command (what) fails.
+func (s *Server) walkKeys(c *client, keep func(key string) bool, limit int, what string, reply func(c *client, keys []string, n int)) error {
 	seq, err := s.sequences()
 	if err != nil {
 		reply(c, nil, 0)
 		return nil
 	}
+	bound := s.outputBound()
 	var keys []string
-	n := 0
+	n, size := 0, 0
 	c.later(waiting{
 		off: func() error {
 			for cursor := uint64(0); ; {
@@ -394,10 +421,14 @@ func (s *Server) walkKeys(c *client, keep func(key string) bool, limit int, repl
 					return err
 				}
 				for _, k := range chunk {
-					if keep(k) {
-						n++
-						if len(keys) < limit {
-							keys = append(keys, k)
+					if !keep(k) {
+						continue
+					}
+					n++
+					if len(keys) < limit {
+						keys = append(keys, k)
+						if size += keyReplyBytes(k); size > bound {
+							return errOverOutput(what, bound)
 						}
 					}
 				}

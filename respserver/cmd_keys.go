@@ -1,6 +1,7 @@
 package respserver
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
 
@@ -13,7 +14,7 @@ import (
 func cmdDBSize(s *Server, c *client, args [][]byte) error {
 	seq, err := s.sequences()
 	if notOwn := s.notOwn(); err == nil && notOwn != nil {
-		return s.walkKeys(c, func(k string) bool { return !notOwn(k) }, -1, func(c *client, _ []string, n int) { c.writeInt(n) })
+		return s.walkKeys(c, func(k string) bool { return !notOwn(k) }, -1, "", func(c *client, _ []string, n int) { c.writeInt(n) })
 	}
 	if err != nil || !seq.Shared() {
 		n := 0
@@ -114,6 +115,28 @@ func cmdScan(s *Server, c *client, args [][]byte) error {
 	return nil
 }
 
+// outputBound is the most a reply of keys (KEYS, CLUSTER GETKEYSINSLOT)
+// may hold: the client's hard output limit, past which it would be
+// closed anyway, or 64 MiB without one. Such a command collects keys up
+// to it and fails past it, so that a huge reply costs neither the memory
+// nor the client's connection.
+func (s *Server) outputBound() int {
+	if s.opts.Output.Hard > 0 {
+		return s.opts.Output.Hard
+	}
+	return 64 << 20
+}
+
+// keyReplyBytes is what a key costs in a reply of keys: its bytes and
+// the bulk string's header.
+func keyReplyBytes(key string) int { return len(key) + 16 }
+
+// errOverOutput is the error of a command (what) whose reply would hold
+// more than bound bytes.
+func errOverOutput(what string, bound int) error {
+	return replyerr.Errorf("%s: the reply would hold more than the client's hard output limit of %d bytes (client-output-buffer-limit): use SCAN, or ask for fewer", what, bound)
+}
+
 // writeScan writes SCAN's reply: the cursor to go on from, and keys.
 func (c *client) writeScan(keys []string, next uint64) {
 	c.writeArray(2)
@@ -134,10 +157,7 @@ func cmdKeys(s *Server, c *client, args [][]byte) error {
 		return err
 	}
 	pattern := slices.Clone(args[1]) // args are the read buffer's, reused once this returns
-	limit := s.opts.Output.Hard
-	if limit <= 0 {
-		limit = 64 << 20
-	}
+	limit := s.outputBound()
 	notOwn := s.notOwn()
 	var keys []string
 	c.later(waiting{
@@ -154,8 +174,8 @@ func cmdKeys(s *Server, c *client, args [][]byte) error {
 				for _, k := range chunk {
 					if g.match(k) && (notOwn == nil || !notOwn(k)) {
 						keys = append(keys, k)
-						if size += len(k) + 16; size > limit {
-							return replyerr.Errorf("KEYS %q matches more than the client's hard output limit of %d bytes (client-output-buffer-limit) can hold: use SCAN", pattern, limit)
+						if size += keyReplyBytes(k); size > limit {
+							return errOverOutput(fmt.Sprintf("KEYS %q", pattern), limit)
 						}
 					}
 				}
