@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idserver/idserver/idgen"
 	"github.com/idserver/idserver/internal/rediscluster"
@@ -214,6 +215,41 @@ func TestGetKeysInSlotBounded(t *testing.T) {
 	}
 	if got := raw.do("CLUSTER", "GETKEYSINSLOT", slot, "1000"); len(got.([]any)) != 1000 {
 		t.Fatalf("GETKEYSINSLOT %s 1000 after: %.200v", slot, got)
+	}
+}
+
+// unlisted is a Source whose map lists no slot until Listed is closed.
+type unlisted struct {
+	*slots.Static
+	listed chan struct{}
+}
+
+func (u unlisted) Listed() <-chan struct{} { return u.listed }
+
+// TestClusterSlotsNeverEmpty: a node that has no slot assignment to tell
+// yet (a first start, etcd not read) does not answer CLUSTER SLOTS,
+// SHARDS or NODES with an empty map: the reply waits for the first one,
+// and past mapWait is -CLUSTERDOWN.
+func TestClusterSlotsNeverEmpty(t *testing.T) {
+	id := strings.Repeat("5e", 20)
+	self := slots.Node{ID: id, IP: "127.0.0.1", Port: 7000}
+	none, _ := slots.NewMap(0, []slots.Node{self}, nil)
+	src := unlisted{slots.NewStatic(id, none), make(chan struct{})}
+	_, addr := startServer(t, idgen.Settings{}, withSequences(t, Options{Slots: src}))
+	c := dialRaw(t, addr)
+	for _, sub := range []string{"SLOTS", "SHARDS", "NODES"} {
+		begin := time.Now()
+		got := fmtReply(c.do("CLUSTER", sub))
+		if !strings.HasPrefix(got, "CLUSTERDOWN") || time.Since(begin) < mapWait {
+			t.Errorf("CLUSTER %s with no assignment: %q after %v, want -CLUSTERDOWN after %v", sub, got, time.Since(begin), mapWait)
+		}
+	}
+	time.AfterFunc(100*time.Millisecond, func() {
+		src.Set(slots.Single(self))
+		close(src.listed)
+	})
+	if got := fmtReply(c.do("CLUSTER", "SLOTS")); got != "[[0 16383 [127.0.0.1 7000 "+id+" []]]]" {
+		t.Errorf("CLUSTER SLOTS as the first assignment comes: %s", got)
 	}
 }
 

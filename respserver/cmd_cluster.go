@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/idserver/idserver/internal/replyerr"
 	"github.com/idserver/idserver/slots"
@@ -198,6 +199,56 @@ func (v view) nodes() []*slots.Node {
 	return nodes
 }
 
+// mapWait bounds how long CLUSTER SLOTS, SHARDS and NODES wait, on a
+// node that has read no slot assignment yet (a first start: none kept in
+// dir), for its first: a cluster client copes with a slow reply best.
+// redis-py's RedisCluster raises at once, from its constructor, after an
+// empty map ("All slots are not covered") or an error from every node;
+// node-redis's createCluster reads an empty map as one and then fails
+// every command for as long as it lives, and fails connect() after an
+// error; go-redis and ioredis read again after either. A reply that is
+// only late is read by all of them, within their timeouts: 800 ms is
+// under the shortest, ioredis's slotsRefreshTimeout of 1 s (go-redis's
+// read timeout is 3 s, Jedis's 2 s, redis-py's and node-redis's none).
+// Past it, -CLUSTERDOWN: every client reads an error as a node it cannot
+// use now, and tries another, or again later; never an empty map.
+const mapWait = 800 * time.Millisecond
+
+var errNoMap = replyerr.New(replyerr.CLUSTERDOWN, "The cluster is down: no slot assignment read from etcd yet")
+
+// listing has write answer with the current view, once its map lists
+// slots: at once if it does, else off the loop once it does, or
+// -CLUSTERDOWN after mapWait.
+func (s *Server) listing(c *client, write func(v view)) error {
+	v, err := s.cluster(c)
+	if err != nil {
+		return err
+	}
+	if v.m.Assigned() > 0 {
+		write(v)
+		return nil
+	}
+	c.later(waiting{
+		off: func() error {
+			t := time.NewTimer(mapWait)
+			defer t.Stop()
+			select {
+			case <-s.opts.Slots.Listed():
+				return nil
+			case <-t.C:
+				return errNoMap
+			}
+		},
+		then: func(c *client, err error) error {
+			if err == nil {
+				write(view{s.opts.Slots.Map(), s.opts.Slots.Self(), c.TLS()})
+			}
+			return err
+		},
+	})
+	return nil
+}
+
 // port is the port the client is told for n: the one of its own kind
 // (TLS or plain), as Redis tells it, or the other where n has none.
 func (v view) port(n *slots.Node) int {
@@ -211,127 +262,118 @@ func (v view) port(n *slots.Node) int {
 // address, port, ID and, as Redis 7 does, its hostname when one is
 // announced.
 func cmdClusterSlots(s *Server, c *client, args [][]byte) error {
-	v, err := s.cluster(c)
-	if err != nil {
-		return err
-	}
-	spans := v.spans()
-	c.writeArray(len(spans))
-	for _, sp := range spans {
-		n := v.m.Node(sp.owner)
-		c.writeArray(3)
-		c.writeInt(sp.first)
-		c.writeInt(sp.last)
-		c.writeArray(4)
-		c.writeBulkString(n.IP)
-		c.writeInt(v.port(n))
-		c.writeBulkString(n.ID)
-		if n.Hostname == "" {
-			c.writeMap(0)
-		} else {
-			c.writeMap(1)
-			c.writeBulkString("hostname")
-			c.writeBulkString(n.Hostname)
+	return s.listing(c, func(v view) {
+		spans := v.spans()
+		c.writeArray(len(spans))
+		for _, sp := range spans {
+			n := v.m.Node(sp.owner)
+			c.writeArray(3)
+			c.writeInt(sp.first)
+			c.writeInt(sp.last)
+			c.writeArray(4)
+			c.writeBulkString(n.IP)
+			c.writeInt(v.port(n))
+			c.writeBulkString(n.ID)
+			if n.Hostname == "" {
+				c.writeMap(0)
+			} else {
+				c.writeMap(1)
+				c.writeBulkString("hostname")
+				c.writeBulkString(n.Hostname)
+			}
 		}
-	}
-	return nil
+	})
 }
 
 // cmdClusterShards is CLUSTER SHARDS: a shard per node (no replicas),
 // its slots as start, end pairs, and the node's details as Redis 7.0
 // gives them.
 func cmdClusterShards(s *Server, c *client, args [][]byte) error {
-	v, err := s.cluster(c)
-	if err != nil {
-		return err
-	}
-	spans := v.spans()
-	nodes := v.nodes()
-	c.writeArray(len(nodes))
-	for _, n := range nodes {
-		c.writeMap(2)
-		c.writeBulkString("slots")
-		var own []int
-		for _, sp := range spans {
-			if sp.owner == n.ID {
-				own = append(own, sp.first, sp.last)
+	return s.listing(c, func(v view) {
+		spans := v.spans()
+		nodes := v.nodes()
+		c.writeArray(len(nodes))
+		for _, n := range nodes {
+			c.writeMap(2)
+			c.writeBulkString("slots")
+			var own []int
+			for _, sp := range spans {
+				if sp.owner == n.ID {
+					own = append(own, sp.first, sp.last)
+				}
 			}
-		}
-		c.writeArray(len(own))
-		for _, x := range own {
-			c.writeInt(x)
-		}
-		c.writeBulkString("nodes")
-		c.writeArray(1)
-		fields := 6
-		for _, present := range []bool{n.Port != 0, n.TLSPort != 0, n.Hostname != ""} {
-			if present {
-				fields++
+			c.writeArray(len(own))
+			for _, x := range own {
+				c.writeInt(x)
 			}
+			c.writeBulkString("nodes")
+			c.writeArray(1)
+			fields := 6
+			for _, present := range []bool{n.Port != 0, n.TLSPort != 0, n.Hostname != ""} {
+				if present {
+					fields++
+				}
+			}
+			c.writeMap(fields)
+			c.writeBulkString("id")
+			c.writeBulkString(n.ID)
+			if n.Port != 0 {
+				c.writeBulkString("port")
+				c.writeInt(n.Port)
+			}
+			if n.TLSPort != 0 {
+				c.writeBulkString("tls-port")
+				c.writeInt(n.TLSPort)
+			}
+			c.writeBulkString("ip")
+			c.writeBulkString(n.IP)
+			c.writeBulkString("endpoint")
+			c.writeBulkString(n.IP)
+			if n.Hostname != "" {
+				c.writeBulkString("hostname")
+				c.writeBulkString(n.Hostname)
+			}
+			c.writeBulkString("role")
+			c.writeBulkString("master")
+			c.writeBulkString("replication-offset")
+			c.writeInt(0)
+			c.writeBulkString("health")
+			c.writeBulkString("online")
 		}
-		c.writeMap(fields)
-		c.writeBulkString("id")
-		c.writeBulkString(n.ID)
-		if n.Port != 0 {
-			c.writeBulkString("port")
-			c.writeInt(n.Port)
-		}
-		if n.TLSPort != 0 {
-			c.writeBulkString("tls-port")
-			c.writeInt(n.TLSPort)
-		}
-		c.writeBulkString("ip")
-		c.writeBulkString(n.IP)
-		c.writeBulkString("endpoint")
-		c.writeBulkString(n.IP)
-		if n.Hostname != "" {
-			c.writeBulkString("hostname")
-			c.writeBulkString(n.Hostname)
-		}
-		c.writeBulkString("role")
-		c.writeBulkString("master")
-		c.writeBulkString("replication-offset")
-		c.writeInt(0)
-		c.writeBulkString("health")
-		c.writeBulkString("online")
-	}
-	return nil
+	})
 }
 
 // cmdClusterNodes is CLUSTER NODES: a line per node in Redis's format.
 // The bus port after @ is Redis's default, port + 10000: there is no
 // cluster bus (etcd is the manager), and clients do not use it.
 func cmdClusterNodes(s *Server, c *client, args [][]byte) error {
-	v, err := s.cluster(c)
-	if err != nil {
-		return err
-	}
-	spans := v.spans()
-	var b strings.Builder
-	for _, n := range v.nodes() {
-		port := v.port(n)
-		fmt.Fprintf(&b, "%s %s:%d@%d", n.ID, n.IP, port, port+10000)
-		if n.Hostname != "" {
-			b.WriteString("," + n.Hostname)
-		}
-		flags := "master"
-		if n.ID == v.self {
-			flags = "myself,master"
-		}
-		fmt.Fprintf(&b, " %s - 0 0 %d connected", flags, n.ConfigEpoch)
-		for _, sp := range spans {
-			switch {
-			case sp.owner != n.ID:
-			case sp.first == sp.last:
-				fmt.Fprintf(&b, " %d", sp.first)
-			default:
-				fmt.Fprintf(&b, " %d-%d", sp.first, sp.last)
+	return s.listing(c, func(v view) {
+		spans := v.spans()
+		var b strings.Builder
+		for _, n := range v.nodes() {
+			port := v.port(n)
+			fmt.Fprintf(&b, "%s %s:%d@%d", n.ID, n.IP, port, port+10000)
+			if n.Hostname != "" {
+				b.WriteString("," + n.Hostname)
 			}
+			flags := "master"
+			if n.ID == v.self {
+				flags = "myself,master"
+			}
+			fmt.Fprintf(&b, " %s - 0 0 %d connected", flags, n.ConfigEpoch)
+			for _, sp := range spans {
+				switch {
+				case sp.owner != n.ID:
+				case sp.first == sp.last:
+					fmt.Fprintf(&b, " %d", sp.first)
+				default:
+					fmt.Fprintf(&b, " %d-%d", sp.first, sp.last)
+				}
+			}
+			b.WriteByte('\n')
 		}
-		b.WriteByte('\n')
-	}
-	c.writeVerbatim([]byte(b.String()))
-	return nil
+		c.writeVerbatim([]byte(b.String()))
+	})
 }
 
 var errInvalidSlot = replyerr.New(replyerr.ERR, "Invalid slot")
