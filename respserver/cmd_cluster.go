@@ -1,6 +1,7 @@
 package respserver
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -457,27 +458,22 @@ func (s *Server) walkKeys(c *client, keep func(key string) bool, limit int, what
 	n, size := 0, 0
 	c.later(waiting{
 		off: func() error {
-			for cursor := uint64(0); ; {
-				chunk, next, err := seq.Scan(cursor, 10000)
-				if err != nil {
-					return err
+			var over error
+			err := eachKey(seq, func(k string) bool {
+				if !keep(k) {
+					return true
 				}
-				for _, k := range chunk {
-					if !keep(k) {
-						continue
-					}
-					n++
-					if len(keys) < limit {
-						keys = append(keys, k)
-						if size += keyReplyBytes(k); size > bound {
-							return errOverOutput(what, bound)
-						}
+				n++
+				if len(keys) < limit {
+					keys = append(keys, k)
+					if size += keyReplyBytes(k); size > bound {
+						over = errOverOutput(what, bound)
+						return false
 					}
 				}
-				if cursor = next; cursor == 0 || limit >= 0 && len(keys) == limit {
-					return nil
-				}
-			}
+				return limit < 0 || len(keys) < limit
+			})
+			return cmp.Or(err, over)
 		},
 		then: func(c *client, err error) error {
 			if err == nil {

@@ -6,27 +6,21 @@ import (
 	"strconv"
 
 	"github.com/idserver/idserver/internal/replyerr"
+	"github.com/idserver/idserver/sequence"
 )
 
-// cmdDBSize is the number of sequences (in cluster mode, etcd's count,
-// off the loop); a Redis Cluster node's, of the slots it owns (counted
-// off the loop, key by key, unless it owns them all).
+// cmdDBSize is keyCount, off the loop where it waits.
 func cmdDBSize(s *Server, c *client, args [][]byte) error {
-	seq, err := s.sequences()
-	if notOwn := s.notOwn(); err == nil && notOwn != nil {
-		return s.walkKeys(c, func(k string) bool { return !notOwn(k) }, -1, "", func(c *client, _ []string, n int) { c.writeInt(n) })
-	}
-	if err != nil || !seq.Shared() {
-		n := 0
+	if !s.keyCountWaits() {
+		n, err := s.keyCount()
 		if err == nil {
-			n = seq.Len()
+			c.writeInt(n)
 		}
-		c.writeInt(n)
-		return nil
+		return err
 	}
 	n := 0
 	c.later(waiting{
-		off: func() error { n, err = seq.Count(); return err },
+		off: func() (err error) { n, err = s.keyCount(); return err },
 		then: func(c *client, err error) error {
 			if err == nil {
 				c.writeInt(n)
@@ -35,6 +29,56 @@ func cmdDBSize(s *Server, c *client, args [][]byte) error {
 		},
 	})
 	return nil
+}
+
+// keyCount is the number of keys, DBSIZE's and INFO keyspace's (one
+// number, so that they agree): the sequences' (in etcd mode, etcd's
+// count: the keys of every server); a Redis Cluster node's, of the
+// slots it owns, unless it owns them all (a cluster client sums over the
+// nodes). It asks etcd or walks every key where keyCountWaits says so:
+// then it is called off the loop.
+func (s *Server) keyCount() (int, error) {
+	seq, err := s.sequences()
+	if err != nil {
+		return 0, nil
+	}
+	notOwn := s.notOwn()
+	if notOwn == nil {
+		return seq.Count()
+	}
+	n := 0
+	err = eachKey(seq, func(k string) bool {
+		if !notOwn(k) {
+			n++
+		}
+		return true
+	})
+	return n, err
+}
+
+// keyCountWaits reports whether keyCount asks etcd or walks every key.
+func (s *Server) keyCountWaits() bool {
+	seq, err := s.sequences()
+	return err == nil && (seq.Shared() || s.notOwn() != nil)
+}
+
+// eachKey calls yield with every key, a chunk at a time, until it
+// returns false.
+func eachKey(seq *sequence.Table, yield func(key string) bool) error {
+	for cursor := uint64(0); ; {
+		chunk, next, err := seq.Scan(cursor, 10000)
+		if err != nil {
+			return err
+		}
+		for _, k := range chunk {
+			if !yield(k) {
+				return nil
+			}
+		}
+		if cursor = next; cursor == 0 {
+			return nil
+		}
+	}
 }
 
 // scanMaxCount bounds the keys one SCAN examines, whatever its COUNT (a
