@@ -260,7 +260,7 @@ func (m *clusterMode) joinSlots(lns *listeners) (*slotassign.Source, error) {
 	if err != nil {
 		return nil, err
 	}
-	src := slotassign.NewSource(self)
+	src := slotassign.NewSource(self, slotassign.Kept{Path: filepath.Join(cfg.Dir, slotassign.KeptFile), Prefix: cfg.EtcdPrefix, Log: m.log})
 	m.slots = slotassign.New(slotassign.Config{
 		Prefix: cfg.EtcdPrefix, TTL: cfg.EtcdLeaseTTL.Duration, DialTimeout: cfg.EtcdDialTimeout.Duration,
 		Node: slotassign.Node{ID: self.ID, IP: self.IP, Port: self.Port, TLSPort: self.TLSPort, Hostname: self.Hostname},

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idserver/idserver/idgen"
 	"github.com/idserver/idserver/internal/rediscluster"
@@ -134,7 +135,9 @@ func rawReply(r *bufio.Reader, b []byte) ([]byte, error) {
 // TestClusterRedirects: a key of another node's slot gets -MOVED to it, a
 // moving slot's -TRYAGAIN, an unowned one's -CLUSTERDOWN, inside MULTI
 // too (and EXEC then discards it); keyless commands are served whatever
-// the map says; DBSIZE, SCAN and KEYS count only the node's own keys.
+// the map says; DBSIZE, SCAN, KEYS, COUNTKEYSINSLOT and GETKEYSINSLOT
+// count only the node's own keys (Redis: 0 and none for a slot another
+// node owns).
 func TestClusterRedirects(t *testing.T) {
 	addr, src, self := startClusterNode(t, "")
 	c := dialRaw(t, addr)
@@ -167,8 +170,10 @@ func TestClusterRedirects(t *testing.T) {
 		{[]string{"DBSIZE"}, "3"},
 		{[]string{"KEYS", "*"}, "[bar {bar}2 baz]"},
 		{[]string{"SCAN", "0", "COUNT", "100"}, "[0 [bar {bar}2 baz]]"},
-		{[]string{"CLUSTER", "COUNTKEYSINSLOT", strconv.Itoa(fooSlot)}, "1"},
+		{[]string{"CLUSTER", "COUNTKEYSINSLOT", strconv.Itoa(fooSlot)}, "0"},
+		{[]string{"CLUSTER", "GETKEYSINSLOT", strconv.Itoa(fooSlot), "10"}, "[]"},
 		{[]string{"CLUSTER", "COUNTKEYSINSLOT", strconv.Itoa(barSlot)}, "2"},
+		{[]string{"CLUSTER", "GETKEYSINSLOT", strconv.Itoa(barSlot), "10"}, "[bar {bar}2]"},
 		{[]string{"MULTI"}, "OK"},
 		{[]string{"GET", "bar"}, "QUEUED"},
 		{[]string{"GET", "foo"}, "MOVED 12182 10.1.2.3:7000"},
@@ -190,6 +195,61 @@ func TestClusterRedirects(t *testing.T) {
 		if got := fmtReply(c.do(cmd...)); strings.HasPrefix(got, "MOVED") || strings.HasPrefix(got, "CLUSTERDOWN") {
 			t.Errorf("%q: %s, keyless commands are served anywhere", cmd, got)
 		}
+	}
+}
+
+// TestGetKeysInSlotBounded: GETKEYSINSLOT with a count whose keys would
+// pass the client's hard output limit fails, as KEYS does, and the
+// client stays connected; a count that fits is answered whole.
+func TestGetKeysInSlotBounded(t *testing.T) {
+	id := strings.Repeat("5e", 20)
+	src := slots.NewStatic(id, slots.Single(slots.Node{ID: id}))
+	_, addr := startServer(t, idgen.Settings{}, withSequences(t, Options{Slots: src, Output: OutputLimits{Hard: 1 << 20}}))
+	c := newClient(t, addr, 1)
+	long := strings.Repeat("x", 400)
+	incrAll(t, c, 5000, func(i int) string { return "{t}" + long + strconv.Itoa(i) }) // 2 MB of keys
+	slot := strconv.Itoa(slots.Of([]byte("t")))
+	raw := dialRaw(t, addr)
+	if got := fmtReply(raw.do("CLUSTER", "GETKEYSINSLOT", slot, "100000000")); !strings.Contains(got, "hard output limit of 1048576 bytes") {
+		t.Fatalf("GETKEYSINSLOT %s 100000000 over 2 MB of keys: %.200s", slot, got)
+	}
+	if got := raw.do("CLUSTER", "GETKEYSINSLOT", slot, "1000"); len(got.([]any)) != 1000 {
+		t.Fatalf("GETKEYSINSLOT %s 1000 after: %.200v", slot, got)
+	}
+}
+
+// unlisted is a Source whose map lists no slot until Listed is closed.
+type unlisted struct {
+	*slots.Static
+	listed chan struct{}
+}
+
+func (u unlisted) Listed() <-chan struct{} { return u.listed }
+
+// TestClusterSlotsNeverEmpty: a node that has no slot assignment to tell
+// yet (a first start, etcd not read) does not answer CLUSTER SLOTS,
+// SHARDS or NODES with an empty map: the reply waits for the first one,
+// and past mapWait is -CLUSTERDOWN.
+func TestClusterSlotsNeverEmpty(t *testing.T) {
+	id := strings.Repeat("5e", 20)
+	self := slots.Node{ID: id, IP: "127.0.0.1", Port: 7000}
+	none, _ := slots.NewMap(0, []slots.Node{self}, nil)
+	src := unlisted{slots.NewStatic(id, none), make(chan struct{})}
+	_, addr := startServer(t, idgen.Settings{}, withSequences(t, Options{Slots: src}))
+	c := dialRaw(t, addr)
+	for _, sub := range []string{"SLOTS", "SHARDS", "NODES"} {
+		begin := time.Now()
+		got := fmtReply(c.do("CLUSTER", sub))
+		if !strings.HasPrefix(got, "CLUSTERDOWN") || time.Since(begin) < mapWait {
+			t.Errorf("CLUSTER %s with no assignment: %q after %v, want -CLUSTERDOWN after %v", sub, got, time.Since(begin), mapWait)
+		}
+	}
+	time.AfterFunc(100*time.Millisecond, func() {
+		src.Set(slots.Single(self))
+		close(src.listed)
+	})
+	if got := fmtReply(c.do("CLUSTER", "SLOTS")); got != "[[0 16383 [127.0.0.1 7000 "+id+" []]]]" {
+		t.Errorf("CLUSTER SLOTS as the first assignment comes: %s", got)
 	}
 }
 

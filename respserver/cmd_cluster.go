@@ -1,9 +1,11 @@
 package respserver
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/idserver/idserver/internal/replyerr"
 	"github.com/idserver/idserver/slots"
@@ -202,6 +204,56 @@ func (v view) nodes() []*slots.Node {
 	return nodes
 }
 
+// mapWait bounds how long CLUSTER SLOTS, SHARDS and NODES wait, on a
+// node that has read no slot assignment yet (a first start: none kept in
+// dir), for its first: a cluster client copes with a slow reply best.
+// redis-py's RedisCluster raises at once, from its constructor, after an
+// empty map ("All slots are not covered") or an error from every node;
+// node-redis's createCluster reads an empty map as one and then fails
+// every command for as long as it lives, and fails connect() after an
+// error; go-redis and ioredis read again after either. A reply that is
+// only late is read by all of them, within their timeouts: 800 ms is
+// under the shortest, ioredis's slotsRefreshTimeout of 1 s (go-redis's
+// read timeout is 3 s, Jedis's 2 s, redis-py's and node-redis's none).
+// Past it, -CLUSTERDOWN: every client reads an error as a node it cannot
+// use now, and tries another, or again later; never an empty map.
+const mapWait = 800 * time.Millisecond
+
+var errNoMap = replyerr.New(replyerr.CLUSTERDOWN, "The cluster is down: no slot assignment read from etcd yet")
+
+// listing has write answer with the current view, once its map lists
+// slots: at once if it does, else off the loop once it does, or
+// -CLUSTERDOWN after mapWait.
+func (s *Server) listing(c *client, write func(v view)) error {
+	v, err := s.cluster(c)
+	if err != nil {
+		return err
+	}
+	if v.m.Assigned() > 0 {
+		write(v)
+		return nil
+	}
+	c.later(waiting{
+		off: func() error {
+			t := time.NewTimer(mapWait)
+			defer t.Stop()
+			select {
+			case <-s.opts.Slots.Listed():
+				return nil
+			case <-t.C:
+				return errNoMap
+			}
+		},
+		then: func(c *client, err error) error {
+			if err == nil {
+				write(view{s.opts.Slots.Map(), s.opts.Slots.Self(), c.TLS()})
+			}
+			return err
+		},
+	})
+	return nil
+}
+
 // port is the port the client is told for n: the one of its own kind
 // (TLS or plain), as Redis tells it, or the other where n has none.
 func (v view) port(n *slots.Node) int {
@@ -215,133 +267,128 @@ func (v view) port(n *slots.Node) int {
 // address, port, ID and, as Redis 7 does, its hostname when one is
 // announced.
 func cmdClusterSlots(s *Server, c *client, args [][]byte) error {
-	v, err := s.cluster(c)
-	if err != nil {
-		return err
-	}
-	spans := v.spans()
-	c.writeArray(len(spans))
-	for _, sp := range spans {
-		n := v.m.Node(sp.owner)
-		c.writeArray(3)
-		c.writeInt(sp.first)
-		c.writeInt(sp.last)
-		c.writeArray(4)
-		c.writeBulkString(n.IP)
-		c.writeInt(v.port(n))
-		c.writeBulkString(n.ID)
-		if n.Hostname == "" {
-			c.writeMap(0)
-		} else {
-			c.writeMap(1)
-			c.writeBulkString("hostname")
-			c.writeBulkString(n.Hostname)
+	return s.listing(c, func(v view) {
+		spans := v.spans()
+		c.writeArray(len(spans))
+		for _, sp := range spans {
+			n := v.m.Node(sp.owner)
+			c.writeArray(3)
+			c.writeInt(sp.first)
+			c.writeInt(sp.last)
+			c.writeArray(4)
+			c.writeBulkString(n.IP)
+			c.writeInt(v.port(n))
+			c.writeBulkString(n.ID)
+			if n.Hostname == "" {
+				c.writeMap(0)
+			} else {
+				c.writeMap(1)
+				c.writeBulkString("hostname")
+				c.writeBulkString(n.Hostname)
+			}
 		}
-	}
-	return nil
+	})
 }
 
 // cmdClusterShards is CLUSTER SHARDS: a shard per node (no replicas),
 // its slots as start, end pairs, and the node's details as Redis 7.0
 // gives them.
 func cmdClusterShards(s *Server, c *client, args [][]byte) error {
-	v, err := s.cluster(c)
-	if err != nil {
-		return err
-	}
-	spans := v.spans()
-	nodes := v.nodes()
-	c.writeArray(len(nodes))
-	for _, n := range nodes {
-		c.writeMap(2)
-		c.writeBulkString("slots")
-		var own []int
-		for _, sp := range spans {
-			if sp.owner == n.ID {
-				own = append(own, sp.first, sp.last)
+	return s.listing(c, func(v view) {
+		spans := v.spans()
+		nodes := v.nodes()
+		c.writeArray(len(nodes))
+		for _, n := range nodes {
+			c.writeMap(2)
+			c.writeBulkString("slots")
+			var own []int
+			for _, sp := range spans {
+				if sp.owner == n.ID {
+					own = append(own, sp.first, sp.last)
+				}
 			}
-		}
-		c.writeArray(len(own))
-		for _, x := range own {
-			c.writeInt(x)
-		}
-		c.writeBulkString("nodes")
-		c.writeArray(1)
-		fields := 6
-		for _, present := range []bool{n.Port != 0, n.TLSPort != 0, n.Hostname != ""} {
-			if present {
-				fields++
+			c.writeArray(len(own))
+			for _, x := range own {
+				c.writeInt(x)
 			}
+			c.writeBulkString("nodes")
+			c.writeArray(1)
+			fields := 6
+			for _, present := range []bool{n.Port != 0, n.TLSPort != 0, n.Hostname != ""} {
+				if present {
+					fields++
+				}
+			}
+			c.writeMap(fields)
+			c.writeBulkString("id")
+			c.writeBulkString(n.ID)
+			if n.Port != 0 {
+				c.writeBulkString("port")
+				c.writeInt(n.Port)
+			}
+			if n.TLSPort != 0 {
+				c.writeBulkString("tls-port")
+				c.writeInt(n.TLSPort)
+			}
+			c.writeBulkString("ip")
+			c.writeBulkString(n.IP)
+			c.writeBulkString("endpoint")
+			c.writeBulkString(n.IP)
+			if n.Hostname != "" {
+				c.writeBulkString("hostname")
+				c.writeBulkString(n.Hostname)
+			}
+			c.writeBulkString("role")
+			c.writeBulkString("master")
+			c.writeBulkString("replication-offset")
+			c.writeInt(0)
+			c.writeBulkString("health")
+			c.writeBulkString("online")
 		}
-		c.writeMap(fields)
-		c.writeBulkString("id")
-		c.writeBulkString(n.ID)
-		if n.Port != 0 {
-			c.writeBulkString("port")
-			c.writeInt(n.Port)
-		}
-		if n.TLSPort != 0 {
-			c.writeBulkString("tls-port")
-			c.writeInt(n.TLSPort)
-		}
-		c.writeBulkString("ip")
-		c.writeBulkString(n.IP)
-		c.writeBulkString("endpoint")
-		c.writeBulkString(n.IP)
-		if n.Hostname != "" {
-			c.writeBulkString("hostname")
-			c.writeBulkString(n.Hostname)
-		}
-		c.writeBulkString("role")
-		c.writeBulkString("master")
-		c.writeBulkString("replication-offset")
-		c.writeInt(0)
-		c.writeBulkString("health")
-		c.writeBulkString("online")
-	}
-	return nil
+	})
 }
 
 // cmdClusterNodes is CLUSTER NODES: a line per node in Redis's format.
 // The bus port after @ is Redis's default, port + 10000: there is no
 // cluster bus (etcd is the manager), and clients do not use it.
 func cmdClusterNodes(s *Server, c *client, args [][]byte) error {
-	v, err := s.cluster(c)
-	if err != nil {
-		return err
-	}
-	spans := v.spans()
-	var b strings.Builder
-	for _, n := range v.nodes() {
-		port := v.port(n)
-		fmt.Fprintf(&b, "%s %s:%d@%d", n.ID, n.IP, port, port+10000)
-		if n.Hostname != "" {
-			b.WriteString("," + n.Hostname)
-		}
-		flags := "master"
-		if n.ID == v.self {
-			flags = "myself,master"
-		}
-		fmt.Fprintf(&b, " %s - 0 0 %d connected", flags, n.ConfigEpoch)
-		for _, sp := range spans {
-			switch {
-			case sp.owner != n.ID:
-			case sp.first == sp.last:
-				fmt.Fprintf(&b, " %d", sp.first)
-			default:
-				fmt.Fprintf(&b, " %d-%d", sp.first, sp.last)
+	return s.listing(c, func(v view) {
+		spans := v.spans()
+		var b strings.Builder
+		for _, n := range v.nodes() {
+			port := v.port(n)
+			fmt.Fprintf(&b, "%s %s:%d@%d", n.ID, n.IP, port, port+10000)
+			if n.Hostname != "" {
+				b.WriteString("," + n.Hostname)
 			}
+			flags := "master"
+			if n.ID == v.self {
+				flags = "myself,master"
+			}
+			fmt.Fprintf(&b, " %s - 0 0 %d connected", flags, n.ConfigEpoch)
+			for _, sp := range spans {
+				switch {
+				case sp.owner != n.ID:
+				case sp.first == sp.last:
+					fmt.Fprintf(&b, " %d", sp.first)
+				default:
+					fmt.Fprintf(&b, " %d-%d", sp.first, sp.last)
+				}
+			}
+			b.WriteByte('\n')
 		}
-		b.WriteByte('\n')
-	}
-	c.writeVerbatim([]byte(b.String()))
-	return nil
+		c.writeVerbatim([]byte(b.String()))
+	})
 }
 
 var errInvalidSlot = replyerr.New(replyerr.ERR, "Invalid slot")
 
+// cmdClusterCountKeys is CLUSTER COUNTKEYSINSLOT: this node's keys in
+// the slot; 0 for a slot it does not own, as Redis answers (its keys are
+// the owner's to count).
 func cmdClusterCountKeys(s *Server, c *client, args [][]byte) error {
-	if _, err := s.cluster(c); err != nil {
+	v, err := s.cluster(c)
+	if err != nil {
 		return err
 	}
 	slot, ok := parseInt(args[2])
@@ -351,11 +398,21 @@ func cmdClusterCountKeys(s *Server, c *client, args [][]byte) error {
 	if slot < 0 || slot >= slots.N {
 		return errInvalidSlot
 	}
-	return s.walkKeys(c, inSlot(int(slot)), -1, func(c *client, keys []string, n int) { c.writeInt(n) })
+	if !v.owns(int(slot)) {
+		c.writeInt(0)
+		return nil
+	}
+	return s.walkKeys(c, inSlot(int(slot)), -1, "", func(c *client, keys []string, n int) { c.writeInt(n) })
 }
 
+// cmdClusterGetKeys is CLUSTER GETKEYSINSLOT: up to count of this node's
+// keys in the slot; none for a slot it does not own, as Redis answers.
+// Keys that would not fit the client's hard output limit fail the
+// command, as KEYS does, rather than be collected and then close the
+// client.
 func cmdClusterGetKeys(s *Server, c *client, args [][]byte) error {
-	if _, err := s.cluster(c); err != nil {
+	v, err := s.cluster(c)
+	if err != nil {
 		return err
 	}
 	slot, ok1 := parseInt(args[2])
@@ -366,12 +423,23 @@ func cmdClusterGetKeys(s *Server, c *client, args [][]byte) error {
 	if slot < 0 || slot >= slots.N || count < 0 {
 		return replyerr.New(replyerr.ERR, "Invalid slot or number of keys")
 	}
-	return s.walkKeys(c, inSlot(int(slot)), int(min(count, 1<<20)), func(c *client, keys []string, n int) {
+	if !v.owns(int(slot)) {
+		c.writeArray(0)
+		return nil
+	}
+	what := fmt.Sprintf("CLUSTER GETKEYSINSLOT %d %d", slot, count)
+	return s.walkKeys(c, inSlot(int(slot)), int(count), what, func(c *client, keys []string, n int) {
 		c.writeArray(len(keys))
 		for _, k := range keys {
 			c.writeBulkString(k)
 		}
 	})
+}
+
+// owns reports whether this node owns slot (moving, or down, or not).
+func (v view) owns(slot int) bool {
+	n := v.m.Owner(slot)
+	return n != nil && n.ID == v.self
 }
 
 func inSlot(slot int) func(key string) bool {
@@ -381,34 +449,35 @@ func inSlot(slot int) func(key string) bool {
 // walkKeys has reply answer with up to limit of the keys keep keeps
 // (none kept for limit -1) and how many it kept. idserver keeps no index
 // of keys by slot, so it walks every key, off the loop, a chunk at a
-// time.
-func (s *Server) walkKeys(c *client, keep func(key string) bool, limit int, reply func(c *client, keys []string, n int)) error {
+// time. The keys kept are bounded by the output limit (outputBound):
+// past it, the command (what) fails.
+func (s *Server) walkKeys(c *client, keep func(key string) bool, limit int, what string, reply func(c *client, keys []string, n int)) error {
 	seq, err := s.sequences()
 	if err != nil {
 		reply(c, nil, 0)
 		return nil
 	}
+	bound := s.outputBound()
 	var keys []string
-	n := 0
+	n, size := 0, 0
 	c.later(waiting{
 		off: func() error {
-			for cursor := uint64(0); ; {
-				chunk, next, err := seq.Scan(cursor, 10000)
-				if err != nil {
-					return err
+			var over error
+			err := eachKey(seq, func(k string) bool {
+				if !keep(k) {
+					return true
 				}
-				for _, k := range chunk {
-					if keep(k) {
-						n++
-						if len(keys) < limit {
-							keys = append(keys, k)
-						}
+				n++
+				if len(keys) < limit {
+					keys = append(keys, k)
+					if size += keyReplyBytes(k); size > bound {
+						over = errOverOutput(what, bound)
+						return false
 					}
 				}
-				if cursor = next; cursor == 0 || limit >= 0 && len(keys) == limit {
-					return nil
-				}
-			}
+				return limit < 0 || len(keys) < limit
+			})
+			return cmp.Or(err, over)
 		},
 		then: func(c *client, err error) error {
 			if err == nil {

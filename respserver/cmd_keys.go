@@ -1,31 +1,26 @@
 package respserver
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
 
 	"github.com/idserver/idserver/internal/replyerr"
+	"github.com/idserver/idserver/sequence"
 )
 
-// cmdDBSize is the number of sequences (in cluster mode, etcd's count,
-// off the loop); a Redis Cluster node's, of the slots it owns (counted
-// off the loop, key by key, unless it owns them all).
+// cmdDBSize is keyCount, off the loop where it waits.
 func cmdDBSize(s *Server, c *client, args [][]byte) error {
-	seq, err := s.sequences()
-	if notOwn := s.notOwn(); err == nil && notOwn != nil {
-		return s.walkKeys(c, func(k string) bool { return !notOwn(k) }, -1, func(c *client, _ []string, n int) { c.writeInt(n) })
-	}
-	if err != nil || !seq.Shared() {
-		n := 0
+	if !s.keyCountWaits() {
+		n, err := s.keyCount()
 		if err == nil {
-			n = seq.Len()
+			c.writeInt(n)
 		}
-		c.writeInt(n)
-		return nil
+		return err
 	}
 	n := 0
 	c.later(waiting{
-		off: func() error { n, err = seq.Count(); return err },
+		off: func() (err error) { n, err = s.keyCount(); return err },
 		then: func(c *client, err error) error {
 			if err == nil {
 				c.writeInt(n)
@@ -34,6 +29,56 @@ func cmdDBSize(s *Server, c *client, args [][]byte) error {
 		},
 	})
 	return nil
+}
+
+// keyCount is the number of keys, DBSIZE's and INFO keyspace's (one
+// number, so that they agree): the sequences' (in etcd mode, etcd's
+// count: the keys of every server); a Redis Cluster node's, of the
+// slots it owns, unless it owns them all (a cluster client sums over the
+// nodes). It asks etcd or walks every key where keyCountWaits says so:
+// then it is called off the loop.
+func (s *Server) keyCount() (int, error) {
+	seq, err := s.sequences()
+	if err != nil {
+		return 0, nil
+	}
+	notOwn := s.notOwn()
+	if notOwn == nil {
+		return seq.Count()
+	}
+	n := 0
+	err = eachKey(seq, func(k string) bool {
+		if !notOwn(k) {
+			n++
+		}
+		return true
+	})
+	return n, err
+}
+
+// keyCountWaits reports whether keyCount asks etcd or walks every key.
+func (s *Server) keyCountWaits() bool {
+	seq, err := s.sequences()
+	return err == nil && (seq.Shared() || s.notOwn() != nil)
+}
+
+// eachKey calls yield with every key, a chunk at a time, until it
+// returns false.
+func eachKey(seq *sequence.Table, yield func(key string) bool) error {
+	for cursor := uint64(0); ; {
+		chunk, next, err := seq.Scan(cursor, 10000)
+		if err != nil {
+			return err
+		}
+		for _, k := range chunk {
+			if !yield(k) {
+				return nil
+			}
+		}
+		if cursor = next; cursor == 0 {
+			return nil
+		}
+	}
 }
 
 // scanMaxCount bounds the keys one SCAN examines, whatever its COUNT (a
@@ -114,6 +159,28 @@ func cmdScan(s *Server, c *client, args [][]byte) error {
 	return nil
 }
 
+// outputBound is the most a reply of keys (KEYS, CLUSTER GETKEYSINSLOT)
+// may hold: the client's hard output limit, past which it would be
+// closed anyway, or 64 MiB without one. Such a command collects keys up
+// to it and fails past it, so that a huge reply costs neither the memory
+// nor the client's connection.
+func (s *Server) outputBound() int {
+	if s.opts.Output.Hard > 0 {
+		return s.opts.Output.Hard
+	}
+	return 64 << 20
+}
+
+// keyReplyBytes is what a key costs in a reply of keys: its bytes and
+// the bulk string's header.
+func keyReplyBytes(key string) int { return len(key) + 16 }
+
+// errOverOutput is the error of a command (what) whose reply would hold
+// more than bound bytes.
+func errOverOutput(what string, bound int) error {
+	return replyerr.Errorf("%s: the reply would hold more than the client's hard output limit of %d bytes (client-output-buffer-limit): use SCAN, or ask for fewer", what, bound)
+}
+
 // writeScan writes SCAN's reply: the cursor to go on from, and keys.
 func (c *client) writeScan(keys []string, next uint64) {
 	c.writeArray(2)
@@ -134,10 +201,7 @@ func cmdKeys(s *Server, c *client, args [][]byte) error {
 		return err
 	}
 	pattern := slices.Clone(args[1]) // args are the read buffer's, reused once this returns
-	limit := s.opts.Output.Hard
-	if limit <= 0 {
-		limit = 64 << 20
-	}
+	limit := s.outputBound()
 	notOwn := s.notOwn()
 	var keys []string
 	c.later(waiting{
@@ -154,8 +218,8 @@ func cmdKeys(s *Server, c *client, args [][]byte) error {
 				for _, k := range chunk {
 					if g.match(k) && (notOwn == nil || !notOwn(k)) {
 						keys = append(keys, k)
-						if size += len(k) + 16; size > limit {
-							return replyerr.Errorf("KEYS %q matches more than the client's hard output limit of %d bytes (client-output-buffer-limit) can hold: use SCAN", pattern, limit)
+						if size += keyReplyBytes(k); size > limit {
+							return errOverOutput(fmt.Sprintf("KEYS %q", pattern), limit)
 						}
 					}
 				}

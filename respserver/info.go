@@ -42,16 +42,22 @@ var infoSections = []struct {
 func (s *Server) Snapshot(names ...string) []stats.Section {
 	var secs []stats.Section
 	for _, sec := range infoSections {
-		if len(names) == 0 && !sec.onlyAll || slices.Contains(names, sec.name) {
+		if included(names, sec.name, sec.onlyAll) {
 			secs = append(secs, stats.Section{Name: sec.name, Title: sec.title, Fields: sec.fields(s)})
 		}
 	}
 	return secs
 }
 
+// included reports whether Snapshot(names...) has the section name.
+func included(names []string, name string, onlyAll bool) bool {
+	return len(names) == 0 && !onlyAll || slices.Contains(names, name)
+}
+
 // cmdInfo is INFO [section ...]: no section or "default" mean the default
 // sections, "all" and "everything" every one, and an unknown one adds
-// nothing, as in Redis.
+// nothing, as in Redis. With the keyspace section it runs off the loop
+// where the keys' count waits (keyCountWaits).
 func cmdInfo(s *Server, c *client, args [][]byte) error {
 	var names []string
 	for _, a := range args[1:] {
@@ -66,17 +72,31 @@ func cmdInfo(s *Server, c *client, args [][]byte) error {
 			names = append(names, name)
 		}
 	}
-	var b strings.Builder
-	for i, sec := range s.Snapshot(names...) {
-		if i > 0 {
-			b.WriteString("\r\n")
+	text := func() string {
+		var b strings.Builder
+		for i, sec := range s.Snapshot(names...) {
+			if i > 0 {
+				b.WriteString("\r\n")
+			}
+			b.WriteString("# " + sec.Title + "\r\n")
+			for _, f := range sec.Fields {
+				b.WriteString(f.Name + ":" + f.Value() + "\r\n")
+			}
 		}
-		b.WriteString("# " + sec.Title + "\r\n")
-		for _, f := range sec.Fields {
-			b.WriteString(f.Name + ":" + f.Value() + "\r\n")
-		}
+		return b.String()
 	}
-	c.writeVerbatim([]byte(b.String()))
+	if !included(names, "keyspace", false) || !s.keyCountWaits() {
+		c.writeVerbatim([]byte(text()))
+		return nil
+	}
+	var out string
+	c.later(waiting{
+		off: func() error { out = text(); return nil },
+		then: func(c *client, err error) error {
+			c.writeVerbatim([]byte(out))
+			return nil
+		},
+	})
 	return nil
 }
 
@@ -228,13 +248,14 @@ func humanBytes(n uint64) string {
 }
 
 // infoKeyspace is Redis's line for database 0, the sequences, when there
-// are any (redis-cli --stat reads its keys); sequences never expire.
+// are any (redis-cli --stat reads its keys): DBSIZE's number (keyCount);
+// none when it cannot be had (etcd unreachable). Sequences never expire.
 func (s *Server) infoKeyspace() []stats.Field {
-	seq, err := s.sequences()
-	if err != nil || seq.Len() == 0 {
+	n, err := s.keyCount()
+	if err != nil || n == 0 {
 		return nil
 	}
-	return []stats.Field{stats.T("db0", fmt.Sprintf("keys=%d,expires=0,avg_ttl=0", seq.Len()))}
+	return []stats.Field{stats.T("db0", fmt.Sprintf("keys=%d,expires=0,avg_ttl=0", n))}
 }
 
 func (s *Server) infoStats() []stats.Field {

@@ -17,14 +17,21 @@ import (
 // it read before. The map lists every range of the assignment with its
 // owner, whether or not the owner can serve it (slots.Down), as Redis
 // lists a failing master's: clients keep a map that covers every slot.
+// Before the server has read etcd, the map is the assignment it read
+// last, kept in dir (Kept), serving none of it; and an assignment read
+// with no range (etcd's before its first write, or lost) shows the last
+// one that had some: once a map lists slots, every later one does.
 type Source struct {
-	self slots.Node
-	cur  atomic.Pointer[sourceMaps]
-	none *slots.Map // before any assignment was read
+	self   slots.Node
+	cur    atomic.Pointer[sourceMaps]
+	none   *slots.Map    // before any assignment was read
+	listed chan struct{} // closed once the map lists slots
 
-	mu    sync.Mutex
-	last  slotView             // the last assignment served from
-	known map[int64]slots.Node // by server-id, as last announced: owners gone stay listed
+	mu      sync.Mutex
+	last    slotView             // the last assignment served from
+	known   map[int64]slots.Node // by server-id, as last announced: owners gone stay listed
+	kept    Kept
+	written []byte // what the kept file holds
 }
 
 // sourceMaps are the maps of one Serving: as read, and with this
@@ -34,15 +41,24 @@ type sourceMaps struct {
 	m, lost *slots.Map
 }
 
-// NewSource returns the source of the node self, serving nothing
-// until Serve gives it what it serves.
-func NewSource(self slots.Node) *Source {
+// NewSource returns the source of the node self, serving nothing until
+// Serve gives it what it serves, showing meanwhile the assignment kept,
+// if any.
+func NewSource(self slots.Node, kept Kept) *Source {
 	none, _ := slots.NewMap(0, []slots.Node{self}, nil)
-	return &Source{self: self, none: none, known: map[int64]slots.Node{}}
+	src := &Source{self: self, none: none, listed: make(chan struct{}), known: map[int64]slots.Node{}, kept: kept}
+	if v, data, ok := kept.load(); ok {
+		src.written = data
+		src.Serve(&Serving{v: v, served: make([]bool, slotCount)})
+	}
+	return src
 }
 
 // Self is this node's ID.
 func (src *Source) Self() string { return src.self.ID }
+
+// Listed is closed once Map lists slots.
+func (src *Source) Listed() <-chan struct{} { return src.listed }
 
 // Map is the current map.
 func (src *Source) Map() *slots.Map {
@@ -57,11 +73,12 @@ func (src *Source) Map() *slots.Map {
 }
 
 // Serve makes s what the source answers from; nil: nothing served, the
-// last assignment read still shown, this server's slots down.
+// last assignment read still shown, this server's slots down. The
+// assignment is kept in dir when it changed.
 func (src *Source) Serve(s *Serving) {
 	src.mu.Lock()
 	defer src.mu.Unlock()
-	if s == nil {
+	if s == nil || len(s.v.a.Ranges) == 0 && len(src.last.a.Ranges) > 0 {
 		s = &Serving{v: src.last, served: make([]bool, slotCount)}
 	}
 	src.last = s.v
@@ -80,6 +97,14 @@ func (src *Source) Serve(s *Serving) {
 		return
 	}
 	src.cur.Store(&sourceMaps{s: s, m: m, lost: lost})
+	if m.Assigned() > 0 {
+		src.written = src.kept.save(src.kept.encode(s.v), src.written)
+		select {
+		case <-src.listed:
+		default:
+			close(src.listed)
+		}
+	}
 }
 
 // alive reports whether s's lease has time left by its holder's deadline,

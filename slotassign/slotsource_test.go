@@ -2,6 +2,7 @@ package slotassign
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -16,7 +17,7 @@ import (
 func TestStandbyListsItself(t *testing.T) {
 	self := slots.Node{ID: strings.Repeat("a", 40), IP: "127.0.0.1", Port: 7003}
 	other := Node{ID: strings.Repeat("b", 40), IP: "127.0.0.1", Port: 7001}
-	src := NewSource(self)
+	src := NewSource(self, Kept{})
 	v := slotView{a: assignment{Version: 3, Ranges: []slotRange{{First: 0, Last: slotCount - 1, Owner: 1, Lease: 9, From: -1}}},
 		nodes: map[int64]liveNode{1: {Node: other, lease: 9}}, alive: map[int64]bool{9: true}}
 	src.Serve(&Serving{v: v, served: make([]bool, slotCount)})
@@ -45,7 +46,7 @@ func TestMapCoversEverySlot(t *testing.T) {
 	}}
 	mine := Node{ID: self.ID, IP: self.IP, Port: self.Port}
 	all := map[int64]liveNode{0: {Node: mine, lease: 10}, 1: {Node: other, lease: 11}, 2: {Node: gone, lease: 12}}
-	src := NewSource(self)
+	src := NewSource(self, Kept{})
 	l := &fakeLease{ttl: 10 * time.Second}
 	l.deadline.Store(time.Now().Add(time.Minute).UnixNano())
 	serve := func(nodes map[int64]liveNode, alive ...int64) {
@@ -108,7 +109,7 @@ func TestMapCoversEverySlotAfterRestart(t *testing.T) {
 		{First: 200, Last: slotCount - 1, Owner: 2, Lease: 12, From: -1},
 	}
 	a := assignment{Version: 4, Ranges: ranges, Nodes: map[int64]Node{0: mine, 1: other, 2: gone}}
-	src := NewSource(self)
+	src := NewSource(self, Kept{})
 	v := slotView{a: a, nodes: map[int64]liveNode{0: {Node: mine, lease: 20}}, alive: map[int64]bool{}}
 	src.Serve(&Serving{v: v, served: make([]bool, slotCount)})
 	m := src.Map()
@@ -135,5 +136,60 @@ func TestMapCoversEverySlotAfterRestart(t *testing.T) {
 				t.Fatalf("the assignment written names server-id %d in %+v without its node: %+v", id, r, next.Nodes)
 			}
 		}
+	}
+}
+
+// TestKeptAssignment: the assignment a node read is kept in dir, and a
+// node started again on it shows that map at once, before it reads etcd:
+// every slot listed, the owners live then as live (-MOVED to them), its
+// own slots down (it serves none yet). An assignment read with no range
+// shows the last one with some; one kept under another etcd-prefix is
+// not shown.
+func TestKeptAssignment(t *testing.T) {
+	self := slots.Node{ID: strings.Repeat("a", 40), IP: "127.0.0.1", Port: 7001}
+	mine := Node{ID: self.ID, IP: self.IP, Port: self.Port}
+	other := Node{ID: strings.Repeat("b", 40), IP: "127.0.0.1", Port: 7002}
+	kept := Kept{Path: filepath.Join(t.TempDir(), KeptFile), Prefix: "/t/"}
+	src := NewSource(self, kept)
+	if m := src.Map(); m.Assigned() != 0 || isClosed(src.Listed()) {
+		t.Fatalf("a first start lists %d slots (listed %v), want none", m.Assigned(), isClosed(src.Listed()))
+	}
+	ranges := []slotRange{{First: 0, Last: 99, Owner: 0, Lease: 10, From: -1}, {First: 100, Last: slotCount - 1, Owner: 1, Lease: 11, From: -1}}
+	v := slotView{rev: 7, a: assignment{Version: 4, Ranges: ranges, Nodes: map[int64]Node{0: mine, 1: other}},
+		nodes: map[int64]liveNode{0: {Node: mine, lease: 10}, 1: {Node: other, lease: 11}}, alive: map[int64]bool{10: true, 11: true}}
+	src.Serve(&Serving{v: v, served: make([]bool, slotCount)})
+	if !isClosed(src.Listed()) {
+		t.Fatal("Listed not closed once the map lists slots")
+	}
+	src.Serve(&Serving{v: slotView{a: assignment{Version: 5}}, served: make([]bool, slotCount)})
+	if m := src.Map(); m.Assigned() != slotCount {
+		t.Fatalf("after an assignment with no range: %d slots listed, want the last map's %d", m.Assigned(), slotCount)
+	}
+
+	again := NewSource(self, kept)
+	if !isClosed(again.Listed()) {
+		t.Fatal("restarted: Listed not closed")
+	}
+	m := again.Map()
+	if m.Assigned() != slotCount || m.Epoch != 4 {
+		t.Fatalf("restarted: %d slots listed, epoch %d; want every one, 4", m.Assigned(), m.Epoch)
+	}
+	for slot, want := range map[int]slots.Verdict{0: slots.Unassigned, 100: slots.Moved} {
+		if got, n := m.Route(self.ID, slot); got != want || slot == 100 && n.Port != other.Port {
+			t.Errorf("restarted: slot %d routed %d to %+v, want %d", slot, got, n, want)
+		}
+	}
+	if m := NewSource(self, Kept{Path: kept.Path, Prefix: "/other/"}).Map(); m.Assigned() != 0 {
+		t.Fatalf("another prefix's start lists %d slots, want none", m.Assigned())
+	}
+}
+
+// isClosed reports whether ch is closed.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }

@@ -258,14 +258,18 @@ func ValidID(id string) bool {
 
 // Source is where a server reads the current Map from, and which node
 // it is. Map is called by every command with keys: it must be one atomic
-// load, never a wait.
+// load, never a wait. Listed is closed once Map lists slots (Assigned):
+// a node that has read no assignment yet has none to tell, and once it
+// has, every later Map lists slots too.
 type Source interface {
 	Map() *Map
 	Self() string
+	Listed() <-chan struct{}
 }
 
 // Static is a Source whose Map changes only by Set: a cluster of one
-// node (Single), or tests.
+// node (Single), or tests. Its maps are the caller's: Listed is closed
+// from the start.
 type Static struct {
 	self string
 	m    atomic.Pointer[Map]
@@ -277,6 +281,16 @@ func NewStatic(self string, m *Map) *Static {
 	s.m.Store(m)
 	return s
 }
+
+// listed is Static's Listed: closed.
+var listed = func() chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}()
+
+// Listed returns a closed channel.
+func (s *Static) Listed() <-chan struct{} { return listed }
 
 // Map returns the current Map.
 func (s *Static) Map() *Map { return s.m.Load() }
