@@ -1,0 +1,322 @@
+package forward
+
+import (
+	"bufio"
+	"cmp"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/mediocregopher/radix/v4/resp/resp3"
+)
+
+// conn is one pipelined connection to an owner. Calls are appended to
+// out and queue together, under mu, so that the replies read come in the
+// order of queue. One goroutine (run) dials and writes out, another
+// (read) reads the replies.
+type conn struct {
+	p   *Pool
+	key ownerKey
+
+	mu     sync.Mutex
+	out    []byte  // requests not yet written
+	spare  []byte  // the buffer being written, given back after
+	queue  []*Call // waiting for their replies, in the order sent
+	head   int     // queue[head] is the next to get a reply
+	queued int     // commands in queue[head:]
+	nc     net.Conn
+	live   bool      // nc takes requests: a failure sets it false
+	downTo time.Time // until then, Calls fail at once with down
+	down   error
+	closed bool
+	wake   chan struct{} // a Call came, or close
+}
+
+func newConn(p *Pool, k ownerKey) *conn {
+	c := &conn{p: p, key: k, wake: make(chan struct{}, 1)}
+	go c.run()
+	return c
+}
+
+// load is the commands waiting on c: the Pool sends to the least loaded.
+func (c *conn) load() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.queued
+}
+
+// send queues call on c, or fails it at once: c is closed, full, or
+// could not be dialled a moment ago.
+func (c *conn) send(call *Call) {
+	c.mu.Lock()
+	var err error
+	switch {
+	case c.closed:
+		err = ErrClosed
+	case c.queued+call.n > c.p.opts.MaxQueued:
+		err = fmt.Errorf("%w (%d, forward-max-queued) at %s", ErrBusy, c.queued, c.key.addr)
+	case c.down != nil && time.Now().Before(c.downTo):
+		err = c.down
+	}
+	if err != nil {
+		c.mu.Unlock()
+		call.finish(err)
+		return
+	}
+	c.queue = append(c.queue, call)
+	c.queued += call.n
+	c.out = append(c.out, call.req...)
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// close fails what waits and stops c's goroutines.
+func (c *conn) close() {
+	c.mu.Lock()
+	c.closed = true
+	nc := c.nc
+	c.mu.Unlock()
+	if nc != nil {
+		nc.Close()
+	}
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run dials c whenever Calls wait and it has no connection, and writes
+// their requests, until c is closed.
+func (c *conn) run() {
+	for {
+		if !c.awaitWork() {
+			c.fail(ErrClosed)
+			return
+		}
+		nc, br, err := c.dial()
+		if err != nil {
+			err = fmt.Errorf("could not connect to the owner %s: %w", c.key.addr, err)
+			c.mu.Lock()
+			c.down, c.downTo = err, time.Now().Add(c.p.opts.RetryAfter)
+			c.mu.Unlock()
+			c.fail(err)
+			continue
+		}
+		c.mu.Lock()
+		c.nc, c.live, c.down = nc, !c.closed, nil
+		c.mu.Unlock()
+		read := make(chan struct{})
+		go func() {
+			defer close(read)
+			c.read(nc, br)
+		}()
+		c.write(nc, read)
+		nc.Close()
+		<-read
+	}
+}
+
+// awaitWork waits until Calls wait for a connection; false once c is
+// closed.
+func (c *conn) awaitWork() bool {
+	for {
+		c.mu.Lock()
+		closed, work, downTo := c.closed, len(c.queue) > c.head, c.downTo
+		c.mu.Unlock()
+		switch {
+		case closed:
+			return false
+		case work && time.Now().After(downTo):
+			return true
+		case work:
+			time.Sleep(time.Until(downTo))
+			continue
+		}
+		<-c.wake
+	}
+}
+
+// write writes out to nc as it fills, until nc fails (read ends).
+func (c *conn) write(nc net.Conn, read <-chan struct{}) {
+	for {
+		c.mu.Lock()
+		for len(c.out) == 0 && c.live {
+			c.mu.Unlock()
+			select {
+			case <-c.wake:
+			case <-read:
+				return
+			}
+			c.mu.Lock()
+		}
+		if !c.live {
+			c.mu.Unlock()
+			return
+		}
+		buf := c.out
+		c.out = c.spare[:0]
+		// The deadline runs from the write of what waits: a paused or
+		// cut-off owner fails its Calls within ReplyTimeout.
+		nc.SetReadDeadline(time.Now().Add(c.p.opts.ReplyTimeout))
+		c.mu.Unlock()
+		_, err := nc.Write(buf)
+		c.mu.Lock()
+		c.spare = buf[:0]
+		c.mu.Unlock()
+		if err != nil {
+			c.broken(nc, err)
+			return
+		}
+	}
+}
+
+// read reads the replies on nc and gives each Call its own, until nc
+// fails.
+func (c *conn) read(nc net.Conn, br *bufio.Reader) {
+	var msg resp3.RawMessage
+	for {
+		if err := msg.UnmarshalRESP(br, nil); err != nil {
+			c.broken(nc, err)
+			return
+		}
+		c.mu.Lock()
+		if !c.live { // broken by the writer: its Calls are failed
+			c.mu.Unlock()
+			return
+		}
+		if c.head == len(c.queue) { // a reply nothing asked for: the stream is lost
+			c.mu.Unlock()
+			c.broken(nc, errors.New("a reply came that no command asked for"))
+			return
+		}
+		call := c.queue[c.head]
+		call.replies = append(call.replies, msg...)
+		call.ends = append(call.ends, len(call.replies))
+		if len(call.ends) < call.n {
+			c.mu.Unlock()
+			continue
+		}
+		c.queue[c.head] = nil
+		c.head++
+		c.queued -= call.n
+		if c.head == len(c.queue) {
+			c.queue, c.head = c.queue[:0], 0
+			nc.SetReadDeadline(time.Time{}) // idle: an owner may stay silent
+		} else {
+			nc.SetReadDeadline(time.Now().Add(c.p.opts.ReplyTimeout))
+		}
+		c.mu.Unlock()
+		call.finish(nil)
+	}
+}
+
+// broken ends nc after err: every Call waiting on it fails, and what was
+// not written yet is dropped with them, so that the next connection
+// starts with nothing of theirs.
+func (c *conn) broken(nc net.Conn, err error) {
+	c.mu.Lock()
+	if c.nc != nc || !c.live {
+		c.mu.Unlock()
+		return
+	}
+	c.live = false
+	c.mu.Unlock()
+	nc.Close()
+	c.fail(&OwnerError{Addr: c.key.addr, Err: err})
+}
+
+// fail fails every Call in the queue with err and empties it.
+func (c *conn) fail(err error) {
+	c.mu.Lock()
+	calls := c.queue[c.head:]
+	c.queue, c.head, c.queued, c.out = nil, 0, 0, c.out[:0]
+	c.mu.Unlock()
+	for _, call := range calls {
+		call.finish(err)
+	}
+}
+
+// dial connects to the owner and sets the connection up: TLS, HELLO 3
+// or AUTH, and LibName.
+func (c *conn) dial() (net.Conn, *bufio.Reader, error) {
+	o := c.p.opts
+	ctx, cancel := context.WithTimeout(context.Background(), o.DialTimeout)
+	defer cancel()
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", c.key.addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	if o.TLS != nil {
+		cfg := o.TLS.Clone()
+		if cfg.ServerName == "" {
+			cfg.ServerName, _, _ = net.SplitHostPort(c.key.addr)
+		}
+		tc := tls.Client(nc, cfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			nc.Close()
+			return nil, nil, fmt.Errorf("TLS handshake: %w", err)
+		}
+		nc = tc
+	}
+	br := bufio.NewReaderSize(nc, 64<<10)
+	if err := c.setup(nc, br, time.Now().Add(o.DialTimeout)); err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return nc, br, nil
+}
+
+// setup sends a new connection's first commands and checks their
+// replies.
+func (c *conn) setup(nc net.Conn, br *bufio.Reader, deadline time.Time) error {
+	o := c.p.opts
+	call := NewCall(c.key.addr, c.key.resp3)
+	auth := o.Password != ""
+	user := cmp.Or(o.Username, "default") // HELLO's AUTH names a user: Redis's is "default"
+	switch {
+	case c.key.resp3 && auth:
+		call.Command([][]byte{[]byte("HELLO"), []byte("3"), []byte("AUTH"), []byte(user), []byte(o.Password)})
+	case c.key.resp3:
+		call.Command([][]byte{[]byte("HELLO"), []byte("3")})
+	case auth && o.Username != "":
+		call.Command([][]byte{[]byte("AUTH"), []byte(o.Username), []byte(o.Password)})
+	case auth:
+		call.Command([][]byte{[]byte("AUTH"), []byte(o.Password)})
+	}
+	call.Command([][]byte{[]byte("CLIENT"), []byte("SETINFO"), []byte("LIB-NAME"), []byte(LibName)})
+	nc.SetDeadline(deadline)
+	defer nc.SetDeadline(time.Time{})
+	if _, err := nc.Write(call.req); err != nil {
+		return err
+	}
+	var msg resp3.RawMessage
+	for i := range call.n {
+		if err := msg.UnmarshalRESP(br, nil); err != nil {
+			return err
+		}
+		if len(msg) > 0 && (msg[0] == '-' || msg[0] == '!') {
+			return fmt.Errorf("the owner refused command %d of the setup (%s): %s", i+1, setupName(c.key.resp3, auth, i), strconv.Quote(string(msg)))
+		}
+	}
+	return nil
+}
+
+// setupName names the setup's command i, for its error.
+func setupName(resp3, auth bool, i int) string {
+	switch {
+	case i == 0 && resp3:
+		return "HELLO 3"
+	case i == 0 && auth:
+		return "AUTH"
+	}
+	return "CLIENT SETINFO"
+}
