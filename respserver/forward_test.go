@@ -154,7 +154,7 @@ func TestForwardOrderAcrossServers(t *testing.T) {
 	for i, addr := range o.addrs {
 		for j := range 4 {
 			rng := rand.New(rand.NewPCG(seed, uint64(i*10+j)))
-			rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 4})
+			rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 4, Protocol: 2 + j%2})
 			t.Cleanup(func() { rdb.Close() })
 			wg.Go(func() {
 				ctx := context.Background()
@@ -209,5 +209,109 @@ func checkRealTimeOrder(t *testing.T, key string, ops []incrOp) {
 		if op.v <= most {
 			t.Errorf("%s: INCR sent at %s got %d, after a reply of %d had come", key, op.start.Format(time.StampMicro), op.v, most)
 		}
+	}
+}
+
+// TestForwardOwnerStops: clients INCRing another server's keys while
+// that server stops get error replies naming the owner, at once rather
+// than after a hang, and the forwarding server goes on serving its own.
+func TestForwardOwnerStops(t *testing.T) {
+	o := startOwners(t, 2, Options{})
+	here, there := keyOf("here", 0, 2), keyOf("there", 1, 2)
+	rdb := redis.NewClient(&redis.Options{Addr: o.addrs[0], ReadTimeout: time.Minute, MaxRetries: -1})
+	defer rdb.Close()
+	ctx := context.Background()
+	if _, err := rdb.Incr(ctx, there).Result(); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	stopped := make(chan struct{})
+	var errs sync.Map
+	for range 8 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				start := time.Now()
+				_, err := rdb.Incr(ctx, there).Result()
+				if d := time.Since(start); d > 5*time.Second {
+					t.Errorf("an INCR took %v", d)
+				}
+				if err != nil {
+					errs.Store(err.Error(), true)
+				}
+				select {
+				case <-stopped:
+					if i > 50 {
+						return
+					}
+				default:
+					i = 0
+				}
+			}
+		})
+	}
+	time.Sleep(100 * time.Millisecond) // a stream in flight, not a condition
+	o.servers[1].Close()
+	close(stopped)
+	wg.Wait()
+	n := 0
+	errs.Range(func(k, _ any) bool {
+		n++
+		if msg := k.(string); !strings.HasPrefix(msg, "TRYAGAIN ") || !strings.Contains(msg, o.addrs[1]) {
+			t.Errorf("error %q: want -TRYAGAIN naming the owner %s", msg, o.addrs[1])
+		}
+		return true
+	})
+	if n == 0 {
+		t.Error("no error once the owner stopped")
+	}
+	if v, err := rdb.Incr(ctx, here).Result(); err != nil || v != 1 {
+		t.Errorf("INCR of a key of its own: %v, %v", v, err)
+	}
+}
+
+// TestForwardNoLoop: two servers that each take the other for a key's
+// owner (their views differ for a moment) answer -TRYAGAIN rather than
+// pass the command back and forth: a command that came forwarded is
+// never forwarded again.
+func TestForwardNoLoop(t *testing.T) {
+	lns := make([]net.Listener, 2)
+	addrs := make([]string, 2)
+	for i := range lns {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns[i], addrs[i] = ln, ln.Addr().String()
+	}
+	for i, ln := range lns {
+		opts := withSequences(t, Options{})
+		opts.Owner = func(int) (string, bool, bool) { return addrs[1-i], false, true }
+		serveOn(t, ln, opts)
+	}
+	c := dialRaw(t, addrs[0])
+	got := fmt.Sprint(c.do("INCR", "k"))
+	if want := errNotOwnerNow.Error(); got != want {
+		t.Errorf("INCR: %v, want %v", got, want)
+	}
+}
+
+// TestForwardNonReader: a client that sends GETs of another server's
+// key and never reads is held and then closed at its hard output limit
+// on the forwarding server, which counts the owner's replies as its own:
+// it does not hold them without bound.
+func TestForwardNonReader(t *testing.T) {
+	o := startOwners(t, 2, Options{Output: OutputLimits{Soft: 256 << 10, Hard: 1 << 20}, QueryBufferLimit: 64 << 20})
+	key := keyOf("k", 1, 2)
+	dialRaw(t, o.addrs[1]).do("INCRBY", key, "1000000")
+	flood, other := dialRaw(t, o.addrs[0]), dialRaw(t, o.addrs[0])
+	if v := flood.do("GET", key); v != "1000000" {
+		t.Fatalf("GET %s: %v, want the owner's 1000000", key, v)
+	}
+	// Inline GETs: each reply, "$7\r\n1000000\r\n", is larger than its
+	// request.
+	floodUntilClosed(t, flood, other, []byte(strings.Repeat("GET "+key+"\r\n", 10000)), 256<<20, "the client that never reads")
+	awaitInfo(t, other, "client_output_buffer_limit_disconnections:1\r\n")
+	if mem := o.servers[0].Stats().ClientMem; mem > 4<<20 {
+		t.Errorf("the clients hold %d bytes after the flood", mem)
 	}
 }
