@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -17,24 +18,27 @@ import (
 
 // conn is one pipelined connection to an owner. Calls are appended to
 // out and queue together, under mu, so that the replies read come in the
-// order of queue. One goroutine (run) dials and writes out, another
-// (read) reads the replies.
+// order of queue. The senders write out (flush); one goroutine (run)
+// dials, and reads the replies.
 type conn struct {
 	p   *Pool
 	key ownerKey
 
-	mu     sync.Mutex
-	out    []byte  // requests not yet written
-	spare  []byte  // the buffer being written, given back after
-	queue  []*Call // waiting for their replies, in the order sent
-	head   int     // queue[head] is the next to get a reply
-	queued int     // commands in queue[head:]
-	nc     net.Conn
-	live   bool      // nc takes requests: a failure sets it false
-	downTo time.Time // until then, Calls fail at once with down
-	down   error
-	closed bool
-	wake   chan struct{} // a Call came, or close
+	mu      sync.Mutex
+	out     []byte  // requests not yet written
+	spare   []byte  // the buffer being written, given back after
+	queue   []*Call // waiting for their replies, in the order sent
+	head    int     // queue[head] is the next to get a reply
+	queued  int     // commands in queue[head:]
+	nc      net.Conn
+	live    bool // nc takes requests: a failure sets it false
+	writing bool // a goroutine writes out (flush)
+	// deadline is nc's read deadline (extend; idle clears it).
+	deadline time.Time
+	downTo   time.Time // until then, Calls fail at once with down
+	down     error
+	closed   bool
+	wake     chan struct{} // a Call came, or close
 }
 
 func newConn(p *Pool, k ownerKey) *conn {
@@ -71,11 +75,49 @@ func (c *conn) send(call *Call) {
 	c.queue = append(c.queue, call)
 	c.queued += call.n
 	c.out = append(c.out, call.req...)
+	if c.live && !c.writing {
+		c.flush()
+		return
+	}
+	live := c.live
 	c.mu.Unlock()
+	if !live {
+		c.signal()
+	}
+}
+
+// signal wakes run.
+func (c *conn) signal() {
 	select {
 	case c.wake <- struct{}{}:
 	default:
 	}
+}
+
+// flush writes out to the connection until it is empty: the goroutine
+// that finds no write under way writes what the others append meanwhile,
+// so that requests sent together go out together, with no hand-over to
+// another goroutine. With mu held; it returns with mu released.
+func (c *conn) flush() {
+	c.writing = true
+	nc := c.nc
+	for len(c.out) > 0 && c.live && c.nc == nc {
+		buf := c.out
+		c.out = c.spare[:0]
+		c.extend(nc)
+		c.mu.Unlock()
+		_, err := nc.Write(buf)
+		c.mu.Lock()
+		c.spare = buf[:0]
+		if err != nil {
+			c.writing = false
+			c.mu.Unlock()
+			c.broken(nc, err)
+			return
+		}
+	}
+	c.writing = false
+	c.mu.Unlock()
 }
 
 // close fails what waits and stops c's goroutines.
@@ -87,14 +129,11 @@ func (c *conn) close() {
 	if nc != nil {
 		nc.Close()
 	}
-	select {
-	case c.wake <- struct{}{}:
-	default:
-	}
+	c.signal()
 }
 
-// run dials c whenever Calls wait and it has no connection, and writes
-// their requests, until c is closed.
+// run dials c whenever Calls wait and it has no connection, writes what
+// waited for it, and reads the replies, until c is closed.
 func (c *conn) run() {
 	for {
 		if !c.awaitWork() {
@@ -111,16 +150,14 @@ func (c *conn) run() {
 			continue
 		}
 		c.mu.Lock()
-		c.nc, c.live, c.down = nc, !c.closed, nil
-		c.mu.Unlock()
-		read := make(chan struct{})
-		go func() {
-			defer close(read)
-			c.read(nc, br)
-		}()
-		c.write(nc, read)
+		c.nc, c.live, c.down, c.deadline = nc, !c.closed, nil, time.Time{}
+		if c.live && !c.writing {
+			c.flush()
+		} else {
+			c.mu.Unlock()
+		}
+		c.read(nc, br)
 		nc.Close()
-		<-read
 	}
 }
 
@@ -144,38 +181,42 @@ func (c *conn) awaitWork() bool {
 	}
 }
 
-// write writes out to nc as it fills, until nc fails (read ends).
-func (c *conn) write(nc net.Conn, read <-chan struct{}) {
-	for {
-		c.mu.Lock()
-		for len(c.out) == 0 && c.live {
-			c.mu.Unlock()
-			select {
-			case <-c.wake:
-			case <-read:
-				return
-			}
-			c.mu.Lock()
-		}
-		if !c.live {
-			c.mu.Unlock()
-			return
-		}
-		buf := c.out
-		c.out = c.spare[:0]
-		// The deadline runs from the write of what waits: a paused or
-		// cut-off owner fails its Calls within ReplyTimeout.
-		nc.SetReadDeadline(time.Now().Add(c.p.opts.ReplyTimeout))
-		c.mu.Unlock()
-		_, err := nc.Write(buf)
-		c.mu.Lock()
-		c.spare = buf[:0]
-		c.mu.Unlock()
-		if err != nil {
-			c.broken(nc, err)
-			return
-		}
+// extend moves nc's read deadline to ReplyTimeout from now, as Calls are
+// written or answered, unless it is at least half of that away already:
+// a paused or cut-off owner fails the Calls waiting within ReplyTimeout
+// of its last reply (and no sooner than half of it), and a busy
+// connection moves its deadline a few times a ReplyTimeout, not once per
+// Call. With mu held.
+func (c *conn) extend(nc net.Conn) {
+	now := time.Now()
+	if c.deadline.Sub(now) > c.p.opts.ReplyTimeout/2 {
+		return
 	}
+	c.deadline = now.Add(c.p.opts.ReplyTimeout)
+	nc.SetReadDeadline(c.deadline)
+}
+
+// idle reports whether err, a read's between two replies, is only the
+// read deadline passing while no Call waits, or after a Call moved it on
+// (extend): then the connection is sound, and the deadline is cleared
+// while none waits. A connection left idle keeps its deadline until then,
+// so that a Call sent to it does not set one.
+func (c *conn) idle(nc net.Conn, err error) bool {
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.head == len(c.queue):
+		c.deadline = time.Time{}
+		nc.SetReadDeadline(c.deadline)
+		return true
+	case time.Now().Before(c.deadline):
+		nc.SetReadDeadline(c.deadline)
+		return true
+	}
+	return false
 }
 
 // read reads the replies on nc and gives each Call its own, until nc
@@ -184,6 +225,9 @@ func (c *conn) read(nc net.Conn, br *bufio.Reader) {
 	var msg resp3.RawMessage
 	for {
 		if err := msg.UnmarshalRESP(br, nil); err != nil {
+			if len(msg) == 0 && c.idle(nc, err) {
+				continue
+			}
 			c.broken(nc, err)
 			return
 		}
@@ -208,10 +252,9 @@ func (c *conn) read(nc net.Conn, br *bufio.Reader) {
 		c.head++
 		c.queued -= call.n
 		if c.head == len(c.queue) {
-			c.queue, c.head = c.queue[:0], 0
-			nc.SetReadDeadline(time.Time{}) // idle: an owner may stay silent
+			c.queue, c.head = c.queue[:0], 0 // the deadline stays: see idle
 		} else {
-			nc.SetReadDeadline(time.Now().Add(c.p.opts.ReplyTimeout))
+			c.extend(nc)
 		}
 		c.mu.Unlock()
 		call.finish(nil)

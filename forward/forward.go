@@ -54,8 +54,8 @@ type Options struct {
 	// zero means 2 s.
 	DialTimeout time.Duration
 	// ReplyTimeout bounds the wait for the next reply while commands
-	// wait for theirs: past it the connection is taken as dead. Zero
-	// means 10 s.
+	// wait for theirs: a connection silent that long (at least half of
+	// it, see conn.extend) is taken as dead. Zero means 10 s.
 	ReplyTimeout time.Duration
 	// Conns is the number of connections per owner and protocol; zero
 	// means 2.

@@ -301,3 +301,25 @@ func BenchmarkCall(b *testing.B) {
 		}
 	}
 }
+
+// TestIdleKeepsConnection: a connection idle for longer than
+// ReplyTimeout is not taken as dead: the next Call goes on it.
+func TestIdleKeepsConnection(t *testing.T) {
+	ln := listen(t)
+	o := startOwner(t, ln, nil, respserver.Options{})
+	p := forward.New(forward.Options{Conns: 1, ReplyTimeout: 200 * time.Millisecond})
+	defer p.Close()
+	call := forward.NewCall(ln.Addr().String(), false)
+	for i := range 3 {
+		if i > 0 {
+			time.Sleep(500 * time.Millisecond) // idle past the deadline the last Call left
+		}
+		call.Reset(call.Addr, false)
+		if err := echo(t, p, call, "x"); err != nil {
+			t.Fatalf("Call %d: %v", i, err)
+		}
+	}
+	if got := o.s.Stats().Accepted; got != 1 {
+		t.Errorf("the owner accepted %d connections, want 1", got)
+	}
+}
