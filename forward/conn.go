@@ -24,15 +24,17 @@ type conn struct {
 	p   *Pool
 	key ownerKey
 
-	mu      sync.Mutex
-	out     []byte  // requests not yet written
-	spare   []byte  // the buffer being written, given back after
-	queue   []*Call // waiting for their replies, in the order sent
-	head    int     // queue[head] is the next to get a reply
-	queued  int     // commands in queue[head:]
-	nc      net.Conn
-	live    bool // nc takes requests: a failure sets it false
-	writing bool // a goroutine writes out (flush)
+	mu     sync.Mutex
+	out    []byte  // requests not yet written
+	spare  []byte  // the buffer being written, given back after
+	queue  []*Call // waiting for their replies, in the order sent
+	head   int     // queue[head] is the next to get a reply
+	queued int     // commands in queue[head:]
+	// queuedBytes is the size of their requests.
+	queuedBytes int
+	nc          net.Conn
+	live        bool // nc takes requests: a failure sets it false
+	writing     bool // a goroutine writes out (flush)
 	// deadline is nc's read deadline (extend; idle clears it).
 	deadline time.Time
 	downTo   time.Time // until then, Calls fail at once with down
@@ -62,8 +64,8 @@ func (c *conn) send(call *Call) {
 	switch {
 	case c.closed:
 		err = ErrClosed
-	case c.queued+call.n > c.p.opts.MaxQueued:
-		err = fmt.Errorf("%w (%d, forward-max-queued) at %s", ErrBusy, c.queued, c.key.addr)
+	case c.queued+call.n > c.p.opts.MaxQueued || c.queuedBytes+len(call.req) > c.p.opts.MaxQueuedBytes:
+		err = fmt.Errorf("%w (%d commands, %d bytes on a connection to %s)", ErrBusy, c.queued, c.queuedBytes, c.key.addr)
 	case c.down != nil && time.Now().Before(c.downTo):
 		err = c.down
 	}
@@ -74,6 +76,7 @@ func (c *conn) send(call *Call) {
 	}
 	c.queue = append(c.queue, call)
 	c.queued += call.n
+	c.queuedBytes += len(call.req)
 	c.out = append(c.out, call.req...)
 	if c.live && !c.writing {
 		c.flush()
@@ -251,6 +254,7 @@ func (c *conn) read(nc net.Conn, br *bufio.Reader) {
 		c.queue[c.head] = nil
 		c.head++
 		c.queued -= call.n
+		c.queuedBytes -= len(call.req)
 		if c.head == len(c.queue) {
 			c.queue, c.head = c.queue[:0], 0 // the deadline stays: see idle
 		} else {
@@ -280,7 +284,7 @@ func (c *conn) broken(nc net.Conn, err error) {
 func (c *conn) fail(err error) {
 	c.mu.Lock()
 	calls := c.queue[c.head:]
-	c.queue, c.head, c.queued, c.out = nil, 0, 0, c.out[:0]
+	c.queue, c.head, c.queued, c.queuedBytes, c.out = nil, 0, 0, 0, c.out[:0]
 	c.mu.Unlock()
 	for _, call := range calls {
 		call.finish(err)

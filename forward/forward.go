@@ -11,7 +11,8 @@
 // server's own clients must (AUTH, or HELLO 3 AUTH), speaks TLS where
 // configured, and is dialled again after a failure. Everything a Pool
 // holds is bounded: the connections per owner, and the commands waiting
-// for a reply on each (past it, a Call fails at once with ErrBusy).
+// for a reply on each and their size (past either, a Call fails at once
+// with ErrBusy).
 //
 // A Call's commands go out whole, on one connection, one after another:
 // a MULTI ... EXEC in one Call is a transaction on the owner. Replies are
@@ -60,9 +61,10 @@ type Options struct {
 	// Conns is the number of connections per owner and protocol; zero
 	// means 2.
 	Conns int
-	// MaxQueued bounds the commands sent or waiting to be sent on one
-	// connection whose replies have not come; zero means 100000.
-	MaxQueued int
+	// MaxQueued and MaxQueuedBytes bound the commands sent or waiting
+	// to be sent on one connection whose replies have not come, and the
+	// size of their requests; zero means 100000 and 64 MiB.
+	MaxQueued, MaxQueuedBytes int
 	// RetryAfter is how long a connection that could not be dialled
 	// fails Calls at once before it dials again; zero means 250 ms.
 	RetryAfter time.Duration
@@ -102,6 +104,9 @@ func New(opts Options) *Pool {
 	}
 	if opts.MaxQueued == 0 {
 		opts.MaxQueued = 100000
+	}
+	if opts.MaxQueuedBytes == 0 {
+		opts.MaxQueuedBytes = 64 << 20
 	}
 	if opts.RetryAfter == 0 {
 		opts.RetryAfter = 250 * time.Millisecond

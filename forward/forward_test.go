@@ -217,8 +217,9 @@ func setup(c net.Conn, r *bufio.Reader) {
 }
 
 // TestBounded: against an owner that never answers, a connection takes
-// MaxQueued commands and fails the next Call at once with ErrBusy; the
-// Calls waiting fail after ReplyTimeout, naming the owner.
+// MaxQueued commands, or MaxQueuedBytes of them, and fails the next Call
+// at once with ErrBusy; the Calls waiting fail after ReplyTimeout, naming
+// the owner.
 func TestBounded(t *testing.T) {
 	addr := silent(t, func(c net.Conn, r *bufio.Reader) {
 		setup(c, r) // then nothing
@@ -237,6 +238,18 @@ func TestBounded(t *testing.T) {
 	p.Send(over)
 	if err := over.Wait(); !errors.Is(err, forward.ErrBusy) {
 		t.Errorf("the 11th command: %v, want ErrBusy", err)
+	}
+	big := forward.New(forward.Options{Conns: 1, MaxQueuedBytes: 1000})
+	defer big.Close()
+	for i, n := range []int{900, 200} { // the second passes the bound with the first
+		call := forward.NewCall(addr, false)
+		call.Command([][]byte{[]byte("ECHO"), make([]byte, n)})
+		big.Send(call)
+		if i == 1 {
+			if err := call.Wait(); !errors.Is(err, forward.ErrBusy) {
+				t.Errorf("past MaxQueuedBytes: %v, want ErrBusy", err)
+			}
+		}
 	}
 	err := first.Wait()
 	var oe *forward.OwnerError
