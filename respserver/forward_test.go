@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"slices"
@@ -313,5 +314,22 @@ func TestForwardNonReader(t *testing.T) {
 	awaitInfo(t, other, "client_output_buffer_limit_disconnections:1\r\n")
 	if mem := o.servers[0].Stats().ClientMem; mem > 4<<20 {
 		t.Errorf("the clients hold %d bytes after the flood", mem)
+	}
+}
+
+// TestForwardRESP3: a client that said HELLO 3 gets the owner's RESP3
+// replies (its nulls), forwarded on a connection of that protocol.
+func TestForwardRESP3(t *testing.T) {
+	o := startOwners(t, 2, Options{})
+	c := dialRaw(t, o.addrs[0])
+	if _, ok := c.do("HELLO", "3").(map[string]any); !ok {
+		t.Fatal("HELLO 3: no map")
+	}
+	a, b := keyOf("none", 1, 2), keyOf("none2", 1, 2)
+	c.send(encode("GET", a) + encode("MGET", a, b) + encode("MULTI") + encode("GET", b) + encode("EXEC"))
+	want := "_\r\n*2\r\n_\r\n_\r\n+OK\r\n+QUEUED\r\n*1\r\n_\r\n"
+	got := make([]byte, len(want))
+	if _, err := io.ReadFull(c.r, got); err != nil || string(got) != want {
+		t.Errorf("replies %q (%v), want %q", got, err, want)
 	}
 }
