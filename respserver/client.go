@@ -24,6 +24,7 @@ type client struct {
 	finish func(error) // finished for c, made once: conns.Conn.Wait's then
 	batch  batch       // the commands run since the last read, for their latency
 	held   seqHeld     // what the batch's replies wait for (conns.Conn.Hold)
+	fwd    fwdBatch    // what the batch forwards to other owners (Options.Owner)
 }
 
 // session is what a client's commands set and read.
@@ -148,6 +149,7 @@ type handler struct{ *Server }
 func (h handler) Open(cn *conns.Conn[*client]) *client {
 	c := &client{Conn: cn}
 	c.touches = &h.touches
+	c.fwd.pool = h.forward
 	c.finish = func(err error) { h.finished(c, err) }
 	c.held.await, c.held.then, c.held.waitFor = c.awaitHeld, func(err error) { h.settleHeld(c) }, c.waitsForHeld
 	c.setAuthed(h.opts.RequirePass == "")
@@ -199,7 +201,7 @@ func (h handler) Closed(cn *conns.Conn[*client]) {
 // WATCHes, MGETID's scratch, MONITOR's pending lines.
 func (handler) Holds(cn *conns.Conn[*client]) int {
 	c := cn.Session
-	n := c.tx.bytes() + len(c.ids)*8
+	n := c.tx.bytes() + len(c.ids)*8 + c.fwd.bytes()
 	for _, w := range c.watched {
 		n += len(w.key) + watchedBytes
 	}

@@ -196,6 +196,7 @@ type seqHeld struct {
 	pending []sequence.Pending
 	replies []heldReply              // pending's, in order
 	errs    []error                  // why each may not go, once awaited
+	out     []byte                   // the buffer settleHeld copies c.Out into
 	await   func() error             // c.awaitHeld
 	then    func(error)              // settleHeld for c
 	waitFor func(args [][]byte) bool // c.waitsForHeld
@@ -232,10 +233,14 @@ func (c *client) waitsForHeld(args [][]byte) bool {
 }
 
 // awaitHeld waits, off the loop, until the table says whether each held
-// reply may go.
+// reply may go, and the forwarded commands' replies came.
 func (c *client) awaitHeld() error {
-	c.held.errs = slices.Grow(c.held.errs[:0], len(c.held.pending))[:len(c.held.pending)]
-	c.held.seq.Await(c.held.pending, c.held.errs)
+	c.fwd.send()
+	if len(c.held.pending) > 0 {
+		c.held.errs = slices.Grow(c.held.errs[:0], len(c.held.pending))[:len(c.held.pending)]
+		c.held.seq.Await(c.held.pending, c.held.errs)
+	}
+	c.fwd.wait()
 	return nil
 }
 
@@ -243,22 +248,41 @@ func (c *client) awaitHeld() error {
 // reply that may not go: its values are not sent (they are skipped), or
 // its SET did not succeed (a failed write, a condition not met in
 // cluster mode, etcd's refusal); the error reply, or SET's nil, takes its
-// place. Then it empties c.held.
+// place. The forwarded commands' replies go in at their places. c.Out is
+// copied once, into c.held.out, whose buffer it then takes: a batch
+// settles without an allocation once the buffers have grown. Then it
+// empties c.held and c.fwd.
 func (s *Server) settleHeld(c *client) {
-	for i := len(c.held.replies) - 1; i >= 0; i-- { // from the last: the earlier ones' places stay
-		h, err := c.held.replies[i], c.held.errs[i]
-		if err == nil {
-			continue
+	from, pos, fwd := c.Out, 0, c.fwd.replies
+	c.Out = c.held.out[:0]
+	for i, h := range c.held.replies {
+		for len(fwd) > 0 && fwd[0].at <= h.at { // at one place, the forwarded reply came first
+			c.Out = append(c.Out, from[pos:fwd[0].at]...)
+			s.relay(c, fwd[0])
+			pos, fwd = fwd[0].at, fwd[1:]
 		}
-		tail := slices.Clone(c.Out[h.at+h.n:])
-		c.Out = c.Out[:h.at]
-		if notMet(err) {
+		c.Out = append(c.Out, from[pos:h.at]...)
+		pos = h.at + h.n
+		switch err := c.held.errs[i]; {
+		case err == nil:
+			c.Out = append(c.Out, from[h.at:pos]...)
+		case notMet(err):
 			c.writeSetReply(false, h.cmd == "setnx")
-		} else {
+		default:
 			s.fail(c, commands[h.cmd], err)
 		}
-		c.Out = append(c.Out, tail...)
 	}
+	for _, r := range fwd {
+		c.Out = append(c.Out, from[pos:r.at]...)
+		s.relay(c, r)
+		pos = r.at
+	}
+	c.Out = append(c.Out, from[pos:]...)
+	c.held.out = from[:0]
+	if cap(c.held.out) > keepBuf {
+		c.held.out = nil
+	}
+	c.fwd.done()
 	clear(c.held.pending)
 	clear(c.held.errs)
 	c.held.pending, c.held.replies, c.held.errs = c.held.pending[:0], c.held.replies[:0], c.held.errs[:0]

@@ -166,10 +166,17 @@ func cmdExec(s *Server, c *client, args [][]byte) error {
 		c.endTransaction()
 		return err
 	}
+	to, err := s.txOwner(c, tx)
 	switch {
 	case tx.dirty:
 		c.endTransaction()
 		return errExecAbort
+	case err != nil: // nothing of it runs anywhere
+		return c.abortTransaction(err)
+	case to != "": // it runs there, whole
+		c.endTransaction()
+		s.forwardTx(c, to, tx)
+		return nil
 	case s.watchedChanged(c):
 		c.endTransaction()
 		c.writeNullArray()
@@ -179,7 +186,7 @@ func cmdExec(s *Server, c *client, args [][]byte) error {
 	if tx.incrs {
 		r.incrs, r.over = s.overflowing(s.txIncrs(c, tx))
 	}
-	err := s.reserve(r, noWait)
+	err = s.reserve(r, noWait)
 	if errors.Is(err, idgen.ErrWouldWait) || errors.Is(err, sequence.ErrWouldWait) {
 		c.later(waiting{
 			off: func() error { return s.reserve(r, mayWait) },

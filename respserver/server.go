@@ -25,6 +25,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/idserver/idserver/forward"
 	"github.com/idserver/idserver/idgen"
 	"github.com/idserver/idserver/internal/replyerr"
 	"github.com/idserver/idserver/publicid"
@@ -97,6 +98,18 @@ type Options struct {
 	// replies; nil: cluster-enabled no, every key served here.
 	Slots slots.Source
 
+	// Owner says who serves a slot now, with cluster-enabled no (Slots
+	// nil): its owner's address, host:port as Forward dials it; self
+	// when it is this server; ok false when no server is known to serve
+	// it (its keys get -CLUSTERDOWN). A command with keys of another
+	// server's slot is forwarded to it whole and its reply relayed (see
+	// forward.go); nil: every key served here.
+	Owner func(slot int) (addr string, self, ok bool)
+	// Forward carries the commands Owner sends elsewhere; nil with Owner
+	// set: a pool of New's own, authenticated with RequirePass, without
+	// TLS, closed with the server.
+	Forward *forward.Pool
+
 	// PublicID encodes PUBLICID's and decodes PRIVATEID's strings; nil
 	// means plain Sqids with its defaults.
 	PublicID *publicid.Codec
@@ -135,6 +148,8 @@ type Server struct {
 	config       [][2]string     // what CONFIG GET answers: Options.Config and Redis's keys (redisConfig)
 	configKeyLen int             // the longest key in config
 	port         atomic.Int64
+	forward      *forward.Pool // Options.Forward, or New's own
+	ownPool      bool          // forward is New's own: Close and Shutdown close it
 
 	touches        touches // the writes of keys clients WATCH
 	commands       atomic.Uint64
@@ -181,6 +196,10 @@ func New(opts Options) *Server {
 		started:   time.Now(),
 		replID:    replicationID(),
 		callStats: make([]calls, numCommands),
+	}
+	s.forward, s.ownPool = opts.Forward, opts.Forward == nil && opts.Owner != nil
+	if s.ownPool {
+		s.forward = forward.New(forward.Options{Password: opts.RequirePass})
 	}
 	s.conns = conns.New(conns.Options{
 		Logger:           opts.Logger,
@@ -277,13 +296,26 @@ func (s *Server) refuse(addr net.Addr) *replyerr.Error {
 
 // Close stops accepting and drops every open connection at once, also
 // those a Shutdown in progress is still waiting for.
-func (s *Server) Close() error { return s.conns.Close() }
+func (s *Server) Close() error {
+	defer s.closePool()
+	return s.conns.Close()
+}
+
+// closePool closes the forwarding pool, if it is the server's own.
+func (s *Server) closePool() {
+	if s.ownPool {
+		s.forward.Close()
+	}
+}
 
 // Shutdown stops gracefully: it stops accepting, lets each client finish
 // the commands it has sent, writes their replies and closes it, and
 // returns when all are closed, or when ctx is done (then the rest are
 // dropped).
-func (s *Server) Shutdown(ctx context.Context) error { return s.conns.Shutdown(ctx) }
+func (s *Server) Shutdown(ctx context.Context) error {
+	defer s.closePool() // after: the clients' forwarded commands get their replies
+	return s.conns.Shutdown(ctx)
+}
 
 // Serving is closed once the server serves: its event loops run, and
 // Ready answers for the generator rather than "not serving yet".

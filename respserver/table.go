@@ -331,6 +331,10 @@ func (s *Server) dispatch(c *client, args [][]byte) *command {
 	if err == nil && s.opts.Slots != nil { // after AUTH, before MULTI queues it, as in Redis
 		err = s.route(c, cmd, args)
 	}
+	var to string // the owner it goes to (Options.Owner), "" for here
+	if err == nil && s.opts.Owner != nil {
+		to, err = s.routeOwner(c, cmd, args)
+	}
 	switch {
 	case err != nil && cmd == execCommand:
 		s.reject(c, cmd, c.abortTransaction(err))
@@ -346,6 +350,12 @@ func (s *Server) dispatch(c *client, args [][]byte) *command {
 	}
 	if !c.greeted && !cmd.setup {
 		s.greet(c, args)
+	}
+	if to != "" && c.tx == nil { // inside MULTI, EXEC forwards the transaction
+		s.forwardTo(c, to, args)
+		s.feed(c, cmd, args)
+		c.batch.add(cmd)
+		return cmd
 	}
 	err = cmd.run(s, c, args)
 	s.feed(c, cmd, args)
