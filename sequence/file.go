@@ -61,6 +61,9 @@ type File struct {
 	// could take away the file, or bring back the one before a fold,
 	// with writes reported durable.
 	dirUnsynced bool
+	// slotGens and slotSeen are the slots' buckets as stored
+	// (slotstore.go), by slot.
+	slotGens, slotSeen map[int][]byte
 	// fault, if set (tests), is asked at each point where the file
 	// writes: an error fails the write there, as a disk would; it may
 	// block, as a disk that stalls.
@@ -216,6 +219,9 @@ func (f *File) load(file *os.File) (marks []Mark, r Restart, err error) {
 	}
 	if v != format && v != format2 && v != format1 {
 		return nil, Restart{}, errors.New("not a sequences file of idserver (no format key " + format + ")")
+	}
+	if err := f.loadSlots(w); err != nil {
+		return nil, Restart{}, err
 	}
 	var ks keyed
 	err = w.bucket(marksBucket, true, func(k, v []byte) error {
@@ -809,6 +815,11 @@ func (f *File) fold(fl *folding, marks []Mark, from uint64) error {
 	if err == nil {
 		_, more, err = f.carry(db, after, math.MaxInt)
 		carried += more
+	}
+	if err == nil {
+		err = f.db.View(func(old *bolt.Tx) error {
+			return db.Update(func(tx *bolt.Tx) error { return copySlots(old, tx) })
+		})
 	}
 	if err == nil {
 		err = f.replace(db)
