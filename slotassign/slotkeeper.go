@@ -31,8 +31,8 @@ type slotKeeper struct {
 	// before any of it is let go; nil when it serves nothing.
 	publish func(*Serving)
 
-	mu        sync.Mutex
-	goneSince map[any]time.Time // by lease: when it was first seen gone; by node ID: a released range's node, absent
+	mu      sync.Mutex
+	readyAt map[any]time.Time // by lease seen gone, and by node ID of a released range seen absent: when the wait ends
 
 	handing chan chan struct{} // a hand-over asked for (handOver), closed when done
 	ended   chan struct{}      // closed when run returns
@@ -56,12 +56,13 @@ func (s *slotKeeper) run(ctx context.Context) {
 	defer s.publish(nil)
 	slotsW := s.cli.Watch(ctx, s.k.slots())
 	nodesW := s.cli.Watch(ctx, s.k.nodes(), clientv3.WithPrefix())
-	tick := time.NewTicker(etcdsession.Horizon / 4) // a lease gone becomes ready; a write that failed is tried again
-	defer tick.Stop()
+	look := time.NewTimer(0) // a wait ends; a write that failed is tried again
+	defer look.Stop()
 	for {
 		if err := s.reconcile(ctx); err != nil && ctx.Err() == nil {
 			s.log.Debug().Err(err).Msg("cluster: slot assignment not read or written; trying again")
 		}
+		look.Reset(s.nextLook())
 		select {
 		case <-ctx.Done():
 			select {
@@ -80,7 +81,7 @@ func (s *slotKeeper) run(ctx context.Context) {
 			case <-s.l.Lost():
 			}
 			return
-		case <-tick.C:
+		case <-look.C:
 		case _, ok := <-slotsW:
 			if !ok {
 				slotsW = s.cli.Watch(ctx, s.k.slots())
@@ -134,11 +135,26 @@ func (s *slotKeeper) forget(v slotView) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for k := range s.goneSince {
+	for k := range s.readyAt {
 		if !named[k] {
-			delete(s.goneSince, k)
+			delete(s.readyAt, k)
 		}
 	}
+}
+
+// nextLook is how long until the assignment is read again unless it
+// changes: when the first wait under way ends, or a quarter of the
+// horizon at most.
+func (s *slotKeeper) nextLook() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	next := etcdsession.Horizon / 4
+	for _, at := range s.readyAt {
+		if d := time.Until(at); d > 0 {
+			next = min(next, d)
+		}
+	}
+	return next
 }
 
 // Serving is what a server serves of the hash slots: those the assignment
@@ -258,17 +274,17 @@ func (s *slotKeeper) ready(lease int64) bool { return s.seenFor(lease, etcdsessi
 func (s *slotKeeper) waited(node string) bool { return s.seenFor(node, s.ttl) }
 
 // seenFor reports whether key has been seen (by ready or waited) for d,
-// noting when it was first.
+// noting when its wait ends the first time.
 func (s *slotKeeper) seenFor(key any, d time.Duration) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.goneSince == nil {
-		s.goneSince = map[any]time.Time{}
+	if s.readyAt == nil {
+		s.readyAt = map[any]time.Time{}
 	}
-	first, seen := s.goneSince[key]
+	at, seen := s.readyAt[key]
 	if !seen {
-		s.goneSince[key] = time.Now()
+		s.readyAt[key] = time.Now().Add(d)
 		return false
 	}
-	return time.Since(first) >= d
+	return !time.Now().Before(at)
 }
