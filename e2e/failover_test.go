@@ -220,9 +220,9 @@ func TestFullRestartOnDefaults(t *testing.T) {
 // (a node answers its own slots' keys, -MOVED the others'), through an
 // owner's lease revoked by hand (as etcdctl lease revoke) while it was
 // paused for a second, an owner paused past its lease and resumed, and
-// etcd's leader killed (an election): per key no value twice and each above every value whose
-// reply came before it was sent, over both nodes, so no two nodes served
-// a slot at once.
+// etcd's leader killed (an election): per key no value twice and each
+// above every value whose reply came before it was sent, over both
+// nodes, so no two nodes served a slot at once.
 func TestSlotOwnerFaultsOneOwner(t *testing.T) {
 	members := testetcd.StartCluster(t, 3)
 	var endpoints []string
@@ -230,37 +230,13 @@ func TestSlotOwnerFaultsOneOwner(t *testing.T) {
 		endpoints = append(endpoints, e.Endpoint)
 	}
 	node := func() *process {
-		return start(t, nil, "--etcd-endpoints", strings.Join(endpoints, ","), "--etcd-lease-ttl", "2",
-			"--id-range", "1", "--shard-range", "10", "--cluster-enabled", "yes")
+		return start(t, nil, append([]string{"--etcd-endpoints", strings.Join(endpoints, ",")}, faultArgs...)...)
 	}
 	nodes := []*process{node(), node()}
-	for _, p := range nodes {
-		waitHolding(t, p, 20*time.Second)
-	}
-	log := newOpLog()
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for i, p := range nodes {
-		for c := range 2 {
-			plain := redis.NewClient(&redis.Options{Addr: p.Addr, MaxRetries: -1, ReadTimeout: time.Second, WriteTimeout: time.Second})
-			defer plain.Close()
-			wg.Go(func() {
-				clusterLoad(fmt.Sprintf("node%d#%d", i, c), plainCalls(plain), log, rand.New(rand.NewPCG(uint64(i), uint64(c))), 20, stop)
-			})
-		}
-	}
-	defer func() {
-		close(stop)
-		wg.Wait()
-	}()
-	progress := func(what string) {
-		t.Helper()
-		n := log.count()
-		if !await.Within(time.Minute, func() bool { return log.count() > n+2000 }) {
-			t.Fatalf("INCRs are not answered %s", what)
-		}
-	}
-	progress("at first")
+	load := startPlainLoad(t, nodes)
+	defer load.stop()
+	load.progress("at first")
+
 	// Revoked while its holder is paused, for a second: resumed within
 	// its horizon, it serves until it sees the lease gone, and the other
 	// must not have begun.
@@ -280,18 +256,111 @@ func TestSlotOwnerFaultsOneOwner(t *testing.T) {
 	}
 	time.Sleep(time.Second) // the thing under test: a pause
 	holder.Cmd.Process.Signal(syscall.SIGCONT)
-	progress("after an owner's lease was revoked by hand while it was paused")
+	load.progress("after an owner's lease was revoked by hand while it was paused")
 	nodes[1].Cmd.Process.Signal(syscall.SIGSTOP)
 	time.Sleep(3 * leaseTTL) // the thing under test: a pause past the lease
 	nodes[1].Cmd.Process.Signal(syscall.SIGCONT)
-	progress("after an owner was paused past its lease")
+	load.progress("after an owner was paused past its lease")
 	etcdLeader(t, members).Kill()
-	progress("after etcd's leader was killed")
-	close(stop)
-	wg.Wait()
-	stop = make(chan struct{}) // for the deferred close
-	incrs, _ := log.check(t)
-	t.Logf("%d INCRs checked; errors %v", incrs, log.errs)
+	load.progress("after etcd's leader was killed")
+	load.check()
+}
+
+// TestSlotOwnerCutFromEtcd: a Redis Cluster node in a network namespace
+// of its own, reaching etcd at an address a route in the namespace then
+// drops (a real partition: its connections to etcd hang) while its
+// clients still reach it, and another node on the host: the other serves
+// every slot within a TTL and the horizon and more, the cut one stops
+// serving its slots before, and once healed it takes part again; plain
+// clients on both: per key no value twice and each above every value
+// whose reply came before it was sent.
+func TestSlotOwnerCutFromEtcd(t *testing.T) {
+	ns := newNetns(t)
+	e := testetcd.Start(t)
+	proxy := startProxyAt(t, ns.EtcdIP+":0", e.Endpoint)
+	host := start(t, nil, append([]string{"--etcd-endpoints", e.Endpoint}, faultArgs...)...)
+	name, args := ns.Exec(binary, append([]string{"--etcd-endpoints", proxy.Addr(), "--bind", ns.NsIP,
+		"--port", testbin.ReservedPort(t), "--protected-mode", "no", "--dir", t.TempDir()}, faultArgs...)...)
+	cut := testbin.Start(t, nil, nil, name, args...)
+	load := startPlainLoad(t, []*process{host, cut})
+	defer load.stop()
+	load.progress("at first")
+	if len(keysServedBy(host, cut.Addr, 20)) == 0 {
+		t.Fatalf("the node in the namespace serves none of the keys: %s", rawCmd(host, "CLUSTER", "SLOTS"))
+	}
+	ns.Blackhole(ns.EtcdIP, true)
+	cutAt := time.Now()
+	c := redis.NewClient(&redis.Options{Addr: host.Addr, MaxRetries: -1, ReadTimeout: time.Second})
+	defer c.Close()
+	await.True(t, 4*leaseTTL+horizon+5*time.Second, "the node on the host serves every key", func() bool {
+		for k := range 20 {
+			if c.Incr(context.Background(), fmt.Sprintf("k%d", k)).Err() != nil {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("the node on the host serves every key %v after the other was cut from etcd", time.Since(cutAt).Round(time.Millisecond))
+	time.Sleep(2 * leaseTTL) // cut for longer: its clients still reach it
+	ns.Blackhole(ns.EtcdIP, false)
+	await.True(t, time.Minute, "the node healed holds a server-id again", func() bool { return clusterInfo(cut, "cluster_state") == "holding" })
+	load.progress("after the partition healed")
+	load.check()
+}
+
+// faultArgs are the fault tests' nodes' arguments: leases of 2 s, two
+// server-ids.
+var faultArgs = []string{"--etcd-lease-ttl", "2", "--id-range", "1", "--shard-range", "10", "--cluster-enabled", "yes"}
+
+// A plainLoad is plain clients, two on each node, INCRing k0 .. k19 into
+// one opLog until stop.
+type plainLoad struct {
+	t    *testing.T
+	log  *opLog
+	quit chan struct{}
+	wg   sync.WaitGroup
+	once sync.Once
+}
+
+// startPlainLoad waits until nodes hold a server-id and starts the load.
+func startPlainLoad(t *testing.T, nodes []*process) *plainLoad {
+	for _, p := range nodes {
+		waitHolding(t, p, 20*time.Second)
+	}
+	l := &plainLoad{t: t, log: newOpLog(), quit: make(chan struct{})}
+	for i, p := range nodes {
+		for c := range 2 {
+			plain := redis.NewClient(&redis.Options{Addr: p.Addr, MaxRetries: -1, ReadTimeout: time.Second, WriteTimeout: time.Second})
+			t.Cleanup(func() { plain.Close() })
+			l.wg.Go(func() {
+				clusterLoad(fmt.Sprintf("node%d#%d", i, c), plainCalls(plain), l.log, rand.New(rand.NewPCG(uint64(i), uint64(c))), 20, l.quit)
+			})
+		}
+	}
+	return l
+}
+
+// progress waits for 2000 INCRs more, or fails the test.
+func (l *plainLoad) progress(what string) {
+	l.t.Helper()
+	n := l.log.count()
+	if !await.Within(time.Minute, func() bool { return l.log.count() > n+2000 }) {
+		l.t.Fatalf("INCRs are not answered %s", what)
+	}
+}
+
+// stop stops the clients (again: nothing).
+func (l *plainLoad) stop() {
+	l.once.Do(func() { close(l.quit) })
+	l.wg.Wait()
+}
+
+// check stops the clients and checks every value they had.
+func (l *plainLoad) check() {
+	l.t.Helper()
+	l.stop()
+	incrs, _ := l.log.check(l.t)
+	l.t.Logf("%d INCRs checked; errors %v", incrs, l.log.errs)
 }
 
 // plainCalls are the calls of clusterLoad sent to one node by a plain
