@@ -281,7 +281,7 @@ func (v slotView) rebalanced() []slotRange {
 		case r.Lease == 0 && live:
 			o, l = back, v.nodes[back].lease
 		case !v.alive[r.Lease]:
-			o = -1
+			o, l = -1, 0
 		}
 		for s := r.First; s <= r.Last; s++ {
 			owner[s], lease[s] = o, l
