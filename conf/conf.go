@@ -81,7 +81,7 @@ type Config struct {
 
 	EtcdEndpoints   string  `key:"etcd-endpoints" default:"" usage:"cluster mode: etcd endpoints (comma list) to claim a server-id from; empty = single-server mode (server-id and the state file)"`
 	EtcdPrefix      string  `key:"etcd-prefix" default:"/idserver/" usage:"cluster mode: the etcd key prefix of this site's servers"`
-	EtcdLeaseTTL    Seconds `key:"etcd-lease-ttl" default:"10" usage:"cluster mode: TTL of the lease a claim is bound to: a dead server's id frees this long after it stops"`
+	EtcdLeaseTTL    Seconds `key:"etcd-lease-ttl" default:"5" usage:"cluster mode: TTL of the lease a claim is bound to: a dead server's id frees this long after it stops, its hash slots 2 s later; 5: twice the longest etcd leader election measured (1-2.4 s), which a lease must outlive"`
 	EtcdDialTimeout Seconds `key:"etcd-dial-timeout" default:"5" usage:"cluster mode: timeout of etcd requests"`
 	EtcdCertFile    string  `key:"etcd-cert-file" default:"" usage:"cluster mode: client certificate (PEM) for etcd over TLS"`
 	EtcdKeyFile     string  `key:"etcd-key-file" default:"" usage:"cluster mode: the private key of etcd-cert-file (PEM)"`

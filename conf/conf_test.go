@@ -39,7 +39,7 @@ func defaults() Config {
 		SeqSegment: Millis{3 * time.Second}, SeqMaxSegment: 1000000,
 		ClientOutputBufferLimit: OutputLimit{Hard: 16 << 20, Soft: 8 << 20, SoftSeconds: time.Minute},
 		LogLevel:                LogNotice, MetricsMaxClients: 16, MetricsTimeout: Seconds{10 * time.Second}, MetricsPprof: No,
-		EtcdPrefix: "/idserver/", EtcdLeaseTTL: Seconds{10 * time.Second}, EtcdDialTimeout: Seconds{5 * time.Second},
+		EtcdPrefix: "/idserver/", EtcdLeaseTTL: Seconds{5 * time.Second}, EtcdDialTimeout: Seconds{5 * time.Second},
 		ClusterEnabled: No, PublicIDAlphabet: publicid.DefaultAlphabet,
 	}
 }

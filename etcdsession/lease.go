@@ -13,25 +13,40 @@ import (
 // A Lease is an etcd lease that this process keeps alive itself, in the
 // spirit of etcd's concurrency.Session, but knowing how long the lease
 // surely has: it renews it with one request at a time (KeepAliveOnce),
-// each a third of the TTL after the last that etcd granted, and counts
-// each renewal's deadline from when its request was sent (etcd counts the
-// TTL from when it got it, later). A keep-alive stream (clientv3's
-// KeepAlive, which etcd's concurrency.Session uses) hides when it stalls
-// on a member that froze, and its replies do not say when their request
-// went; a request of its own may reach another member.
+// each a third of its Horizon after the last that etcd granted, and
+// counts each renewal's deadline from when its request was sent (etcd
+// counts the TTL from when it got it, later). A keep-alive stream
+// (clientv3's KeepAlive, which etcd's concurrency.Session uses) hides
+// when it stalls on a member that froze, and its replies do not say when
+// their request went; a request of its own may reach another member.
+//
+// The serving horizon, for what must have one holder at a time in real
+// time (a hash slot): the holder acts on the lease only while
+// HorizonLeft is positive, that is until Horizon after the request of
+// its last successful renewal was sent, and whoever takes over from it
+// waits Horizon after it first saw the lease gone from etcd (expired or
+// revoked by hand: it cannot tell which). That renewal reached etcd
+// while etcd had the lease (etcd renews no lease it has not), so the
+// lease went after it was sent: the holder has stopped by the time the
+// other starts. The horizon is at most the TTL, so a dead holder's
+// place is taken a TTL plus the horizon after its last renewal, not two
+// TTLs; renewed every third of it, a holder that reaches etcd never sees
+// it lapse.
 //
 // What a lease fences (a server-id's claim, a hash slot) is safe on one
 // timing assumption, stated here once: this process's clock runs no
 // slower than etcd's, nor than the other servers', over a TTL, by more
-// than the margin its users keep back from Left.
+// than the margin its users keep back from Left and HorizonLeft.
 type Lease struct {
 	cli     *clientv3.Client
 	id      clientv3.LeaseID
 	ttl     time.Duration // as granted first
+	horizon time.Duration // Horizon, or the TTL if shorter
 	timeout time.Duration // of one renewal
 
 	mu       sync.Mutex
 	deadline time.Time // when etcd may expire it unless renewed
+	sent     time.Time // the request of its last renewal (or its grant)
 	lost     chan struct{}
 	why      string // why it is lost, once lost is closed
 }
@@ -45,9 +60,19 @@ func Grant(ctx context.Context, cli *clientv3.Client, ttl, timeout time.Duration
 		return nil, err
 	}
 	l := &Lease{cli: cli, id: resp.ID, ttl: time.Duration(resp.TTL) * time.Second, timeout: timeout, lost: make(chan struct{})}
-	l.deadline = sent.Add(l.ttl)
+	l.horizon = min(Horizon, l.ttl)
+	l.deadline, l.sent = sent.Add(l.ttl), sent
 	return l, nil
 }
+
+// Horizon is the serving horizon (see Lease): a holder acts on its lease
+// until Horizon after its last renewal was sent (or its TTL, if
+// shorter), and whoever takes its place waits Horizon after it saw the
+// lease gone. It is one constant, not each lease's own, so that no
+// server's wait depends on its config agreeing with the others'. 2 s:
+// three renewals in it, one every 667 ms, each given a third of it; on
+// etcd-lease-ttl's 5 s default, a failover of about 7 s.
+const Horizon = 2 * time.Second
 
 // Keep renews l until ctx ends or l is lost: etcd says it expired or was
 // revoked, its deadline passed without a renewal, or Revoke or End was
@@ -61,7 +86,7 @@ func (l *Lease) Keep(ctx context.Context) {
 			l.End("no lease renewal from etcd for " + l.ttl.String() + " (etcd unreachable?)")
 			return
 		}
-		next := left - 2*l.ttl/3 // a third of the TTL after the last renewal
+		next := l.HorizonLeft() - 2*l.horizon/3 // a third of the horizon after the last renewal
 		if next <= 0 {
 			next = l.renew(ctx, left)
 		}
@@ -83,7 +108,7 @@ func (l *Lease) Keep(ctx context.Context) {
 // negative if l is lost or ctx ended.
 func (l *Lease) renew(ctx context.Context, left time.Duration) time.Duration {
 	sent := time.Now()
-	rctx, cancel := context.WithTimeout(ctx, min(l.timeout, left))
+	rctx, cancel := context.WithTimeout(ctx, min(l.timeout, left, l.horizon/3))
 	resp, err := l.cli.KeepAliveOnce(rctx, l.id)
 	cancel()
 	switch {
@@ -96,7 +121,7 @@ func (l *Lease) renew(ctx context.Context, left time.Duration) time.Duration {
 		return min(left, l.ttl/20) // another try, perhaps through another member
 	}
 	l.mu.Lock()
-	l.deadline = sent.Add(time.Duration(resp.TTL) * time.Second)
+	l.deadline, l.sent = sent.Add(time.Duration(resp.TTL)*time.Second), sent
 	l.mu.Unlock()
 	return 0
 }
@@ -121,6 +146,16 @@ func (l *Lease) Left() time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return time.Until(l.deadline)
+}
+
+// HorizonLeft is how long l's holder may still act on it where one
+// holder at a time matters in real time: until Horizon (or the TTL, if
+// shorter) after the request of its last successful renewal was sent
+// (see Lease).
+func (l *Lease) HorizonLeft() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return time.Until(l.sent.Add(l.horizon))
 }
 
 // Why is why l was lost, once Lost is closed.

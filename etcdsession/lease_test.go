@@ -9,27 +9,32 @@ import (
 	"github.com/idserver/idserver/internal/testetcd"
 )
 
-// TestLease: a lease kept alive lives for several TTLs, its time left
-// never above the TTL etcd granted, counted from each renewal's request;
-// it is lost, with the reason, when etcd revokes it, and when etcd stops
-// answering (frozen), once its TTL has passed with no renewal, not
-// before; revoke frees it at once.
+// TestLease: a lease kept alive lives for over a TTL, its time left
+// never above the TTL etcd granted, counted from each renewal's request,
+// and its serving horizon never lapses (renewed every third of it, where
+// a third of the TTL let it lapse); it is lost, with the reason, when
+// etcd revokes it, and when etcd stops answering (frozen), once its TTL
+// has passed with no renewal, not before, its horizon lapsed by then;
+// revoke frees it at once.
 func TestLease(t *testing.T) {
 	e := testetcd.Start(t)
 	cli := e.Client()
 	defer cli.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	const ttl = 2 * time.Second
+	const ttl = 6 * time.Second // three horizons: renewed every third of the TTL, the horizon would lapse
 
 	l, err := Grant(ctx, cli, ttl, 300*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
 	go l.Keep(ctx)
-	for end := time.Now().Add(2 * ttl); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+	for end := time.Now().Add(ttl + Horizon); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
 		if left := l.Left(); left <= 0 || left > ttl {
 			t.Fatalf("time left %v, want within (0, %v]", left, ttl)
+		}
+		if h := l.HorizonLeft(); h <= Horizon/3 || h > Horizon {
+			t.Fatalf("serving horizon left %v, want within (%v, %v]: renewed every third of it", h, Horizon/3, Horizon)
 		}
 	}
 	select {
@@ -52,6 +57,9 @@ func TestLease(t *testing.T) {
 	deadline := frozen.Add(l.Left())
 	e.Freeze()
 	awaitLost(t, l, "no lease renewal", 3*ttl)
+	if h := l.HorizonLeft(); h > -(ttl - Horizon) {
+		t.Fatalf("serving horizon left %v when the lease was lost, want the horizon lapsed a TTL less the horizon before", h)
+	}
 	if time.Now().Before(deadline) {
 		t.Fatalf("lost %v after etcd froze, before the deadline its last renewal gave (%v)", time.Since(frozen), deadline.Sub(frozen))
 	}

@@ -15,13 +15,17 @@ const slotCount = slots.N
 // serves their keys, under the lease it held when the range was given
 // it. From is the server-id it is moving from (with FromLease), or -1:
 // while a range moves, no one serves it (-TRYAGAIN), until its old owner
-// has let it go or its lease is gone from etcd.
+// has let it go or its lease is gone from etcd. A range with no Lease
+// was released by its owner at a graceful stop (no one took it): no one
+// serves it, and it goes back to Node, that owner's node ID (kept in its
+// dir), when that node is live again, whatever server-id it holds then.
 type slotRange struct {
 	First, Last int
 	Owner       int64
 	Lease       int64 `json:",omitempty"`
 	From        int64
-	FromLease   int64 `json:",omitempty"`
+	FromLease   int64  `json:",omitempty"`
+	Node        string `json:",omitempty"`
 }
 
 // rebalance returns who should own each slot when the servers holding

@@ -14,8 +14,9 @@ import (
 // Config configures a server's part in the assignment.
 type Config struct {
 	Prefix string // etcd-prefix, ending with "/"
-	// TTL is etcd-lease-ttl: how long a lease gone is waited out, and how
-	// often the assignment is read again.
+	// TTL is etcd-lease-ttl: how long a range released at a graceful stop
+	// waits for its node to come back, and how often a standby reads the
+	// assignment again.
 	TTL time.Duration
 	// DialTimeout bounds a standby's read of the assignment.
 	DialTimeout time.Duration

@@ -2,7 +2,7 @@ package slotassign
 
 import (
 	"context"
-	"strconv"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/idserver/idserver/etcdsession"
+	"github.com/idserver/idserver/internal/await"
 	"github.com/idserver/idserver/internal/testetcd"
 )
 
@@ -26,17 +27,23 @@ type keeperUnderTest struct {
 }
 
 // TestSlotKeepers: three servers keep the assignment with real leases of
-// 2 s: they split the slots; one stops gracefully and one is killed (its
+// 5 s: they split the slots; one stops gracefully and one is killed (its
 // lease left to expire), and each time the others serve every slot again
-// (within a few TTLs); sampled throughout every few milliseconds, no slot
-// is served by two at once.
+// (the killed one's within a TTL and the serving horizon); a lease
+// revoked by hand while its holder is paused; the last server stopped
+// gracefully, a server started with another node ID waits for it, and
+// once it is back (under another server-id) both serve within a second;
+// both stopped and one back, it serves its own slots at once, the
+// other's a while later;
+// sampled throughout every few milliseconds, no slot is served by two at
+// once.
 func TestSlotKeepers(t *testing.T) {
 	e := testetcd.Start(t)
 	cli := e.Client()
 	defer cli.Close()
-	const ttl = 2 * time.Second
+	const ttl = 5 * time.Second
 	k := slotKeys{prefix: "/k/"}
-	start := func(id int64) *keeperUnderTest {
+	start := func(id int64, node string) *keeperUnderTest {
 		ctx, cancel := context.WithCancel(context.Background())
 		l, err := etcdsession.Grant(ctx, cli, ttl, 500*time.Millisecond)
 		if err != nil {
@@ -45,7 +52,7 @@ func TestSlotKeepers(t *testing.T) {
 		u := &keeperUnderTest{id: id, stop: cancel, l: l}
 		s := &slotKeeper{cli: cli, k: k, id: id, l: l, ttl: ttl, log: zerolog.Nop(),
 			handing: make(chan chan struct{}), ended: make(chan struct{}),
-			self: Node{ID: strconv.FormatInt(id, 10), IP: "127.0.0.1", Port: 7000 + int(id)},
+			self: Node{ID: node, IP: "127.0.0.1", Port: 7000 + int(id)},
 			publish: func(s *Serving) {
 				if !u.frozen.Load() {
 					u.serving.Store(s)
@@ -56,22 +63,18 @@ func TestSlotKeepers(t *testing.T) {
 		go func() { defer u.done.Done(); s.run(ctx) }()
 		return u
 	}
-	servers := []*keeperUnderTest{start(0), start(1), start(2)}
-	servers = append(servers, nil) // the fourth comes later
+	servers := []*keeperUnderTest{start(0, "0"), start(1, "1"), start(2, "2")}
+	servers = append(servers, nil, nil, nil, nil) // more come later
 	var sampling atomic.Bool
 	sampling.Store(true)
 	samples := make(chan string, 1)
 	go func() {
 		for sampling.Load() {
 			for slot := range slotCount {
-				n := 0
-				for i := range servers {
-					if u := loadKeeper(&servers[i]); u != nil && u.serving.Load().Has(slot) {
-						n++
-					}
-				}
-				if n > 1 {
-					samples <- "slot " + strconv.Itoa(slot) + " served by " + strconv.Itoa(n)
+				// Twice in a row: servers are read one after another, and
+				// one may stop and the next start between two reads.
+				if by := servedBy(servers, slot); len(by) > 1 && len(servedBy(servers, slot)) > 1 {
+					samples <- fmt.Sprintf("slot %d served by %v", slot, by)
 					return
 				}
 			}
@@ -121,11 +124,15 @@ func TestSlotKeepers(t *testing.T) {
 	// A kill: its lease left to expire, what it published left as it was.
 	servers[1].l.End("killed") // its keeper and keep-alive stop, as a process killed does
 	servers[1].done.Wait()
-	t.Logf("a kill: settled in %v", settled(servers[:1], 10*ttl))
+	if took := settled(servers[:1], 10*ttl); took > ttl+etcdsession.Horizon+time.Second {
+		t.Fatalf("a kill: the other served every slot after %v, more than a TTL and the serving horizon (%v)", took, ttl+etcdsession.Horizon)
+	} else {
+		t.Logf("a kill: settled in %v", took)
+	}
 
 	// A lease revoked by hand while its holder is paused: the holder
 	// serves until its own deadline, and no one else before.
-	storeKeeper(&servers[3], start(3))
+	storeKeeper(&servers[3], start(3, "3"))
 	settled([]*keeperUnderTest{servers[0], servers[3]}, 10*ttl)
 	servers[3].frozen.Store(true)
 	if _, err := cli.Revoke(context.Background(), servers[3].l.ID()); err != nil {
@@ -133,12 +140,57 @@ func TestSlotKeepers(t *testing.T) {
 	}
 	t.Logf("a lease revoked by hand: settled in %v", settled(servers[:1], 10*ttl))
 	servers[3].done.Wait()
+
+	// The last server stopped gracefully releases its slots: another
+	// node waits for it (a TTL at most) rather than take them, and once
+	// it is back, under another server-id, it has them back at once.
+	servers[0].stop()
+	servers[0].done.Wait()
+	servers[0].l.Revoke()
+	storeKeeper(&servers[4], start(4, "4"))
+	if await.Within(time.Second, func() bool { return servers[4].serving.Load().Has(0) }) {
+		t.Fatal("a node serves the slots of one that released them, before it had time to come back")
+	}
+	storeKeeper(&servers[5], start(5, "0"))
+	if took := settled(servers[4:6], 10*ttl); took > time.Second { // no lease waited out
+		t.Fatalf("the last server stopped and started again: every slot served after %v", took)
+	} else {
+		t.Logf("the last server stopped and started again: settled in %v", took)
+	}
+
+	// Both stopped gracefully at once, one back: it serves its own slots
+	// at once, and the other's once that one had a TTL to come back.
+	for _, u := range servers[4:6] {
+		u.stop()
+	}
+	for _, u := range servers[4:6] {
+		u.done.Wait()
+		u.l.Revoke()
+	}
+	back := time.Now()
+	storeKeeper(&servers[6], start(6, "0"))
+	await.True(t, 3*time.Second, "its own slots served again", func() bool { return servers[6].serving.Load().Has(0) })
+	t.Logf("two stopped, one back: its own slots served in %v", time.Since(back))
+	if took := settled(servers[6:7], 10*ttl); took < ttl/2 {
+		t.Fatalf("the other's slots served %v after it stopped: it had no time to come back", took)
+	}
 	sampling.Store(false)
 	if s := <-samples; s != "" {
 		t.Fatal(s)
 	}
-	servers[0].stop()
-	servers[0].done.Wait()
+	servers[6].stop()
+	servers[6].done.Wait()
+}
+
+// servedBy is the ids of the servers that serve slot now.
+func servedBy(servers []*keeperUnderTest, slot int) []int64 {
+	var by []int64
+	for i := range servers {
+		if u := loadKeeper(&servers[i]); u != nil && u.serving.Load().Has(slot) {
+			by = append(by, u.id)
+		}
+	}
+	return by
 }
 
 // serversMu guards the list of servers the sampler reads.

@@ -9,19 +9,21 @@
 //
 // One owner per slot at any moment, by construction: a server serves a
 // slot only while the assignment gives it to it under the lease it holds
-// now, and that lease has time left by the server's own deadline
+// now, and that lease's serving horizon has time left
 // (etcdsession.Lease). The assignment changes only by a transaction on its
 // revision, and a slot changes hands in it only (1) by its owner, after
 // it stopped serving it (a range moving from it, which no one serves
-// meanwhile, is let go by the owner's own write), or (2) once the lease
-// the range was given under is gone from etcd (a lease never comes back),
-// and has been seen gone for a TTL: etcd expires a lease after the
-// owner's own deadline for it, so the owner stopped serving before; a
-// lease revoked by hand may go before that deadline, and the TTL's wait
-// covers it. The node keys only announce: deleting one by hand moves no
-// slot at once (its owner lets them go, or puts it back). The one timing
-// assumption is the lease's (etcdsession.Lease); the margin kept back
-// from its deadline is leaseMargin.
+// meanwhile, is let go by the owner's own write; a range it still has at
+// a graceful stop is released, written with no lease), or (2) once the
+// lease the range was given under is gone from etcd (a lease never comes
+// back), and has been seen gone for the serving horizon
+// (etcdsession.Horizon): the owner stopped serving before, whether etcd
+// expired the lease or it was revoked by hand. So a dead owner's slots
+// move a TTL and the horizon after its last renewal. The node keys only
+// announce: deleting one by hand moves no slot at once (its owner lets
+// them go, or puts it back). The one timing assumption is the lease's
+// (etcdsession.Lease); the margin kept back from its horizon is
+// leaseMargin.
 //
 // A server takes part through a Participant, and answers clients from
 // a Source, the assignment as a slots.Map.
@@ -160,17 +162,24 @@ func (v slotView) release(k slotKeys, id, lease int64) *clientv3.Op {
 // plan is the leader's write, if the assignment should change. Moves
 // whose old owner's lease is gone complete; else, once no range moves,
 // the slots go as rebalance says: a live owner's move from it (it lets
-// them go itself), those whose owner's lease is gone at once. A lease gone
-// counts only once ready says it has been gone long enough (a TTL, see
-// above): until then nothing changes.
-func (v slotView) plan(k slotKeys, ready func(lease int64) bool) *clientv3.Op {
+// them go itself), those whose owner's lease is gone at once, a released
+// range back to its node if it is live, else to any. A lease gone counts
+// only once ready says it has been gone long enough (the serving
+// horizon, see above): until then nothing changes. A released range whose
+// node is not live goes to another only once waited says its node had
+// time to come back: until then only released ranges whose node is live
+// change, back to it.
+func (v slotView) plan(k slotKeys, ready func(lease int64) bool, waited func(node string) bool) *clientv3.Op {
 	ranges := slices.Clone(v.a.Ranges)
-	moving, completed := false, false
+	moving, completed, waiting := false, false, false
 	for i, r := range ranges {
 		for _, l := range []int64{r.Lease, r.FromLease} {
 			if l != 0 && !v.alive[l] && !ready(l) {
 				return nil
 			}
+		}
+		if _, back := v.liveNode(r.Node); r.Lease == 0 && !back && !waited(r.Node) {
+			waiting = true
 		}
 		switch {
 		case r.From >= 0 && !v.alive[r.FromLease]:
@@ -184,6 +193,8 @@ func (v slotView) plan(k slotKeys, ready func(lease int64) bool) *clientv3.Op {
 	case completed:
 	case moving:
 		return nil // a move under way: its owner lets it go
+	case waiting:
+		ranges = v.returned()
 	default:
 		ranges = v.rebalanced()
 	}
@@ -191,6 +202,53 @@ func (v slotView) plan(k slotKeys, ready func(lease int64) bool) *clientv3.Op {
 		return nil
 	}
 	return v.put(k, assignment{Version: v.a.Version + 1, Ranges: ranges, Nodes: v.owners(ranges)})
+}
+
+// liveNode is the server-id of the live node whose node ID is node.
+func (v slotView) liveNode(node string) (int64, bool) {
+	for id, n := range v.nodes {
+		if n.ID == node {
+			return id, true
+		}
+	}
+	return -1, false
+}
+
+// returned is v's ranges with those released given back to their node
+// where it is live, under the server-id and lease it holds now.
+func (v slotView) returned() []slotRange {
+	ranges := slices.Clone(v.a.Ranges)
+	for i, r := range ranges {
+		if id, back := v.liveNode(r.Node); r.Lease == 0 && back {
+			ranges[i].Owner, ranges[i].Lease, ranges[i].Node = id, v.nodes[id].lease, ""
+		}
+	}
+	return ranges
+}
+
+// freed is v's assignment with every range id owns under lease released
+// (Lease 0, its node named), and those moving from it let go: what a
+// server stopping gracefully leaves when no one took its slots, so that
+// a server starting can be given them at once (no lease to wait out).
+// Nil if id has none.
+func (v slotView) freed(id, lease int64, node string) *assignment {
+	next := v.a
+	next.Ranges = slices.Clone(v.a.Ranges)
+	changed := false
+	for i, r := range next.Ranges {
+		if r.Owner == id && r.Lease == lease {
+			next.Ranges[i].Lease, next.Ranges[i].Node = 0, node
+			changed = true
+		}
+		if r.From == id && r.FromLease == lease {
+			next.Ranges[i].From, next.Ranges[i].FromLease = -1, 0
+			changed = true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	return &next
 }
 
 // owners is the node of each owner ranges name: as it announces itself
@@ -210,17 +268,23 @@ func (v slotView) owners(ranges []slotRange) map[int64]Node {
 }
 
 // rebalanced is the ranges rebalance gives the live nodes: a slot whose
-// owner's lease is alive moves from it, the others are given at once.
+// owner's lease is alive moves from it, a released one is its node's
+// again if that node is live, the others are given at once.
 func (v slotView) rebalanced() []slotRange {
 	owner, lease := make([]int64, slotCount), make([]int64, slotCount)
 	for s := range owner {
 		owner[s] = -1
 	}
 	for _, r := range v.a.Ranges {
+		o, l := r.Owner, r.Lease
+		switch back, live := v.liveNode(r.Node); {
+		case r.Lease == 0 && live:
+			o, l = back, v.nodes[back].lease
+		case !v.alive[r.Lease]:
+			o, l = -1, 0
+		}
 		for s := r.First; s <= r.Last; s++ {
-			if v.alive[r.Lease] {
-				owner[s], lease[s] = r.Owner, r.Lease
-			}
+			owner[s], lease[s] = o, l
 		}
 	}
 	var ranges []slotRange
@@ -242,7 +306,7 @@ func appendSlot(ranges []slotRange, r slotRange) []slotRange {
 	}
 	if n := len(ranges); n > 0 {
 		p := &ranges[n-1]
-		if p.Last+1 == r.First && p.Owner == r.Owner && p.Lease == r.Lease && p.From == r.From && p.FromLease == r.FromLease {
+		if p.Last+1 == r.First && p.Owner == r.Owner && p.Lease == r.Lease && p.From == r.From && p.FromLease == r.FromLease && p.Node == r.Node {
 			p.Last = r.Last
 			return ranges
 		}

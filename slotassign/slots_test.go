@@ -24,8 +24,9 @@ type simServer struct {
 }
 
 // TestSlotsOneOwner: over generated runs of servers joining, stopping
-// gracefully, crashing (their lease revoked: they stopped serving by their
-// own deadline first) and coming back under a new lease, each reading the
+// gracefully (releasing what no one took, or not), crashing (their lease
+// revoked: they stopped serving by their own deadline first) and coming
+// back under a new lease, each reading the
 // assignment and acting on it in a random order (the seed logged), no
 // slot is ever served by two servers at once, and once all have acted
 // with nothing changing, every live server serves its share and no slot
@@ -53,6 +54,21 @@ func TestSlotsOneOwner(t *testing.T) {
 	leave := func(id int64) { // gracefully or not: it serves nothing, then its lease goes
 		s := servers[id]
 		clear(s.serving)
+		for rnd.IntN(2) == 0 { // gracefully: it releases what it still owns
+			v, err := readSlots(ctx, cli, k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			next := v.freed(id, int64(s.lease), strconv.FormatInt(id, 10))
+			if next == nil {
+				break
+			}
+			if ok, err := v.commit(ctx, cli, k, *v.put(k, *next)); err != nil {
+				t.Fatal(err)
+			} else if ok {
+				break
+			}
+		}
 		if _, err := cli.Revoke(ctx, s.lease); err != nil {
 			t.Fatal(err)
 		}
@@ -74,7 +90,7 @@ func TestSlotsOneOwner(t *testing.T) {
 		if ids := slices.Sorted(maps.Keys(v.nodes)); len(ids) > 0 && ids[0] == s.id {
 			// A server that leaves stops serving first: its lease may be
 			// taken as gone at once.
-			if op := v.plan(k, func(int64) bool { return true }); op != nil {
+			if op := v.plan(k, func(int64) bool { return true }, func(string) bool { return true }); op != nil {
 				ok, err := v.commit(ctx, cli, k, *op)
 				if err != nil {
 					t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/idserver/idserver/etcdsession"
 	"github.com/idserver/idserver/slots"
 )
 
@@ -107,9 +108,11 @@ func (src *Source) Serve(s *Serving) {
 	}
 }
 
-// alive reports whether s's lease has time left by its holder's deadline,
-// but for the margin; a standby's has none.
-func (s *Serving) alive() bool { return s.l != nil && s.l.Left() > s.l.TTL()/leaseMargin }
+// alive reports whether s's lease's serving horizon has time left, but
+// for the margin; a standby's has none.
+func (s *Serving) alive() bool {
+	return s.l != nil && s.l.HorizonLeft() > etcdsession.Horizon/leaseMargin
+}
 
 // slotMap is s's assignment as a Redis Cluster map: every node live, or
 // gone but owning a range (as known: as this server last saw it, else as

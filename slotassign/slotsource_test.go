@@ -47,7 +47,7 @@ func TestMapCoversEverySlot(t *testing.T) {
 	mine := Node{ID: self.ID, IP: self.IP, Port: self.Port}
 	all := map[int64]liveNode{0: {Node: mine, lease: 10}, 1: {Node: other, lease: 11}, 2: {Node: gone, lease: 12}}
 	src := NewSource(self, Kept{})
-	l := &fakeLease{ttl: 10 * time.Second}
+	l := &fakeLease{}
 	l.deadline.Store(time.Now().Add(time.Minute).UnixNano())
 	serve := func(nodes map[int64]liveNode, alive ...int64) {
 		v := slotView{a: a, nodes: nodes, alive: map[int64]bool{}}
@@ -85,12 +85,10 @@ func TestMapCoversEverySlot(t *testing.T) {
 
 // fakeLease is a lease's clock that a test moves.
 type fakeLease struct {
-	ttl      time.Duration
-	deadline atomic.Int64 // unix ns
+	deadline atomic.Int64 // unix ns: the end of its serving horizon
 }
 
-func (l *fakeLease) Left() time.Duration { return time.Until(time.Unix(0, l.deadline.Load())) }
-func (l *fakeLease) TTL() time.Duration  { return l.ttl }
+func (l *fakeLease) HorizonLeft() time.Duration { return time.Until(time.Unix(0, l.deadline.Load())) }
 
 // TestMapCoversEverySlotAfterRestart: every server restarted, this one
 // first: it never saw the other owners alive, yet its map lists every
@@ -122,7 +120,7 @@ func TestMapCoversEverySlotAfterRestart(t *testing.T) {
 
 	v = slotView{a: assignment{Version: 4, Ranges: ranges, Nodes: map[int64]Node{2: gone}},
 		nodes: map[int64]liveNode{0: {Node: mine, lease: 10}, 1: {Node: other, lease: 11}}, alive: map[int64]bool{10: true, 11: true, 12: true}}
-	op := v.plan(slotKeys{prefix: "/t/"}, func(int64) bool { return true })
+	op := v.plan(slotKeys{prefix: "/t/"}, func(int64) bool { return true }, func(string) bool { return true })
 	if op == nil {
 		t.Fatal("no write: the owner gone's slots should move")
 	}
