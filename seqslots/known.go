@@ -170,3 +170,32 @@ func sleep(ctx context.Context, d time.Duration) bool {
 		return true
 	}
 }
+
+// A SeenStore keeps what a server saw of the slot records, beside its
+// keys (the sequence File).
+type SeenStore interface {
+	SlotSeen() map[int][]byte
+	SetSlotSeen(map[int][]byte) error
+}
+
+// KnownIn returns what store kept, written back to it; a record it
+// cannot read is left out (and logged).
+func KnownIn(store SeenStore, log zerolog.Logger) *Known {
+	loaded := map[int]Record{}
+	for s, b := range store.SlotSeen() {
+		r, err := unmarshal(b)
+		if err != nil {
+			log.Warn().Err(err).Int("slot", s).Msg("sequences: a slot record kept in the file is unreadable; left out")
+			continue
+		}
+		loaded[s] = r
+	}
+	save := func(recs map[int]Record) error {
+		out := make(map[int][]byte, len(recs))
+		for s, r := range recs {
+			out[s] = []byte(r.marshal())
+		}
+		return store.SetSlotSeen(out)
+	}
+	return NewKnown(loaded, save, log)
+}
