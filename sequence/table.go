@@ -209,9 +209,9 @@ type Table struct {
 	// foldBegan is when the fold under way took its snapshot (unix ns),
 	// 0 if none: an entry dropped after it is in no snapshot (limbo).
 	foldBegan atomic.Int64
-	bytes    atomic.Int64
-	longest  atomic.Int64 // the longest key's length
-	keys     atomic.Int64 // keys that exist for GET, DBSIZE and SCAN: durable ones
+	bytes     atomic.Int64
+	longest   atomic.Int64 // the longest key's length
+	keys      atomic.Int64 // keys that exist for GET, DBSIZE and SCAN: durable ones
 
 	queueMu sync.Mutex
 	queue   []*entry // keys whose next segment is asked for
