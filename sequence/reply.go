@@ -40,6 +40,7 @@ type Pending struct {
 	e     *entry    // the key
 	round *setRound // a SET's write; nil: e's existence
 	i     int       // the SET's place in round
+	gen   uint16    // e's: a key dropped since is not awaited
 }
 
 // Ready reports whether p's reply may go at once, without Await.
@@ -104,6 +105,10 @@ func (t *Table) await(d *deadline, p Pending) error {
 	sh := t.shardOfEntry(e)
 	for {
 		sh.mu.Lock()
+		if e.gen != p.gen || e.has(dropped) {
+			sh.mu.Unlock()
+			return ErrNotServed // these values are skipped
+		}
 		if e.mayReply() {
 			sh.mu.Unlock()
 			return nil
@@ -122,9 +127,9 @@ func (t *Table) await(d *deadline, p Pending) error {
 			t.ask(e)
 		}
 		t.hurry()
-		w := e.waiting()
+		on := e.waitOn()
 		sh.mu.Unlock()
-		if err := t.waitForStore(d, e, w, takes); err != nil {
+		if err := t.waitForStore(d, on, takes); err != nil {
 			return err
 		}
 	}
@@ -169,29 +174,29 @@ const (
 	sets
 )
 
-// waitForStore waits until w, the wait for e's take or SET under way,
-// ends, or d passes: the one place a request waits for the store. It
+// waitForStore waits until on, the wait for a key's take or SET under
+// way, ends, or d passes: the one place a request waits for the store. It
 // returns why the take failed; nil for a SET, which waits only for the
 // take to end (a take that fails as the key's mark was lost is what the
-// SET puts right). A request gives up at once, without waiting, when the
+// SET puts right), unless the key was dropped (ErrNotServed). A request gives up at once, without waiting, when the
 // store is down (down): for a SET, only when a write has stalled, as the
 // writer writes SETs at once even while its takes back off. A request
-// that gives up ends the wait of every request for e (giveUp).
-func (t *Table) waitForStore(d *deadline, e *entry, w *wait, k waitKind) error {
+// that gives up ends the wait of every request for the key (giveUp).
+func (t *Table) waitForStore(d *deadline, on waitOn, k waitKind) error {
 	if err := t.down(k); err != nil {
-		return t.giveUp(e, w, err)
+		return t.giveUp(on, err)
 	}
 	if d.passed() {
-		return t.giveUp(e, w, t.timedOut())
+		return t.giveUp(on, t.timedOut())
 	}
 	select {
-	case <-w.done:
-		if w.err == nil || k == sets {
+	case <-on.w.done:
+		if on.w.err == nil || k == sets && !errors.Is(on.w.err, ErrNotServed) {
 			return nil
 		}
-		return failure(w.err)
+		return failure(on.w.err)
 	case <-d.reached():
-		return t.giveUp(e, w, t.timedOut())
+		return t.giveUp(on, t.timedOut())
 	case <-t.stop:
 		return ErrStopped
 	}
@@ -210,16 +215,21 @@ func (t *Table) timedOut() error {
 	return fmt.Errorf("%w: the store did not answer within %v", ErrNotReserved, t.opts.Wait)
 }
 
-// giveUp ends w with err, if it is still e's wait, so that every request
-// waiting with it gets err; and, unless e's existence is durable, makes
-// e not born: no value of it was sent (mayReply), and its next take
-// records it as existing only if a request waits for it again. It
-// returns err.
-func (t *Table) giveUp(e *entry, w *wait, err error) error {
+// giveUp ends on's wait with err, if it is still its key's, so that
+// every request waiting with it gets err; and, unless the key's
+// existence is durable, makes it not born: no value of it was sent
+// (mayReply), and its next take records it as existing only if a
+// request waits for it again. An entry made another key's since is left
+// alone. It returns err.
+func (t *Table) giveUp(on waitOn, err error) error {
+	e := on.e
 	sh := t.shardOfEntry(e)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if e.wait == w {
+	if e.gen != on.gen {
+		return err
+	}
+	if e.wait == on.w {
 		e.ended(err)
 	}
 	t.unborn(e)

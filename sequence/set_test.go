@@ -376,7 +376,7 @@ func TestSetBehindLostTake(t *testing.T) {
 	}
 	d := tb.deadline()
 	defer d.stop()
-	if err := tb.waitForStore(&d, on.e, on.w, sets); err != nil {
+	if err := tb.waitForStore(&d, on, sets); err != nil {
 		t.Fatalf("a SET waiting behind the take: %v, want to go on", err)
 	}
 	if err := tb.Set("lost", 100, Always); err != nil {

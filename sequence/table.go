@@ -206,10 +206,14 @@ type Table struct {
 
 	bySlotMu sync.RWMutex
 	bySlot   [slots.N][]*entry // every key, in its hash slot's list, in the order it came: SCAN's cursor is a place in them
-	made     int               // the keys in bySlot
-	bytes    atomic.Int64
-	longest  atomic.Int64 // the longest key's length
-	keys     atomic.Int64 // keys that exist for GET, DBSIZE and SCAN: durable ones
+	made     int               // the keys in bySlot, and those LoadSlot is making
+	limbo    limbo             // the entries of dropped keys, until they may be made others'
+	// foldBegan is when the fold under way took its snapshot (unix ns),
+	// 0 if none: an entry dropped after it is in no snapshot (limbo).
+	foldBegan atomic.Int64
+	bytes     atomic.Int64
+	longest   atomic.Int64 // the longest key's length
+	keys      atomic.Int64 // keys that exist for GET, DBSIZE and SCAN: durable ones
 
 	queueMu sync.Mutex
 	queue   []*entry // keys whose next segment is asked for
@@ -257,7 +261,7 @@ type entry struct {
 	limit  int64   // values (issued, limit] may be handed out
 	next   segment // taken, not contiguous with limit: begun when limit is reached
 	below  int64   // the next segment is asked for when fewer values are left (relow)
-	klen   uint32  // len(key)
+	klen   uint8   // len(key), at most 255: a longer key is compared as e.key
 	taking bool    // a take (or a Set) is queued or under way
 	// born: a value of the key was handed out (its reply may wait for
 	// its existence to be durable: reply.go), or set, or stored. A key
@@ -265,8 +269,11 @@ type entry struct {
 	// run) is not born: its take records it as not existing. GET,
 	// EXISTS, DBSIZE and SCAN see durable keys only.
 	born  bool
-	shard uint8    // its shard, in Table.shards
-	bits  uint8    // durable, demanded, absent, setting
+	shard uint8 // its shard, in Table.shards
+	bits  uint8 // durable, demanded, absent, setting, dropped
+	// gen counts the keys the entry was made for: a Pending or a wait
+	// that names it for a key dropped since does not touch the next.
+	gen   uint16
 	short [16]byte // the key, if it is 16 bytes or shorter (key points here)
 
 	key     string
@@ -297,6 +304,11 @@ const (
 	// setting: a SET of the key is queued or being written: a SETNX
 	// behind it sees the key as existing (TrySet).
 	setting
+	// dropped: the key's hash slot was dropped (DropSlot): the entry is
+	// out of the index and its slot's list, and what still names it (a
+	// take or SET in the writer's hands, a Pending, a wait) hands out
+	// and stores nothing for it.
+	dropped
 )
 
 func (e *entry) has(b uint8) bool { return e.bits&b != 0 }
@@ -307,8 +319,9 @@ type segment struct{ first, last int64 }
 // its key's bytes in the same place: a lookup compares the key where the
 // INCR then counts, rather than following a pointer to a second place in
 // memory (with 100,000 random keys, that second cache miss was a tenth of
-// INCR's CPU). The bytes are never written after, as unsafe.String asks.
-// Each size is a multiple of 64, so that every entry begins a cache line.
+// INCR's CPU). The bytes are written again only when the entry of a
+// dropped key is made another's, once none of its key's strings is in
+// use (limbo), as unsafe.String asks. Each size is a multiple of 64, so that every entry begins a cache line.
 type entries struct {
 	slots slab[slot]  // the shards' index slots
 	k16   slab[entry] // in short
@@ -322,26 +335,58 @@ type withKey[B any] struct {
 	b B
 }
 
+// The classes of entries, by the length of their key.
+const (
+	class16 = iota
+	class64
+	class128
+	classLong
+	classes
+)
+
+// classOf is the class of an entry for a key of n bytes.
+func classOf(n int) int {
+	switch {
+	case n <= len(entry{}.short):
+		return class16
+	case n <= 64:
+		return class64
+	case n <= 128:
+		return class128
+	}
+	return classLong
+}
+
 func newEntry[K string | []byte](a *entries, key K) *entry {
 	var e *entry
-	switch n := len(key); {
-	case n <= len(e.short):
+	switch classOf(len(key)) {
+	case class16:
 		e = a.k16.new()
-		e.key = keyIn(e.short[:n], key)
-	case n <= 64:
-		p := a.k64.new()
-		e = &p.e
-		e.key = keyIn(p.b[:n], key)
-	case n <= 128:
-		p := a.k128.new()
-		e = &p.e
-		e.key = keyIn(p.b[:n], key)
+	case class64:
+		e = &a.k64.new().e
+	case class128:
+		e = &a.k128.new().e
 	default:
 		e = a.long.new()
+	}
+	setKey(e, key)
+	return e
+}
+
+// setKey gives e, zero but for gen, of key's class, its key: in the entry,
+// or beside it (e is the first field of a withKey).
+func setKey[K string | []byte](e *entry, key K) {
+	switch n := len(key); classOf(n) {
+	case class16:
+		e.key = keyIn(e.short[:n], key)
+	case class64:
+		e.key = keyIn((*withKey[[64]byte])(unsafe.Pointer(e)).b[:n], key)
+	case class128:
+		e.key = keyIn((*withKey[[128]byte])(unsafe.Pointer(e)).b[:n], key)
+	default:
 		e.key = string(key)
 	}
-	e.klen = uint32(len(key))
-	return e
+	e.klen = uint8(min(len(key), math.MaxUint8))
 }
 
 // keyIn copies key into b, as long, and returns b as a string.
@@ -486,11 +531,17 @@ func (t *Table) TryIncr(key []byte, n int64) (int64, Pending, error) {
 	return v, p, err
 }
 
-// waitOn is a request's wait for the take or SET of e under way.
+// waitOn is a request's wait for the take or SET of e under way; gen is
+// e's then (a dropped key's entry may be made another key's).
 type waitOn struct {
-	e *entry
-	w *wait
+	e   *entry
+	w   *wait
+	gen uint16
 }
+
+// waitOn is a request's wait for the end of e's take or SET under way.
+// e's shard is locked.
+func (e *entry) waitOn() waitOn { return waitOn{e, e.waiting(), e.gen} }
 
 // tryIncr is TryIncr that also returns, with ErrWouldWait, the wait for
 // the take it needs.
@@ -516,7 +567,7 @@ func (t *Table) tryIncr(key []byte, n int64) (int64, Pending, waitOn, error) {
 			t.ask(e) // a key not durable: its take records it as born
 		}
 		if !e.mayReply() {
-			return e.issued, Pending{e: e}, waitOn{}, nil
+			return e.issued, Pending{e: e, gen: e.gen}, waitOn{}, nil
 		}
 		return e.issued, Pending{}, waitOn{}, nil
 	}
@@ -539,7 +590,7 @@ func (t *Table) tryIncr(key []byte, n int64) (int64, Pending, waitOn, error) {
 		t.ask(e)
 	}
 	t.hurry()
-	return 0, Pending{}, waitOn{e, e.waiting()}, ErrWouldWait
+	return 0, Pending{}, e.waitOn(), ErrWouldWait
 }
 
 // shardOfBytes is shardOf for a key as bytes, without copying it.
@@ -577,7 +628,12 @@ func create[K string | []byte](t *Table, h uint64, key K) (*entry, error) {
 // yet shared) and to SCAN's order, without the bounds: create checks
 // them, and the keys a restart loads came within them.
 func insert[K string | []byte](t *Table, h uint64, key K) *entry {
-	e := newEntry(&t.alloc, key)
+	e := t.reuse(classOf(len(key)))
+	if e != nil {
+		setKey(e, key)
+	} else {
+		e = newEntry(&t.alloc, key)
+	}
 	e.seg, e.shard = 1, shardIndex(h)
 	if slotClosed(t, key) { // loaded into a slot not served yet
 		e.bits |= closed
@@ -649,6 +705,9 @@ func (t *Table) took(e *entry, err error) {
 	if err != nil {
 		t.unborn(e)
 	}
+	if e.has(dropped) { // nothing names it any more
+		t.limbo.add(e, t.opts.now().UnixNano())
+	}
 }
 
 // Prepare asks for key's next segment if it lacks n values, without
@@ -695,7 +754,7 @@ func (t *Table) Incr(key string, n int64) (int64, error) {
 		if !errors.Is(err, ErrWouldWait) {
 			return v, err
 		}
-		if err := t.waitForStore(&d, on.e, on.w, takes); err != nil {
+		if err := t.waitForStore(&d, on, takes); err != nil {
 			return 0, err
 		}
 	}
@@ -762,7 +821,7 @@ func (t *Table) tryIncrAll(ws []Want) ([]waitOn, error) {
 				t.ask(e)
 			}
 			t.hurry()
-			waits = append(waits, waitOn{e, e.waiting()})
+			waits = append(waits, e.waitOn())
 		}
 	}
 	if len(waits) > 0 {
@@ -790,7 +849,7 @@ func (t *Table) IncrAll(ws []Want) error {
 			return err
 		}
 		for _, on := range waits {
-			if err := t.waitForStore(&d, on.e, on.w, takes); err != nil {
+			if err := t.waitForStore(&d, on, takes); err != nil {
 				return err
 			}
 		}

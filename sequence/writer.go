@@ -159,6 +159,11 @@ func (t *Table) take(batch []*entry, w *writer) (failed bool) {
 	for _, e := range batch {
 		sh := t.shardOfEntry(e)
 		sh.mu.Lock()
+		if e.has(dropped) {
+			t.took(e, ErrNotServed)
+			sh.mu.Unlock()
+			continue
+		}
 		// Up to one segment ahead of what was handed out, no more: a
 		// crash skips at most a segment (or one INCRBY's values). Nor
 		// past the largest value: a backend refuses a segment that
@@ -247,6 +252,10 @@ func (t *Table) granted(e *entry, tk *Take) error {
 		return nil
 	case tk.Err != nil:
 		return tk.Err
+	case e.has(dropped):
+		return ErrNotServed // nothing of it is handed out, nor counted
+	case tk.First <= e.issued:
+		return nil // a LoadSlot put the key past it meanwhile: not to go back
 	}
 	e.grant(tk.First, tk.Last)
 	e.bits &^= absent
@@ -267,9 +276,11 @@ func (t *Table) fold() {
 		return
 	}
 	begin, keys := t.opts.now(), t.entries()
+	t.foldBegan.Store(begin.UnixNano())
 	done := f.Fold(t.marks)
 	go func() {
 		err := <-done
+		t.foldBegan.Store(0)
 		switch {
 		case errors.Is(err, errFoldStopped):
 			return // the Table stops
