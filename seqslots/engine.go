@@ -38,6 +38,26 @@ type Store interface {
 // generation at which it held them (Engine.Handover on the owner).
 type Puller func(ctx context.Context, owner int64, slots []int) ([]sequence.Handed, error)
 
+// pullSlots is the most slots one pull asks for: a command of that many
+// arguments is within every server's bound.
+const pullSlots = 256
+
+// pull pulls list from owner into out.
+func (e *Engine) pull(ctx context.Context, owner int64, list []int, out map[int]sequence.Handed) error {
+	pctx, cancel := context.WithTimeout(ctx, pullWait)
+	defer cancel()
+	handed, err := e.cfg.Pull(pctx, owner, list)
+	if err != nil {
+		return err
+	}
+	for _, h := range handed {
+		if h.Gen > 0 {
+			out[h.Slot] = h
+		}
+	}
+	return nil
+}
+
 // pullWait bounds a pull from one old owner: past it, its slots are taken
 // as after a crash.
 const pullWait = 3 * time.Second
@@ -329,6 +349,12 @@ func (e *Engine) take(ctx context.Context, list []int) error {
 		return fmt.Errorf("record the slots taken: %w", err)
 	}
 	e.open(slices.Collect(maps.Keys(taken)))
+	var n [3]int
+	for _, how := range decided {
+		n[how]++
+	}
+	e.cfg.Log.Info().Int("current", n[Current]).Int("handed_over", n[HandedOver]).Int("crashed", n[Crashed]).
+		Msg("sequences: slots taken: those handed over or current continue each key exactly, the others above their ceilings")
 	return nil
 }
 
@@ -379,16 +405,10 @@ func (e *Engine) pullAll(ctx context.Context, self int64, list []int, recs []Rec
 		}
 	}
 	for owner, list := range byOwner {
-		pctx, cancel := context.WithTimeout(ctx, pullWait)
-		handed, err := e.cfg.Pull(pctx, owner, list)
-		cancel()
-		if err != nil {
-			e.cfg.Log.Info().Err(err).Int("slots", len(list)).Int64("owner", owner).Msg("sequences: slots not handed over; their keys continue above their ceilings")
-			continue
-		}
-		for _, h := range handed {
-			if h.Gen > 0 {
-				out[h.Slot] = h
+		for part := range slices.Chunk(list, pullSlots) {
+			if err := e.pull(ctx, owner, part, out); err != nil {
+				e.cfg.Log.Info().Err(err).Int("slots", len(list)).Int64("owner", owner).Msg("sequences: slots not handed over; their keys continue above their ceilings")
+				break
 			}
 		}
 	}

@@ -23,6 +23,7 @@ import (
 type Known struct {
 	mu    sync.Mutex
 	recs  []Record // by slot; Gen 0: none seen
+	revs  []int64  // by slot: the revision the record in recs was seen at (0: from the file)
 	dirty map[int]bool
 	save  func(map[int]Record) error
 	log   zerolog.Logger
@@ -31,7 +32,7 @@ type Known struct {
 // NewKnown returns what loaded says was seen, written back with save
 // (nil: kept in memory only).
 func NewKnown(loaded map[int]Record, save func(map[int]Record) error, log zerolog.Logger) *Known {
-	k := &Known{recs: make([]Record, slots.N), dirty: map[int]bool{}, save: save, log: log}
+	k := &Known{recs: make([]Record, slots.N), revs: make([]int64, slots.N), dirty: map[int]bool{}, save: save, log: log}
 	for s, r := range loaded {
 		if s >= 0 && s < slots.N {
 			k.recs[s] = r
@@ -40,27 +41,30 @@ func NewKnown(loaded map[int]Record, save func(map[int]Record) error, log zerolo
 	return k
 }
 
-// see records r as seen for slot, where it is above what was.
-func (k *Known) see(slot int, r Record) {
+// see records r as seen for slot at revision rev, where it is above
+// what was.
+func (k *Known) see(slot int, r Record, rev int64) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if m := higher(k.recs[slot], r); m != k.recs[slot] {
-		k.recs[slot] = m
+		k.recs[slot], k.revs[slot] = m, max(k.revs[slot], rev)
 		k.dirty[slot] = true
 	}
 }
 
-// lift returns r as read from etcd for slot, raised to what was seen of
-// it, and whether it had to be: etcd lost data.
-func (k *Known) lift(slot int, r Record) (Record, bool) {
+// lift returns r, read from etcd for slot at revision at, raised to what
+// was seen of it, and whether etcd lost data: what was seen at or before
+// at is above r. (Seen after at, it is only newer than the read, whose
+// take's compare-and-swap then fails and reads again.)
+func (k *Known) lift(slot int, r Record, at int64) (Record, bool) {
 	if k == nil {
 		return r, false
 	}
 	k.mu.Lock()
-	seen := k.recs[slot]
+	seen, rev := k.recs[slot], k.revs[slot]
 	k.mu.Unlock()
 	m := higher(r, seen)
-	return m, m != r
+	return m, m != r && rev <= at
 }
 
 // higher is the higher of two records of a slot, field by field: the
@@ -102,7 +106,7 @@ func (k *Known) Follow(ctx context.Context, cli *clientv3.Client, prefix string)
 					break watching // read everything again, and watch from there
 				}
 				for _, ev := range resp.Events {
-					k.learn(prefix, ev.Kv.Key, ev.Kv.Value)
+					k.learn(prefix, ev.Kv.Key, ev.Kv.Value, ev.Kv.ModRevision)
 				}
 			}
 		}
@@ -119,20 +123,20 @@ func (k *Known) readAll(ctx context.Context, cli *clientv3.Client, prefix string
 		return 0, err
 	}
 	for _, kv := range resp.Kvs {
-		k.learn(prefix, kv.Key, kv.Value)
+		k.learn(prefix, kv.Key, kv.Value, kv.ModRevision)
 	}
 	return resp.Header.Revision, nil
 }
 
-// learn records the record at key, if it is one (a deletion is not: it
+// learn records the record at key, written at revision rev, if it is one (a deletion is not: it
 // lowers nothing).
-func (k *Known) learn(prefix string, key, value []byte) {
+func (k *Known) learn(prefix string, key, value []byte, rev int64) {
 	slot, err := strconv.Atoi(strings.TrimPrefix(string(key), prefix))
 	if err != nil || slot < 0 || slot >= slots.N || len(value) == 0 {
 		return
 	}
 	if r, err := unmarshal(value); err == nil {
-		k.see(slot, r)
+		k.see(slot, r, rev)
 	}
 }
 

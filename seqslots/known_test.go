@@ -39,7 +39,7 @@ func TestRecordDeletedTakenFromKnown(t *testing.T) {
 	}
 	ceil := stored(t, a, slot).Ceil
 	await.True(t, 30*time.Second, "the follower to see the ceiling", func() bool {
-		r, _ := known.lift(slot, Record{})
+		r, _ := known.lift(slot, Record{}, 0)
 		return r.Ceil == ceil
 	})
 	if _, err := cliA.Delete(ctx, "/t/seqslot/", clientv3.WithPrefix()); err != nil {

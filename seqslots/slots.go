@@ -117,10 +117,10 @@ func (s *Slots) txn(ctx context.Context, cmps []clientv3.Cmp, ops []clientv3.Op)
 	return resp, nil
 }
 
-// seen records a record this server wrote.
-func (s *Slots) seen(slot int, r Record) {
+// seen records a record this server wrote at revision rev.
+func (s *Slots) seen(slot int, r Record, rev int64) {
 	if s.known != nil {
-		s.known.see(slot, r)
+		s.known.see(slot, r, rev)
 	}
 }
 
@@ -129,7 +129,14 @@ func (s *Slots) key(slot int) string { return s.prefix + strconv.Itoa(slot) }
 // Read returns the records of slots, and the mod revision of each (0:
 // none yet).
 func (s *Slots) Read(ctx context.Context, slots []int) ([]Record, []int64, error) {
-	recs, revs := make([]Record, len(slots)), make([]int64, len(slots))
+	recs, revs, _, err := s.read(ctx, slots)
+	return recs, revs, err
+}
+
+// read is Read that also returns, for each slot, the revision of etcd
+// its record was read at.
+func (s *Slots) read(ctx context.Context, slots []int) (recs []Record, revs, at []int64, err error) {
+	recs, revs, at = make([]Record, len(slots)), make([]int64, len(slots)), make([]int64, len(slots))
 	for from := 0; from < len(slots); from += txnOps {
 		part := slots[from:min(from+txnOps, len(slots))]
 		ops := make([]clientv3.Op, len(part))
@@ -138,9 +145,10 @@ func (s *Slots) Read(ctx context.Context, slots []int) ([]Record, []int64, error
 		}
 		resp, err := s.txn(ctx, nil, ops)
 		if err != nil {
-			return nil, nil, fmt.Errorf("read slot records: %w", err)
+			return nil, nil, nil, fmt.Errorf("read slot records: %w", err)
 		}
 		for i, r := range resp.Responses {
+			at[from+i] = resp.Header.Revision
 			kvs := r.GetResponseRange().Kvs
 			if len(kvs) == 0 {
 				recs[from+i] = Record{Owner: -1}
@@ -148,12 +156,12 @@ func (s *Slots) Read(ctx context.Context, slots []int) ([]Record, []int64, error
 			}
 			rec, err := unmarshal(kvs[0].Value)
 			if err != nil {
-				return nil, nil, err
+				return nil, nil, nil, err
 			}
 			recs[from+i], revs[from+i] = rec, kvs[0].ModRevision
 		}
 	}
-	return recs, revs, nil
+	return recs, revs, at, nil
 }
 
 // Take makes this server the owner of slots, each the way how(slot,
@@ -164,7 +172,7 @@ func (s *Slots) Take(ctx context.Context, slots []int, how func(slot int, prev R
 	taken := map[int]Record{}
 	left := slices.Clone(slots)
 	for len(left) > 0 {
-		recs, revs, err := s.Read(ctx, left)
+		recs, revs, at, err := s.read(ctx, left)
 		if err != nil {
 			return taken, err
 		}
@@ -174,7 +182,7 @@ func (s *Slots) Take(ctx context.Context, slots []int, how func(slot int, prev R
 			nexts := make([]Record, to-from)
 			for i := range nexts {
 				slot := left[from+i]
-				prev, lost := s.known.lift(slot, recs[from+i])
+				prev, lost := s.known.lift(slot, recs[from+i], at[from+i])
 				if lost {
 					s.log.Warn().Int("slot", slot).Str("etcd", recs[from+i].marshal()).Str("seen", prev.marshal()).
 						Msg("etcd lost data: a slot's record is below what this server saw of it; taken from what it saw")
@@ -191,7 +199,7 @@ func (s *Slots) Take(ctx context.Context, slots []int, how func(slot int, prev R
 			}
 			s.mu.Lock()
 			for i, slot := range left[from:to] {
-				s.seen(slot, nexts[i])
+				s.seen(slot, nexts[i], resp.Header.Revision)
 				taken[slot] = nexts[i]
 				s.owned[slot] = &owned{rec: nexts[i], rev: resp.Header.Revision, step: s.steps.Min, since: s.now()}
 			}
@@ -390,7 +398,7 @@ func (s *Slots) raisedTo(slots []int, recs []Record, rev int64) {
 			continue // dropped meanwhile
 		}
 		o.rec, o.rev, o.since, o.ahead = recs[i], rev, s.now(), false
-		s.seen(slot, recs[i])
+		s.seen(slot, recs[i], rev)
 		o.writes++
 		if o.covered() {
 			s.wake() // asked for more meanwhile
