@@ -270,7 +270,7 @@ type entry struct {
 	// EXISTS, DBSIZE and SCAN see durable keys only.
 	born  bool
 	shard uint8 // its shard, in Table.shards
-	bits  uint8 // durable, demanded, absent, setting, dropped
+	bits  uint8 // durable, demanded, absent, setting, dropped, closed
 	// gen counts the keys the entry was made for: a Pending or a wait
 	// that names it for a key dropped since does not touch the next.
 	gen   uint16
