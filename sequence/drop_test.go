@@ -13,14 +13,10 @@ import (
 
 	"github.com/idserver/idserver/internal/await"
 	"github.com/idserver/idserver/internal/testseed"
-	"github.com/idserver/idserver/slots"
 )
 
 // slotKey is the i-th key of the hash slot of tag.
 func slotKey(tag string, i int) string { return fmt.Sprintf("{%s}:%d", tag, i) }
-
-// slotOf is the hash slot of key.
-func slotOf(key string) int { return slots.Of([]byte(key)) }
 
 // aftersBackend is memBackend that records each key's last take's After.
 type aftersBackend struct {
@@ -55,7 +51,7 @@ func TestDropSlot(t *testing.T) {
 		}
 	}
 	bytes := tb.Stats().Bytes
-	if got := tb.DropSlot(slotOf(slotKey("a", 0))); got != counts["a"] {
+	if got := tb.DropSlot(keySlot(slotKey("a", 0))); got != counts["a"] {
 		t.Fatalf("DropSlot returned %d; the slot held %d keys", got, counts["a"])
 	}
 	if n := tb.Len(); n != total-counts["a"] {
@@ -87,7 +83,7 @@ func TestDropSlot(t *testing.T) {
 	if _, err := tb.Incr(slotKey("new", counts["a"]), 1); !errors.As(err, new(*LimitError)) {
 		t.Fatalf("a key past seq-max-keys after the drop: %v; want a LimitError", err)
 	}
-	tb.DropSlot(slotOf(slotKey("new", 0)))
+	tb.DropSlot(keySlot(slotKey("new", 0)))
 	k := slotKey("a", 0)
 	if v := incr(t, tb, k, 1); v != 1 {
 		t.Fatalf("INCR of a dropped key: %d; want 1 (memBackend takes above After)", v)
@@ -113,7 +109,7 @@ func TestDropSlotInFlight(t *testing.T) {
 	}
 	fz := &freezable{File: f}
 	tb := newTable(t, fz, Options{Wait: time.Minute}, nil)
-	slot := slotOf(slotKey("x", 0))
+	slot := keySlot(slotKey("x", 0))
 
 	entered := fz.hold()
 	done := make(chan error, 1)
@@ -209,7 +205,7 @@ func TestDroppedEntriesReused(t *testing.T) {
 		incr(t, tb, k, 1)
 	}
 	dropped := entriesOf(tb, old)
-	tb.DropSlot(slotOf(old[0]))
+	tb.DropSlot(keySlot(old[0]))
 	for _, k := range fresh {
 		incr(t, tb, k, 1)
 	}
@@ -218,7 +214,7 @@ func TestDroppedEntriesReused(t *testing.T) {
 			t.Fatalf("a new key %q was given a dropped key's entry at once", e.key)
 		}
 	}
-	tb.DropSlot(slotOf(fresh[0]))
+	tb.DropSlot(keySlot(fresh[0]))
 	clock.add(time.Minute + time.Second)
 	for _, k := range later {
 		incr(t, tb, k, 1)
@@ -251,9 +247,9 @@ func TestDroppedEntriesReused(t *testing.T) {
 	go tb.Incr("{taking}", 1)
 	waitTaking(t, tb, "{taking}")
 	taking := entriesOf(tb, []string{"{taking}"})
-	tb.DropSlot(slotOf("{taking}"))
+	tb.DropSlot(keySlot("{taking}"))
 	clock.add(time.Hour)
-	tb.DropSlot(slotOf(later[0])) // a minute ago, by the clock
+	tb.DropSlot(keySlot(later[0])) // a minute ago, by the clock
 	clock.add(2 * time.Minute)
 	for i := range 60 { // made, not served: the held take blocks the writer
 		if _, err := tryIncr(tb, []byte(slotKey("new", i)), 1); err == nil {
@@ -359,7 +355,7 @@ func TestDropSlotUnderLoad(t *testing.T) {
 	dropped := 0
 	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); {
 		time.Sleep(time.Duration(rng.IntN(10)) * time.Millisecond)
-		dropped += tb.DropSlot(slotOf(slotKey(tags[rng.IntN(len(tags))], 0)))
+		dropped += tb.DropSlot(keySlot(slotKey(tags[rng.IntN(len(tags))], 0)))
 	}
 	close(stop)
 	wg.Wait()
