@@ -45,10 +45,10 @@ type File struct {
 	mu       sync.Mutex
 	gens     map[int]int64 // what the slot gens bucket holds (SlotGens)
 	db       *bolt.DB      // nil until the first write
-	entry    uint64   // the number of the last log entry
-	logBytes int      // what was appended to the log since the last fold
-	rec      []byte   // the buffer of the next write's records
-	dirty    bool     // a write since the start: the last run did not end cleanly
+	entry    uint64        // the number of the last log entry
+	logBytes int           // what was appended to the log since the last fold
+	rec      []byte        // the buffer of the next write's records
+	dirty    bool          // a write since the start: the last run did not end cleanly
 	folds    uint64
 	// folding is the fold under way, nil if none: see Fold.
 	folding *folding
