@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -27,7 +28,7 @@ type aftersBackend struct {
 func (a *aftersBackend) Take(ctx context.Context, ts []Take) {
 	a.mu.Lock()
 	for _, tk := range ts {
-		a.after[tk.Key] = tk.After
+		a.after[strings.Clone(tk.Key)] = tk.After // kept: see Backend
 	}
 	a.mu.Unlock()
 	a.memBackend.Take(ctx, ts)
@@ -277,10 +278,11 @@ func (s *segmentsBackend) Take(ctx context.Context, ts []Take) {
 	defer s.mu.Unlock()
 	for i := range ts {
 		tk := &ts[i]
-		tk.First = max(tk.After, s.marks[tk.Key]) + 1
+		k := strings.Clone(tk.Key) // kept: see Backend
+		tk.First = max(tk.After, s.marks[k]) + 1
 		tk.Last = tk.First + tk.N - 1
-		s.marks[tk.Key] = tk.Last
-		s.segments[tk.Key] = append(s.segments[tk.Key], segment{tk.First, tk.Last})
+		s.marks[k] = tk.Last
+		s.segments[k] = append(s.segments[k], segment{tk.First, tk.Last})
 	}
 }
 
@@ -293,8 +295,9 @@ func (s *segmentsBackend) Set(ctx context.Context, ss []Setting) {
 			st.Err = &BelowError{Key: st.Key, At: s.marks[st.Key]}
 			continue
 		}
-		s.marks[st.Key] = st.Value
-		s.segments[st.Key] = append(s.segments[st.Key], segment{st.Value, st.Value})
+		k := strings.Clone(st.Key)
+		s.marks[k] = st.Value
+		s.segments[k] = append(s.segments[k], segment{st.Value, st.Value})
 	}
 }
 

@@ -71,6 +71,11 @@ type Mark struct {
 
 // Backend keeps every key's reservation durably: a local store in single
 // server mode, etcd in cluster mode.
+//
+// The keys a Backend is given (Take.Key, Setting.Key, Mark.Key) are the
+// Table's own bytes, which a dropped key's entry gives to another key
+// (DropSlot): a Backend that keeps a key after the call (a map's key)
+// keeps a copy (strings.Clone).
 type Backend interface {
 	// Take reserves a segment for every t in ts, durably before it
 	// returns: t.N values above t.After, and above every value it ever
