@@ -417,3 +417,52 @@ func loadStep(tb *Table, rng *rand.Rand, key func(*rand.Rand) string, got func(s
 		tb.Set(k, v+int64(rng.IntN(100)), Always)
 	}
 }
+
+// heldFold is memBackend as a Folder whose one fold, once armed, holds
+// its snapshot until released.
+type heldFold struct {
+	*memBackend
+	armed   atomic.Bool
+	began   chan struct{} // closed once the fold took its snapshot
+	release chan struct{}
+}
+
+func (h *heldFold) FoldDue(keys int) bool { return h.armed.Load() }
+
+func (h *heldFold) Fold(snapshot func() []Mark) <-chan error {
+	h.armed.Store(false)
+	snapshot()
+	close(h.began)
+	done := make(chan error, 1)
+	go func() { <-h.release; done <- nil }()
+	return done
+}
+
+// TestFoldHoldsDroppedEntries: the entry of a key a fold's snapshot
+// holds is not made another key's while the fold runs, however long
+// after the drop; once it ended, it is.
+func TestFoldHoldsDroppedEntries(t *testing.T) {
+	clock := &testClock{}
+	h := &heldFold{memBackend: newMem(), began: make(chan struct{}), release: make(chan struct{})}
+	tb := newTable(t, h, Options{Wait: time.Second, now: clock.now}, nil)
+	h.armed.Store(true)
+	incr(t, tb, "{a}", 1)
+	<-h.began
+	held := entriesOf(tb, []string{"{a}"})
+	tb.DropSlot(keySlot("{a}"))
+	clock.add(time.Minute)
+	tryIncr(tb, []byte("{b}"), 1)
+	for e := range entriesOf(tb, []string{"{b}"}) {
+		if held[e] {
+			t.Fatal("a new key was given the entry of a key the fold under way holds")
+		}
+	}
+	close(h.release)
+	await.True(t, time.Minute, "the fold ended", func() bool { return tb.foldBegan.Load() == 0 })
+	tryIncr(tb, []byte("{c}"), 1)
+	for e := range entriesOf(tb, []string{"{c}"}) {
+		if !held[e] {
+			t.Fatal("once the fold ended, a new key was not given the dropped key's entry")
+		}
+	}
+}

@@ -54,11 +54,8 @@ func (t *Table) LoadSlot(ctx context.Context, marks []Mark) error {
 		return ErrStopped
 	}
 	marks, fresh, err := t.toLoad(marks)
-	if err == nil {
-		err = t.reserve(fresh)
-	}
-	if le := (*LimitError)(nil); errors.As(err, &le) && le.Key == "" && len(marks) > 0 {
-		le.Key = marks[0].Key
+	if err == nil && fresh > 0 && !t.reserve(fresh) {
+		err = &LimitError{Key: marks[0].Key, What: fmt.Sprintf("loading %d new keys would pass seq-max-keys %d", fresh, t.opts.MaxKeys)}
 	}
 	if err != nil {
 		return fmt.Errorf("loading %d keys: %w", len(marks), err)
@@ -109,15 +106,15 @@ func (t *Table) toLoad(marks []Mark) ([]Mark, int, error) {
 }
 
 // reserve counts n keys more against MaxKeys (fewer, if negative), for
-// LoadSlot to make: a *LimitError if they would pass it.
-func (t *Table) reserve(n int) error {
+// LoadSlot to make, and reports whether they are within it.
+func (t *Table) reserve(n int) bool {
 	t.bySlotMu.Lock()
 	defer t.bySlotMu.Unlock()
 	if n > 0 && t.made+n > t.opts.MaxKeys {
-		return &LimitError{What: fmt.Sprintf("%d new keys would pass seq-max-keys %d (%d keys now)", n, t.opts.MaxKeys, t.made)}
+		return false
 	}
 	t.made += n
-	return nil
+	return true
 }
 
 // load makes m's key, stored, present at m.Value, and reports whether it
