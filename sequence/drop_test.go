@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,14 +14,10 @@ import (
 
 	"github.com/idserver/idserver/internal/await"
 	"github.com/idserver/idserver/internal/testseed"
-	"github.com/idserver/idserver/slots"
 )
 
 // slotKey is the i-th key of the hash slot of tag.
 func slotKey(tag string, i int) string { return fmt.Sprintf("{%s}:%d", tag, i) }
-
-// slotOf is the hash slot of key.
-func slotOf(key string) int { return slots.Of([]byte(key)) }
 
 // aftersBackend is memBackend that records each key's last take's After.
 type aftersBackend struct {
@@ -31,7 +28,7 @@ type aftersBackend struct {
 func (a *aftersBackend) Take(ctx context.Context, ts []Take) {
 	a.mu.Lock()
 	for _, tk := range ts {
-		a.after[tk.Key] = tk.After
+		a.after[strings.Clone(tk.Key)] = tk.After // kept: see Backend
 	}
 	a.mu.Unlock()
 	a.memBackend.Take(ctx, ts)
@@ -55,7 +52,7 @@ func TestDropSlot(t *testing.T) {
 		}
 	}
 	bytes := tb.Stats().Bytes
-	if got := tb.DropSlot(slotOf(slotKey("a", 0))); got != counts["a"] {
+	if got := tb.DropSlot(keySlot(slotKey("a", 0))); got != counts["a"] {
 		t.Fatalf("DropSlot returned %d; the slot held %d keys", got, counts["a"])
 	}
 	if n := tb.Len(); n != total-counts["a"] {
@@ -87,7 +84,7 @@ func TestDropSlot(t *testing.T) {
 	if _, err := tb.Incr(slotKey("new", counts["a"]), 1); !errors.As(err, new(*LimitError)) {
 		t.Fatalf("a key past seq-max-keys after the drop: %v; want a LimitError", err)
 	}
-	tb.DropSlot(slotOf(slotKey("new", 0)))
+	tb.DropSlot(keySlot(slotKey("new", 0)))
 	k := slotKey("a", 0)
 	if v := incr(t, tb, k, 1); v != 1 {
 		t.Fatalf("INCR of a dropped key: %d; want 1 (memBackend takes above After)", v)
@@ -113,7 +110,7 @@ func TestDropSlotInFlight(t *testing.T) {
 	}
 	fz := &freezable{File: f}
 	tb := newTable(t, fz, Options{Wait: time.Minute}, nil)
-	slot := slotOf(slotKey("x", 0))
+	slot := keySlot(slotKey("x", 0))
 
 	entered := fz.hold()
 	done := make(chan error, 1)
@@ -209,7 +206,7 @@ func TestDroppedEntriesReused(t *testing.T) {
 		incr(t, tb, k, 1)
 	}
 	dropped := entriesOf(tb, old)
-	tb.DropSlot(slotOf(old[0]))
+	tb.DropSlot(keySlot(old[0]))
 	for _, k := range fresh {
 		incr(t, tb, k, 1)
 	}
@@ -218,7 +215,7 @@ func TestDroppedEntriesReused(t *testing.T) {
 			t.Fatalf("a new key %q was given a dropped key's entry at once", e.key)
 		}
 	}
-	tb.DropSlot(slotOf(fresh[0]))
+	tb.DropSlot(keySlot(fresh[0]))
 	clock.add(time.Minute + time.Second)
 	for _, k := range later {
 		incr(t, tb, k, 1)
@@ -251,9 +248,9 @@ func TestDroppedEntriesReused(t *testing.T) {
 	go tb.Incr("{taking}", 1)
 	waitTaking(t, tb, "{taking}")
 	taking := entriesOf(tb, []string{"{taking}"})
-	tb.DropSlot(slotOf("{taking}"))
+	tb.DropSlot(keySlot("{taking}"))
 	clock.add(time.Hour)
-	tb.DropSlot(slotOf(later[0])) // a minute ago, by the clock
+	tb.DropSlot(keySlot(later[0])) // a minute ago, by the clock
 	clock.add(2 * time.Minute)
 	for i := range 60 { // made, not served: the held take blocks the writer
 		if _, err := tryIncr(tb, []byte(slotKey("new", i)), 1); err == nil {
@@ -281,10 +278,11 @@ func (s *segmentsBackend) Take(ctx context.Context, ts []Take) {
 	defer s.mu.Unlock()
 	for i := range ts {
 		tk := &ts[i]
-		tk.First = max(tk.After, s.marks[tk.Key]) + 1
+		k := strings.Clone(tk.Key) // kept: see Backend
+		tk.First = max(tk.After, s.marks[k]) + 1
 		tk.Last = tk.First + tk.N - 1
-		s.marks[tk.Key] = tk.Last
-		s.segments[tk.Key] = append(s.segments[tk.Key], segment{tk.First, tk.Last})
+		s.marks[k] = tk.Last
+		s.segments[k] = append(s.segments[k], segment{tk.First, tk.Last})
 	}
 }
 
@@ -297,8 +295,9 @@ func (s *segmentsBackend) Set(ctx context.Context, ss []Setting) {
 			st.Err = &BelowError{Key: st.Key, At: s.marks[st.Key]}
 			continue
 		}
-		s.marks[st.Key] = st.Value
-		s.segments[st.Key] = append(s.segments[st.Key], segment{st.Value, st.Value})
+		k := strings.Clone(st.Key)
+		s.marks[k] = st.Value
+		s.segments[k] = append(s.segments[k], segment{st.Value, st.Value})
 	}
 }
 
@@ -359,7 +358,7 @@ func TestDropSlotUnderLoad(t *testing.T) {
 	dropped := 0
 	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); {
 		time.Sleep(time.Duration(rng.IntN(10)) * time.Millisecond)
-		dropped += tb.DropSlot(slotOf(slotKey(tags[rng.IntN(len(tags))], 0)))
+		dropped += tb.DropSlot(keySlot(slotKey(tags[rng.IntN(len(tags))], 0)))
 	}
 	close(stop)
 	wg.Wait()
@@ -416,5 +415,54 @@ func loadStep(tb *Table, rng *rand.Rand, key func(*rand.Rand) string, got func(s
 		k := key(rng)
 		v, _ := tb.Get(k)
 		tb.Set(k, v+int64(rng.IntN(100)), Always)
+	}
+}
+
+// heldFold is memBackend as a Folder whose one fold, once armed, holds
+// its snapshot until released.
+type heldFold struct {
+	*memBackend
+	armed   atomic.Bool
+	began   chan struct{} // closed once the fold took its snapshot
+	release chan struct{}
+}
+
+func (h *heldFold) FoldDue(keys int) bool { return h.armed.Load() }
+
+func (h *heldFold) Fold(snapshot func() []Mark) <-chan error {
+	h.armed.Store(false)
+	snapshot()
+	close(h.began)
+	done := make(chan error, 1)
+	go func() { <-h.release; done <- nil }()
+	return done
+}
+
+// TestFoldHoldsDroppedEntries: the entry of a key a fold's snapshot
+// holds is not made another key's while the fold runs, however long
+// after the drop; once it ended, it is.
+func TestFoldHoldsDroppedEntries(t *testing.T) {
+	clock := &testClock{}
+	h := &heldFold{memBackend: newMem(), began: make(chan struct{}), release: make(chan struct{})}
+	tb := newTable(t, h, Options{Wait: time.Second, now: clock.now}, nil)
+	h.armed.Store(true)
+	incr(t, tb, "{a}", 1)
+	<-h.began
+	held := entriesOf(tb, []string{"{a}"})
+	tb.DropSlot(keySlot("{a}"))
+	clock.add(time.Minute)
+	tryIncr(tb, []byte("{b}"), 1)
+	for e := range entriesOf(tb, []string{"{b}"}) {
+		if held[e] {
+			t.Fatal("a new key was given the entry of a key the fold under way holds")
+		}
+	}
+	close(h.release)
+	await.True(t, time.Minute, "the fold ended", func() bool { return tb.foldBegan.Load() == 0 })
+	tryIncr(tb, []byte("{c}"), 1)
+	for e := range entriesOf(tb, []string{"{c}"}) {
+		if !held[e] {
+			t.Fatal("once the fold ended, a new key was not given the dropped key's entry")
+		}
 	}
 }

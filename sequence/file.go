@@ -43,11 +43,12 @@ type File struct {
 	foldMin, foldPerKey int
 
 	mu       sync.Mutex
-	db       *bolt.DB // nil until the first write
-	entry    uint64   // the number of the last log entry
-	logBytes int      // what was appended to the log since the last fold
-	rec      []byte   // the buffer of the next write's records
-	dirty    bool     // a write since the start: the last run did not end cleanly
+	gens     map[int]int64 // what the slot gens bucket holds (SlotGens)
+	db       *bolt.DB      // nil until the first write
+	entry    uint64        // the number of the last log entry
+	logBytes int           // what was appended to the log since the last fold
+	rec      []byte        // the buffer of the next write's records
+	dirty    bool          // a write since the start: the last run did not end cleanly
 	folds    uint64
 	// folding is the fold under way, nil if none: see Fold.
 	folding *folding
@@ -141,6 +142,9 @@ var (
 	// stopKey holds the number of the first log entry of the last
 	// graceful stop: only its records are exact (see Release).
 	stopKey = []byte("stop")
+	// slotGensBucket holds, per hash slot (2 bytes, big-endian), the
+	// generation at which the file holds the slot's keys (8 bytes).
+	slotGensBucket = []byte("slotgens")
 	// oldLogBucket is format 1's log, whose records have no born flag:
 	// each key in it exists. A file of format 1 is read as it is, and
 	// its old log goes at the first fold.
@@ -247,6 +251,9 @@ func (f *File) load(file *os.File) (marks []Mark, r Restart, err error) {
 			f.logBytes += len(v)
 			return ks.decodeEntry(v, true, stopFrom != 0 && f.entry >= stopFrom)
 		})
+	}
+	if err == nil {
+		f.gens, err = loadGens(w)
 	}
 	if err != nil {
 		return nil, Restart{}, err
@@ -849,6 +856,9 @@ func (f *File) carry(db *bolt.DB, after []byte, most int) (last []byte, bytes in
 				if err := copyClean(old, tx); err != nil {
 					return err
 				}
+				if err := copyGens(old, tx); err != nil {
+					return err
+				}
 				dst := tx.Bucket(logBucket)
 				dst.FillPercent = 1
 				c := old.Bucket(logBucket).Cursor()
@@ -877,6 +887,22 @@ func (f *File) carry(db *bolt.DB, after []byte, most int) (last []byte, bytes in
 // those of n+1.
 func afterEntry(n uint64) []byte {
 	return binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint64(nil, n), math.MaxUint32)
+}
+
+// copyGens makes tx's slot gens old's.
+func copyGens(old, tx *bolt.Tx) error {
+	if err := tx.DeleteBucket(slotGensBucket); err != nil && !errors.Is(err, bolt.ErrBucketNotFound) {
+		return err
+	}
+	from := old.Bucket(slotGensBucket)
+	if from == nil {
+		return nil
+	}
+	to, err := tx.CreateBucket(slotGensBucket)
+	if err != nil {
+		return err
+	}
+	return from.ForEach(func(k, v []byte) error { return to.Put(k, v) })
 }
 
 // copyClean sets tx's clean flag as old has it.

@@ -35,7 +35,9 @@ import (
 
 // Pending is a reply that may go only once Await says so: of values of a
 // key whose existence is not durable yet, or of a SET being written. The
-// zero Pending may go at once.
+// zero Pending may go at once. Await it when its batch ends: past
+// Options.Wait after its key was dropped, its entry may be another key's
+// (DropSlot), and reading it races with that key's requests.
 type Pending struct {
 	e     *entry    // the key
 	round *setRound // a SET's write; nil: e's existence

@@ -71,6 +71,11 @@ type Mark struct {
 
 // Backend keeps every key's reservation durably: a local store in single
 // server mode, etcd in cluster mode.
+//
+// The keys a Backend is given (Take.Key, Setting.Key, Mark.Key) are the
+// Table's own bytes, which a dropped key's entry gives to another key
+// (DropSlot): a Backend that keeps a key after the call (a map's key)
+// keeps a copy (strings.Clone).
 type Backend interface {
 	// Take reserves a segment for every t in ts, durably before it
 	// returns: t.N values above t.After, and above every value it ever
@@ -433,7 +438,7 @@ func New(opts Options, backend Backend, known []Mark) *Table {
 	resume := t.resumes(known)
 	for _, m := range known {
 		_, h := t.shardOf(m.Key)
-		e := insert(t, h, m.Key)
+		e := insert(t, h, m.Key, false)
 		e.issued, e.limit, e.born = m.Value, m.Value, true
 		t.settle(e)
 		if resume {
@@ -487,12 +492,18 @@ const EntryBytes = 224
 // of seq-max-keys keys (conf.Config.Memory).
 func KeyBytes(maxKeyBytes int) int64 { return int64(maxKeyBytes) + EntryBytes }
 
-// remember adds a new key to its slot's list.
-func (t *Table) remember(e *entry) {
-	s := slots.Of(unsafe.Slice(unsafe.StringData(e.key), len(e.key)))
+// keySlot is key's hash slot, without copying it.
+func keySlot(key string) int { return slots.Of(unsafe.Slice(unsafe.StringData(key), len(key))) }
+
+// remember adds a new key to its slot's list, and counts it unless it
+// was counted before (reserved: LoadSlot).
+func (t *Table) remember(e *entry, reserved bool) {
+	s := keySlot(e.key)
 	t.bySlotMu.Lock()
 	t.bySlot[s] = append(t.bySlot[s], e)
-	t.made++
+	if !reserved {
+		t.made++
+	}
 	t.bySlotMu.Unlock()
 	t.bytes.Add(int64(len(e.key) + EntryBytes))
 	for n := int64(len(e.key)); ; {
@@ -621,13 +632,14 @@ func create[K string | []byte](t *Table, h uint64, key K) (*entry, error) {
 	case slotClosed(t, key):
 		return nil, ErrNotServed
 	}
-	return insert(t, h, key), nil
+	return insert(t, h, key, false), nil
 }
 
 // insert adds key, new, whose hash is h, to its shard (locked, or not
 // yet shared) and to SCAN's order, without the bounds: create checks
-// them, and the keys a restart loads came within them.
-func insert[K string | []byte](t *Table, h uint64, key K) *entry {
+// them, the keys a restart loads came within them, and LoadSlot counted
+// its keys before (reserved).
+func insert[K string | []byte](t *Table, h uint64, key K, reserved bool) *entry {
 	e := t.reuse(classOf(len(key)))
 	if e != nil {
 		setKey(e, key)
@@ -640,7 +652,7 @@ func insert[K string | []byte](t *Table, h uint64, key K) *entry {
 	}
 	e.relow()
 	t.shards[e.shard].add(h, e, &t.alloc.slots)
-	t.remember(e)
+	t.remember(e, reserved)
 	return e
 }
 
