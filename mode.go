@@ -305,7 +305,7 @@ func (m *clusterMode) joinSlots(lns *listeners) (*slotassign.Source, error) {
 // (package seqpull) from src's announced address.
 func (m *clusterMode) startEngine(src *slotassign.Source) {
 	gens := m.seqFile.SlotGens()
-	known := slices.DeleteFunc(m.seqKnown, func(k sequence.Mark) bool { return gens[slots.Of([]byte(k.Key))] == 0 })
+	known := sequence.KeepSlots(m.seqKnown, func(slot int) bool { return gens[slot] > 0 })
 	m.known = seqslots.KnownIn(m.seqFile, m.log)
 	gate := seqslots.NewGate(m.seqFile)
 	m.seqs = sequence.New(seqOptions(m.cfg, m.log), gate, known)

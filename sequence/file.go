@@ -62,9 +62,8 @@ type File struct {
 	// could take away the file, or bring back the one before a fold,
 	// with writes reported durable.
 	dirUnsynced bool
-	// slotGens and slotSeen are the slots' buckets as stored
-	// (slotstore.go), by slot.
-	slotGens, slotSeen map[int][]byte
+	// slotSeen is what the slot seen bucket holds (SlotSeen), by slot.
+	slotSeen map[int][]byte
 	// fault, if set (tests), is asked at each point where the file
 	// writes: an error fails the write there, as a disk would; it may
 	// block, as a disk that stalls.
@@ -224,7 +223,7 @@ func (f *File) load(file *os.File) (marks []Mark, r Restart, err error) {
 	if v != format && v != format2 && v != format1 {
 		return nil, Restart{}, errors.New("not a sequences file of idserver (no format key " + format + ")")
 	}
-	if err := f.loadSlots(w); err != nil {
+	if err := f.loadSeen(w); err != nil {
 		return nil, Restart{}, err
 	}
 	var ks keyed
@@ -823,11 +822,7 @@ func (f *File) fold(fl *folding, marks []Mark, from uint64) error {
 		_, more, err = f.carry(db, after, math.MaxInt)
 		carried += more
 	}
-	if err == nil {
-		err = f.db.View(func(old *bolt.Tx) error {
-			return db.Update(func(tx *bolt.Tx) error { return copySlots(old, tx) })
-		})
-	}
+
 	if err == nil {
 		err = f.replace(db)
 	}
@@ -889,20 +884,26 @@ func afterEntry(n uint64) []byte {
 	return binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint64(nil, n), math.MaxUint32)
 }
 
-// copyGens makes tx's slot gens old's.
+// copyGens makes tx's slots' buckets (the slot gens, and what was seen
+// of the slots' records) old's.
 func copyGens(old, tx *bolt.Tx) error {
-	if err := tx.DeleteBucket(slotGensBucket); err != nil && !errors.Is(err, bolt.ErrBucketNotFound) {
-		return err
+	for _, name := range [][]byte{slotGensBucket, slotSeenBucket} {
+		if err := tx.DeleteBucket(name); err != nil && !errors.Is(err, bolt.ErrBucketNotFound) {
+			return err
+		}
+		from := old.Bucket(name)
+		if from == nil {
+			continue
+		}
+		to, err := tx.CreateBucket(name)
+		if err != nil {
+			return err
+		}
+		if err := from.ForEach(func(k, v []byte) error { return to.Put(k, v) }); err != nil {
+			return err
+		}
 	}
-	from := old.Bucket(slotGensBucket)
-	if from == nil {
-		return nil
-	}
-	to, err := tx.CreateBucket(slotGensBucket)
-	if err != nil {
-		return err
-	}
-	return from.ForEach(func(k, v []byte) error { return to.Put(k, v) })
+	return nil
 }
 
 // copyClean sets tx's clean flag as old has it.
