@@ -246,7 +246,7 @@ func (m *clusterMode) reserve(lns *listeners) (respserver.Options, error) {
 		},
 		Cluster: m.member.Info,
 	}
-	opts.SeqHandover = m.engine.Handover
+	opts.SeqHandover, opts.SeqSettling = m.engine.Handover, m.engine.Settling
 	if cfg.ClusterEnabled == conf.Yes {
 		opts.Slots = src // cluster clients are told -MOVED
 	} else {

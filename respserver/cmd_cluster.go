@@ -81,6 +81,9 @@ type view struct {
 	m    *slots.Map
 	self string
 	tls  bool // the client speaks TLS: it is told the nodes' TLS ports
+	// settling, if set, says which slots that moved away are answered
+	// -TRYAGAIN rather than -MOVED (Options.SeqSettling).
+	settling func(slot int) bool
 }
 
 // cluster returns the current view, or the error of a server with
@@ -89,7 +92,7 @@ func (s *Server) cluster(c *client) (view, error) {
 	if s.opts.Slots == nil {
 		return view{}, errClusterDisabled
 	}
-	return view{s.opts.Slots.Map(), s.opts.Slots.Self(), c.TLS()}, nil
+	return view{m: s.opts.Slots.Map(), self: s.opts.Slots.Self(), tls: c.TLS()}, nil
 }
 
 func cmdClusterOK(s *Server, c *client, args [][]byte) error {
@@ -246,7 +249,7 @@ func (s *Server) listing(c *client, write func(v view)) error {
 		},
 		then: func(c *client, err error) error {
 			if err == nil {
-				write(view{s.opts.Slots.Map(), s.opts.Slots.Self(), c.TLS()})
+				write(view{m: s.opts.Slots.Map(), self: s.opts.Slots.Self(), tls: c.TLS()})
 			}
 			return err
 		},
@@ -510,6 +513,9 @@ func (v view) route(cmd *command, args [][]byte, slot *int) error {
 	}
 	switch verdict, n := v.m.Route(v.self, *slot); verdict {
 	case slots.Moved:
+		if v.settling != nil && v.settling(*slot) {
+			return errTryAgain
+		}
 		return replyerr.Newf(replyerr.MOVED, "%d %s:%d", *slot, n.IP, v.port(n))
 	case slots.TryAgain:
 		return errTryAgain
@@ -534,7 +540,7 @@ func (s *Server) route(c *client, cmd *command, args [][]byte) error {
 		return nil
 	}
 	slot := -1
-	return view{s.opts.Slots.Map(), s.opts.Slots.Self(), c.TLS()}.route(cmd, args, &slot)
+	return view{m: s.opts.Slots.Map(), self: s.opts.Slots.Self(), tls: c.TLS(), settling: s.opts.SeqSettling}.route(cmd, args, &slot)
 }
 
 // routeTransaction is EXEC's check of every queued command's keys
@@ -543,7 +549,7 @@ func (s *Server) routeTransaction(c *client, tx *transaction) error {
 	if s.opts.Slots == nil {
 		return nil
 	}
-	v := view{s.opts.Slots.Map(), s.opts.Slots.Self(), c.TLS()}
+	v := view{m: s.opts.Slots.Map(), self: s.opts.Slots.Self(), tls: c.TLS(), settling: s.opts.SeqSettling}
 	slot := -1
 	var scratch [][]byte
 	for _, q := range tx.cmds {

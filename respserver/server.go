@@ -120,6 +120,12 @@ type Options struct {
 	// SeqHandover answers a slot's new owner's pull of the slots' keys
 	// (CLUSTER SEQHANDOVER); nil: this server hands none over.
 	SeqHandover func(slots []int) []sequence.Handed
+	// SeqSettling reports whether slot, which this server let go, is
+	// still on its way to its new owner (its keys not pulled yet): its
+	// commands are answered -TRYAGAIN, not -MOVED, so that a cluster
+	// client waits rather than bounce between this server and a new
+	// owner that has not read the assignment yet; nil: none.
+	SeqSettling func(slot int) bool
 	// SeqMaxIncrBy is the largest INCRBY increment; zero means 1000000.
 	SeqMaxIncrBy int64
 

@@ -172,6 +172,18 @@ func (e *Engine) Handover(list []int) []sequence.Handed {
 	return out
 }
 
+// settleFor bounds how long a slot let go is answered -TRYAGAIN while
+// its new owner has not pulled its keys (Settling).
+const settleFor = time.Second
+
+// Settling reports whether slot, let go by this server under settleFor
+// ago, has not been pulled by its new owner yet.
+func (e *Engine) Settling(slot int) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.unpulled[slot] && time.Since(e.released[slot]) < settleFor
+}
+
 // AwaitHandedOver returns once the new owners of the slots this server
 // let go pulled their keys, or ctx ends: at a graceful stop, so that
 // they continue each key exactly.
@@ -315,7 +327,7 @@ func (e *Engine) take(ctx context.Context, list []int) error {
 	}
 	pulled := e.pullAll(ctx, cur.owner, list, recs, gens)
 	decided := map[int]How{}
-	taken, err := cur.Take(ctx, list, func(slot int, prev Record) How {
+	taken, err := cur.Take(ctx, list, func(slot int, prev Record) (How, bool) {
 		how := Crashed
 		switch p, ok := pulled[slot]; {
 		case gens[slot] > 0 && gens[slot] == prev.Gen:
@@ -324,7 +336,7 @@ func (e *Engine) take(ctx context.Context, list []int) error {
 			how = HandedOver
 		}
 		decided[slot] = how
-		return how
+		return how, e.serves(slot)
 	})
 	if err != nil {
 		return fmt.Errorf("take slots: %w", err)
@@ -335,7 +347,7 @@ func (e *Engine) take(ctx context.Context, list []int) error {
 			// Not one key of it is to be trusted: taken again as after a
 			// crash, its keys above its ceiling.
 			e.cfg.Log.Error().Err(err).Int("slot", slot).Msg("sequences: the keys handed over could not be stored; the slot is taken as after a crash")
-			again, err := cur.Take(ctx, []int{slot}, func(int, Record) How { return Crashed })
+			again, err := cur.Take(ctx, []int{slot}, func(int, Record) (How, bool) { return Crashed, e.serves(slot) })
 			if err != nil {
 				return fmt.Errorf("take slot %d again: %w", slot, err)
 			}
@@ -350,8 +362,8 @@ func (e *Engine) take(ctx context.Context, list []int) error {
 	}
 	e.open(slices.Collect(maps.Keys(taken)))
 	var n [3]int
-	for _, how := range decided {
-		n[how]++
+	for slot := range taken {
+		n[decided[slot]]++
 	}
 	e.cfg.Log.Info().Int("current", n[Current]).Int("handed_over", n[HandedOver]).Int("crashed", n[Crashed]).
 		Msg("sequences: slots taken: those handed over or current continue each key exactly, the others above their ceilings")
@@ -373,6 +385,15 @@ func (e *Engine) bring(ctx context.Context, slot int, how How, marks []sequence.
 		return e.table.LoadSlot(ctx, marks)
 	}
 	return nil
+}
+
+// serves reports whether the assignment gives slot to this server now:
+// a take of a slot that moved away meanwhile is not written (its new
+// owner takes it).
+func (e *Engine) serves(slot int) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.served[slot]
 }
 
 // open opens the slots taken that are still served; the others are let

@@ -165,10 +165,11 @@ func (s *Slots) read(ctx context.Context, slots []int) (recs []Record, revs, at 
 }
 
 // Take makes this server the owner of slots, each the way how(slot,
-// record) says from the record read: it returns the records it wrote.
-// A slot whose record changed between the read and the write is read
-// again, until ctx ends.
-func (s *Slots) Take(ctx context.Context, slots []int, how func(slot int, prev Record) How) (map[int]Record, error) {
+// record) says from the record read, or not at all if how says no (the
+// slot is no longer this server's to take): it returns the records it
+// wrote. A slot whose record changed between the read and the write is
+// read again, until ctx ends.
+func (s *Slots) Take(ctx context.Context, slots []int, how func(slot int, prev Record) (How, bool)) (map[int]Record, error) {
 	taken := map[int]Record{}
 	left := slices.Clone(slots)
 	for len(left) > 0 {
@@ -176,32 +177,36 @@ func (s *Slots) Take(ctx context.Context, slots []int, how func(slot int, prev R
 		if err != nil {
 			return taken, err
 		}
-		var again []int
-		for from := 0; from < len(left); from += txnOps {
-			to := min(from+txnOps, len(left))
-			nexts := make([]Record, to-from)
-			for i := range nexts {
-				slot := left[from+i]
-				prev, lost := s.known.lift(slot, recs[from+i], at[from+i])
-				if lost {
-					s.log.Warn().Int("slot", slot).Str("etcd", recs[from+i].marshal()).Str("seen", prev.marshal()).
-						Msg("etcd lost data: a slot's record is below what this server saw of it; taken from what it saw")
-				}
-				nexts[i] = next(prev, s.owner, how(slot, prev))
+		var todo []int
+		var todoRevs []int64
+		var nexts []Record
+		for i, slot := range left {
+			prev, lost := s.known.lift(slot, recs[i], at[i])
+			if lost {
+				s.log.Warn().Int("slot", slot).Str("etcd", recs[i].marshal()).Str("seen", prev.marshal()).
+					Msg("etcd lost data: a slot's record is below what this server saw of it; taken from what it saw")
 			}
-			resp, err := s.swap(ctx, left[from:to], revs[from:to], nexts)
+			if h, ok := how(slot, prev); ok {
+				todo, todoRevs, nexts = append(todo, slot), append(todoRevs, revs[i]), append(nexts, next(prev, s.owner, h))
+			}
+		}
+		var again []int
+		for from := 0; from < len(todo); from += txnOps {
+			to := min(from+txnOps, len(todo))
+			resp, err := s.swap(ctx, todo[from:to], todoRevs[from:to], nexts[from:to])
 			if err != nil {
 				return taken, err
 			}
 			if !resp.Succeeded {
-				again = append(again, left[from:to]...)
+				again = append(again, todo[from:to]...)
 				continue
 			}
 			s.mu.Lock()
-			for i, slot := range left[from:to] {
-				s.seen(slot, nexts[i], resp.Header.Revision)
-				taken[slot] = nexts[i]
-				s.owned[slot] = &owned{rec: nexts[i], rev: resp.Header.Revision, step: s.steps.Min, since: s.now()}
+			for i, slot := range todo[from:to] {
+				rec := nexts[from+i]
+				s.seen(slot, rec, resp.Header.Revision)
+				taken[slot] = rec
+				s.owned[slot] = &owned{rec: rec, rev: resp.Header.Revision, step: s.steps.Min, since: s.now()}
 			}
 			s.mu.Unlock()
 		}

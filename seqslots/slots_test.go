@@ -14,7 +14,7 @@ import (
 	"github.com/idserver/idserver/internal/testseed"
 )
 
-func crashed(int, Record) How { return Crashed }
+func crashed(int, Record) (How, bool) { return Crashed, true }
 
 // run starts s's raises until the test ends.
 func run(t *testing.T, s *Slots) {
