@@ -5,8 +5,9 @@
 // and its loopback up. A process run in a namespace (Prefix) serves and
 // dials on that address only, so a partition is a route: Cut adds a
 // blackhole route to an address inside one namespace (its packets to it
-// are dropped, established connections hang as on a real cut), Heal
-// removes it. Neither netem nor iptables is needed (this machine has
+// are dropped: established connections hang as on a real cut, though a
+// new connection fails at once, EINVAL, where a real cut makes it wait),
+// Heal removes it; Split cuts two namespaces both ways. Neither netem nor iptables is needed (this machine has
 // neither).
 //
 // Each network takes a subnet number locked for its life (a file lock,
@@ -125,6 +126,28 @@ func (n *Network) Cut(name, addr string) { n.route(name, "add", addr) }
 
 // Heal removes the Cut of name to addr.
 func (n *Network) Heal(name, addr string) { n.route(name, "del", addr) }
+
+// Split cuts namespaces a and b from each other, both ways, until Join;
+// "" names the root namespace. A cut of one way only is not a partition:
+// the packets of the other way still arrive (a stream's writes included).
+func (n *Network) Split(a, b string) {
+	n.Cut(a, n.addrOf(b))
+	n.Cut(b, n.addrOf(a))
+}
+
+// Join removes the Split of a and b.
+func (n *Network) Join(a, b string) {
+	n.Heal(a, n.addrOf(b))
+	n.Heal(b, n.addrOf(a))
+}
+
+// addrOf is the address of namespace name, Host for "".
+func (n *Network) addrOf(name string) string {
+	if name == "" {
+		return n.Host
+	}
+	return n.Addr(name)
+}
 
 func (n *Network) route(name, op, addr string) {
 	n.t.Helper()

@@ -78,11 +78,23 @@ func TestCutAndHeal(t *testing.T) {
 			{"healed", func() { n.Heal("a", n.Host) }, true, true, true},
 			{"b cut in the root namespace", func() { n.Cut("", n.Addr("b")) }, true, false, false},
 			{"healed in the root namespace", func() { n.Heal("", n.Addr("b")) }, true, true, true},
+			{"a split from the root namespace", func() { n.Split("a", "") }, false, true, false},
+			{"a joined again", func() { n.Join("a", "") }, true, true, true},
 		} {
 			c.do()
 			if a, b := dial(t, n, "a", ln), dial(t, n, "b", ln); a != c.a || b != c.b {
 				t.Errorf("%s: a reaches the host %v, b %v; want %v, %v", c.what, a, b, c.a, c.b)
 			}
+		}
+		// Split cuts the root namespace's way too: a's address takes no
+		// connection (nothing listens at port 1 in a: refused once joined).
+		n.Split("a", "")
+		if _, err := net.DialTimeout("tcp", n.Addr("a")+":1", time.Second); err == nil || !strings.Contains(err.Error(), "invalid argument") {
+			t.Errorf("a dial of a, split from the root namespace: %v, want the blackhole's invalid argument", err)
+		}
+		n.Join("a", "")
+		if _, err := net.DialTimeout("tcp", n.Addr("a")+":1", time.Second); err == nil || !strings.Contains(err.Error(), "connection refused") {
+			t.Errorf("a dial of a, joined again: %v, want connection refused", err)
 		}
 		n.Cut("", cut) // left for the cleanup
 		if !strings.Contains(names(t), base+"-a") {
