@@ -248,7 +248,22 @@ func sweep(t testing.TB) {
 			locks[l.subnet] = lock
 		}
 		if lock != nil {
+			if l.del[0] == "netns" {
+				killIn(l.del[2])
+			}
 			exec.Command("ip", l.del...).Run()
+		}
+	}
+}
+
+// killIn kills the processes left in namespace ns by a run that ended
+// without stopping them (the servers of a test killed itself): the
+// namespace would outlive its deletion as long as they run.
+func killIn(ns string) {
+	out, _ := exec.Command("ip", "netns", "pids", ns).Output()
+	for _, f := range strings.Fields(string(out)) {
+		if pid, err := strconv.Atoi(f); err == nil {
+			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
 }

@@ -110,7 +110,8 @@ func TestCutAndHeal(t *testing.T) {
 }
 
 // TestSweep: New removes the namespace, bridge and root blackhole a run
-// that crashed left (its subnet's lock free), and not a live network's.
+// that crashed left (its subnet's lock free), and kills the processes
+// left in the namespace, and not a live network's.
 func TestSweep(t *testing.T) {
 	live := New(t, "x")
 	live.Cut("", live.Addr("x"))
@@ -121,7 +122,19 @@ func TestSweep(t *testing.T) {
 			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
 		}
 	}
+	orphan := exec.Command("ip", "netns", "exec", dead+"-x", "sleep", "600") // a dead run's server
+	if err := orphan.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { orphan.Process.Kill() })
+	exited := make(chan error, 1)
+	go func() { exited <- orphan.Wait() }()
 	New(t, "y")
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		t.Errorf("a process in a dead run's namespace still runs 10 s after the sweep")
+	}
 	left := names(t)
 	if strings.Contains(left, dead) {
 		t.Errorf("a dead run's namespace or bridge is left:\n%s", left)
