@@ -59,6 +59,7 @@ func names(t *testing.T) string {
 // Cut in it or in the root namespace, and again after Heal; the
 // network is gone when the test ends.
 func TestCutAndHeal(t *testing.T) {
+	canMake(t) // before the subtest: what it leaves is checked here
 	var base, cut string
 	t.Run("network", func(t *testing.T) {
 		n := New(t, "a", "b")
