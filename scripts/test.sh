@@ -27,7 +27,7 @@ command -v redis-cli >/dev/null && command -v redis-benchmark >/dev/null || need
 command -v redis-server >/dev/null || need+=(redis-server)
 command -v script >/dev/null || need+=(bsdutils)
 command -v gcc >/dev/null || need+=(gcc)
-command -v ip >/dev/null || need+=(iproute2) # protected-mode tests: a second loopback address
+command -v ip >/dev/null || need+=(iproute2) # protected-mode tests: a second loopback address; partition tests: namespaces
 command -v etcd >/dev/null || need+=(etcd-server) # cluster mode tests: a real etcd
 /usr/bin/python3 -c 'import redis' 2>/dev/null || need+=(python3-redis)
 case "$(command -v python3)" in # clients/python/.venv: Debian's python3 makes one only with python3-venv
