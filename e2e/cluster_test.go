@@ -825,13 +825,7 @@ type frozenProxy struct {
 
 func startProxy(t *testing.T, target string) *frozenProxy {
 	t.Helper()
-	return startProxyAt(t, "127.0.0.1:0", target)
-}
-
-// startProxyAt is startProxy listening at addr.
-func startProxyAt(t *testing.T, addr, target string) *frozenProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", addr)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
