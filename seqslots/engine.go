@@ -88,8 +88,12 @@ type Engine struct {
 	released map[int]time.Time // slots let go whose keys are kept for a pull
 	unpulled map[int]bool      // slots this run let go whose keys no new owner pulled yet
 	jobs     chan []int        // slots to take, one batch at a time
-	stop     chan struct{}
-	done     chan struct{}
+	// old is the previous version's marks by slot, once read (oldRead),
+	// less those taken over: the run goroutine's.
+	old     map[int][]sequence.Mark
+	oldRead bool
+	stop    chan struct{}
+	done    chan struct{}
 }
 
 // releaseKeep is how long the keys of a slot that moved away are kept
@@ -320,26 +324,48 @@ func (e *Engine) take(ctx context.Context, list []int) error {
 	if cur == nil {
 		return errors.New("this server holds no server-id")
 	}
+	if n, err := cur.oldServers(ctx); err != nil {
+		return err
+	} else if n > 0 {
+		return fmt.Errorf("%d server(s) of the previous version (per-key marks in etcd) run on this etcd prefix: stop every one; sequences are served once none runs (docs/cluster.md, Upgrading from per-key marks)", n)
+	}
 	gens := e.cfg.Store.SlotGens()
 	recs, _, err := cur.Read(ctx, list)
 	if err != nil {
 		return err
 	}
 	pulled := e.pullAll(ctx, cur.owner, list, recs, gens)
+	imported, err := e.imports(ctx, cur, list, recs)
+	if err != nil {
+		return err
+	}
+	for slot, marks := range imported {
+		pulled[slot] = sequence.Handed{Slot: slot, Marks: marks} // Gen 0: taken as handed over if still never taken
+	}
 	decided := map[int]How{}
-	taken, err := cur.Take(ctx, list, func(slot int, prev Record) (How, bool) {
-		how := Crashed
+	taken, err := cur.Take(ctx, list, func(slot int, prev Record) (How, int64, bool) {
+		how, ceil := Crashed, int64(0)
 		switch p, ok := pulled[slot]; {
 		case gens[slot] > 0 && gens[slot] == prev.Gen:
 			how = Current
 		case ok && p.Gen == prev.Gen:
+			// Handed over by a live owner, or the previous version's
+			// marks: the ceiling at once above each (were the load to
+			// fail, a take as after a crash then floors every key
+			// above them).
 			how = HandedOver
+			for _, m := range p.Marks {
+				ceil = max(ceil, m.Value+1)
+			}
 		}
 		decided[slot] = how
-		return how, e.serves(slot)
+		return how, ceil, e.serves(slot)
 	})
 	if err != nil {
 		return fmt.Errorf("take slots: %w", err)
+	}
+	if err := e.flagImported(ctx, cur, imported, taken); err != nil {
+		return err
 	}
 	newGens := map[int]int64{}
 	for slot, rec := range taken {
@@ -347,7 +373,7 @@ func (e *Engine) take(ctx context.Context, list []int) error {
 			// Not one key of it is to be trusted: taken again as after a
 			// crash, its keys above its ceiling.
 			e.cfg.Log.Error().Err(err).Int("slot", slot).Msg("sequences: the keys handed over could not be stored; the slot is taken as after a crash")
-			again, err := cur.Take(ctx, []int{slot}, func(int, Record) (How, bool) { return Crashed, e.serves(slot) })
+			again, err := cur.Take(ctx, []int{slot}, func(int, Record) (How, int64, bool) { return Crashed, 0, e.serves(slot) })
 			if err != nil {
 				return fmt.Errorf("take slot %d again: %w", slot, err)
 			}
@@ -384,6 +410,49 @@ func (e *Engine) bring(ctx context.Context, slot int, how How, marks []sequence.
 	if how == HandedOver {
 		return e.table.LoadSlot(ctx, marks)
 	}
+	return nil
+}
+
+// imports returns the previous version's marks of the slots of list that
+// no server ever took (no record), read once per engine (the first start
+// of this version on a cluster of the previous one takes every slot).
+func (e *Engine) imports(ctx context.Context, cur *Slots, list []int, recs []Record) (map[int][]sequence.Mark, error) {
+	out := map[int][]sequence.Mark{}
+	for i, slot := range list {
+		if recs[i].Gen != 0 {
+			continue
+		}
+		if !e.oldRead {
+			old, err := cur.readOldMarks(ctx)
+			if err != nil {
+				return nil, err
+			}
+			e.old, e.oldRead = old, true
+		}
+		if marks := e.old[slot]; len(marks) > 0 {
+			out[slot] = marks
+		}
+	}
+	return out, nil
+}
+
+// flagImported flags lost, in etcd, the previous version's marks of the
+// slots taken with them, and forgets them.
+func (e *Engine) flagImported(ctx context.Context, cur *Slots, imported map[int][]sequence.Mark, taken map[int]Record) error {
+	var marks []sequence.Mark
+	for slot := range taken {
+		marks = append(marks, imported[slot]...)
+	}
+	if len(marks) == 0 {
+		return nil
+	}
+	if err := cur.flagOldMarks(ctx, marks); err != nil {
+		return err
+	}
+	for slot := range taken {
+		delete(e.old, slot)
+	}
+	e.cfg.Log.Info().Int("keys", len(marks)).Msg("sequences: keys of the previous version (per-key marks in etcd) taken over, each above its mark; their marks are flagged lost for the previous version")
 	return nil
 }
 

@@ -44,6 +44,7 @@ var ErrNotOwner = errors.New("this server does not own the slot")
 // asked for. It writes only by compare-and-swap on those records.
 type Slots struct {
 	cli    *clientv3.Client
+	root   string // etcd-prefix
 	prefix string // <etcd-prefix>seqslot/
 	owner  int64  // this server's server-id
 	steps  Steps
@@ -93,7 +94,7 @@ type Config struct {
 
 // New returns the slots of cfg.Owner.
 func New(cfg Config) *Slots {
-	return &Slots{cli: cfg.Client, prefix: cfg.Prefix + "seqslot/", owner: cfg.Owner, steps: cfg.Steps,
+	return &Slots{cli: cfg.Client, root: cfg.Prefix, prefix: cfg.Prefix + "seqslot/", owner: cfg.Owner, steps: cfg.Steps,
 		hist: cfg.Hist, known: cfg.Known, log: cfg.Log, now: time.Now,
 		owned: map[int]*owned{}, due: make(chan struct{}, 1)}
 }
@@ -165,11 +166,12 @@ func (s *Slots) read(ctx context.Context, slots []int) (recs []Record, revs, at 
 }
 
 // Take makes this server the owner of slots, each the way how(slot,
-// record) says from the record read, or not at all if how says no (the
-// slot is no longer this server's to take): it returns the records it
-// wrote. A slot whose record changed between the read and the write is
+// record) says from the record read, with its ceiling at least what how
+// says (keys brought in with values up to it), or not at all if how says
+// no (the slot is no longer this server's to take): it returns the
+// records it wrote. A slot whose record changed between the read and the write is
 // read again, until ctx ends.
-func (s *Slots) Take(ctx context.Context, slots []int, how func(slot int, prev Record) (How, bool)) (map[int]Record, error) {
+func (s *Slots) Take(ctx context.Context, slots []int, how func(slot int, prev Record) (h How, ceil int64, ok bool)) (map[int]Record, error) {
 	taken := map[int]Record{}
 	left := slices.Clone(slots)
 	for len(left) > 0 {
@@ -186,8 +188,10 @@ func (s *Slots) Take(ctx context.Context, slots []int, how func(slot int, prev R
 				s.log.Warn().Int("slot", slot).Str("etcd", recs[i].marshal()).Str("seen", prev.marshal()).
 					Msg("etcd lost data: a slot's record is below what this server saw of it; taken from what it saw")
 			}
-			if h, ok := how(slot, prev); ok {
-				todo, todoRevs, nexts = append(todo, slot), append(todoRevs, revs[i]), append(nexts, next(prev, s.owner, h))
+			if h, ceil, ok := how(slot, prev); ok {
+				r := next(prev, s.owner, h)
+				r.Ceil = max(r.Ceil, ceil)
+				todo, todoRevs, nexts = append(todo, slot), append(todoRevs, revs[i]), append(nexts, r)
 			}
 		}
 		var again []int

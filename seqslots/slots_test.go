@@ -14,7 +14,7 @@ import (
 	"github.com/idserver/idserver/internal/testseed"
 )
 
-func crashed(int, Record) (How, bool) { return Crashed, true }
+func crashed(int, Record) (How, int64, bool) { return Crashed, 0, true }
 
 // run starts s's raises until the test ends.
 func run(t *testing.T, s *Slots) {
