@@ -174,6 +174,9 @@ func (s *Server) incr(c *client, cmd string, key []byte, n int64) error {
 		s.prepareAhead(c, seq)
 		c.incrLater(seq, string(key), n)
 		return nil
+	case errors.Is(err, sequence.ErrNotServed): // its slot is being taken: Incr waits for it
+		c.incrLater(seq, string(key), n)
+		return nil
 	case err != nil:
 		return err
 	}
@@ -500,7 +503,7 @@ func (s *Server) set(c *client, key, value []byte, mode sequence.SetMode, setNX 
 		c.hold(seq, p, cmd, at)
 	case notMet(err):
 		c.writeSetReply(false, setNX)
-	case errors.Is(err, sequence.ErrWouldWait):
+	case errors.Is(err, sequence.ErrWouldWait), errors.Is(err, sequence.ErrNotServed): // Set waits for it
 		c.setLater(seq, string(key), v, mode, setNX)
 	default:
 		return err

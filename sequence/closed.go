@@ -18,6 +18,11 @@ const closed uint8 = 1 << 7
 // its keys (SlotMarks), so that they are exact, and keeps it closed
 // until it has taken it (a Redis Cluster over etcd).
 func (t *Table) CloseSlot(slot int) {
+	t.openMu.Lock()
+	if t.opened[slot] == nil {
+		t.opened[slot] = make(chan struct{})
+	}
+	t.openMu.Unlock()
 	if t.closedSlots[slot].Swap(true) {
 		return
 	}
@@ -31,12 +36,41 @@ func (t *Table) CloseSlot(slot int) {
 	t.markSlot(slot, func(e *entry) { e.bits |= closed })
 }
 
-// OpenSlot hands out values of the keys of slot again.
+// OpenSlot hands out values of the keys of slot again, and ends the
+// waits for it (awaitOpen).
 func (t *Table) OpenSlot(slot int) {
-	if !t.closedSlots[slot].Swap(false) {
-		return
+	if t.closedSlots[slot].Swap(false) {
+		t.markSlot(slot, func(e *entry) { e.bits &^= closed })
 	}
-	t.markSlot(slot, func(e *entry) { e.bits &^= closed })
+	t.openMu.Lock()
+	if ch := t.opened[slot]; ch != nil {
+		close(ch)
+		t.opened[slot] = nil
+	}
+	t.openMu.Unlock()
+}
+
+// awaitOpen waits, until d, for key's slot to open if it is closed, and
+// reports whether it opened: a request that found it closed (ErrNotServed)
+// tries again then. A slot being taken by this server opens within a
+// moment; one that moved away stays closed, and the request fails at d
+// (the server's map sends the next ones to the new owner).
+func (t *Table) awaitOpen(d *deadline, key string) bool {
+	slot := keySlot(key)
+	t.openMu.Lock()
+	ch := t.opened[slot]
+	t.openMu.Unlock()
+	if ch == nil || !t.closedSlots[slot].Load() {
+		return ch == nil
+	}
+	select {
+	case <-ch:
+		return true
+	case <-d.reached():
+		return false
+	case <-t.stop:
+		return false
+	}
 }
 
 // markSlot applies mark to each key of slot, under its shard's lock.

@@ -167,6 +167,9 @@ func (t *Table) Set(key string, v int64, mode SetMode) error {
 		if err == nil {
 			return t.await(&d, p)
 		}
+		if errors.Is(err, ErrNotServed) && t.awaitOpen(&d, key) {
+			continue
+		}
 		if on.w == nil {
 			return err
 		}

@@ -208,6 +208,8 @@ type Table struct {
 	shards  [1 << shardBits]shard
 
 	closedSlots [slots.N]atomic.Bool // CloseSlot's
+	openMu      sync.Mutex
+	opened      [slots.N]chan struct{} // closed by OpenSlot: a closed slot's waits end
 
 	bySlotMu sync.RWMutex
 	bySlot   [slots.N][]*entry // every key, in its hash slot's list, in the order it came: SCAN's cursor is a place in them
