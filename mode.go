@@ -26,7 +26,6 @@ import (
 	"github.com/idserver/idserver/seqslots"
 	"github.com/idserver/idserver/sequence"
 	"github.com/idserver/idserver/slotassign"
-	"github.com/idserver/idserver/slots"
 	"github.com/idserver/idserver/stats"
 )
 
@@ -256,17 +255,17 @@ func (m *clusterMode) reserve(lns *listeners) (respserver.Options, error) {
 }
 
 // ownerOf is where a plain client's command of a slot goes, by src's
-// map: here, to the live node that serves it, or nowhere known (a slot
-// moving, or whose owner is down).
+// map: to the node that owns it (moving or not) if another, else here,
+// where a slot not taken yet (no owner known: the assignment not read
+// yet, or being made) has the command wait for its take (sequence's
+// awaitOpen) rather than fail.
 func ownerOf(src *slotassign.Source) func(slot int) (addr string, self, ok bool) {
 	return func(slot int) (string, bool, bool) {
-		switch v, n := src.Map().Route(src.Self(), slot); {
-		case v == slots.Serve:
+		_, n := src.Map().Route(src.Self(), slot)
+		if n == nil || n.ID == src.Self() || n.IP == "" || n.Port == 0 {
 			return "", true, true
-		case v == slots.Moved && n.IP != "" && n.Port != 0:
-			return net.JoinHostPort(n.IP, strconv.Itoa(n.Port)), false, true
 		}
-		return "", false, false
+		return net.JoinHostPort(n.IP, strconv.Itoa(n.Port)), false, true
 	}
 }
 
