@@ -26,6 +26,7 @@ import (
 	"github.com/idserver/idserver/seqslots"
 	"github.com/idserver/idserver/sequence"
 	"github.com/idserver/idserver/slotassign"
+	"github.com/idserver/idserver/slots"
 	"github.com/idserver/idserver/stats"
 )
 
@@ -186,8 +187,9 @@ type clusterMode struct {
 
 	engine   *seqslots.Engine // a slot owner's keys, per-slot ceilings in etcd
 	known    *seqslots.Known  // the engine's: the slot records seen
-	seqFile  *sequence.File   // the keys of the slots this server owns
-	seqKnown []sequence.Mark  // what seqFile held at the start
+	src      *slotassign.Source
+	seqFile  *sequence.File  // the keys of the slots this server owns
+	seqKnown []sequence.Mark // what seqFile held at the start
 }
 
 // clusterSeqPath is where a server in cluster mode keeps its copy of the
@@ -232,6 +234,7 @@ func (m *clusterMode) reserve(lns *listeners) (respserver.Options, error) {
 		Log:          m.log,
 		Slots:        engineSlots{m.slots, m},
 	})
+	m.src = src
 	m.startEngine(src)
 	m.seqKnown = nil
 	opts := respserver.Options{
@@ -346,12 +349,27 @@ func (m *clusterMode) attach(srv *respserver.Server) { m.member.Start(srv) }
 func (m *clusterMode) handOver() {
 	if m.slots != nil && m.slots.HandOver() {
 		// Clients of the slots are told -MOVED, and the new owners pull
-		// the slots' keys.
-		ctx, cancel := context.WithTimeout(context.Background(), handOverWait)
-		m.engine.AwaitHandedOver(ctx)
-		cancel()
+		// the slots' keys (none if no other server serves: the last one
+		// stopping releases its slots for itself or the next to start).
+		if othersServe(m.src) {
+			ctx, cancel := context.WithTimeout(context.Background(), handOverWait)
+			m.engine.AwaitHandedOver(ctx)
+			cancel()
+		}
 		time.Sleep(handOverGrace)
 	}
+}
+
+// othersServe reports whether src's map has another live node serving
+// a slot.
+func othersServe(src *slotassign.Source) bool {
+	m, self := src.Map(), src.Self()
+	for slot := range slots.N {
+		if v, n := m.Route(self, slot); v == slots.Moved && n.ID != self {
+			return true
+		}
+	}
+	return false
 }
 
 // handOverWait bounds how long a graceful stop waits for the new owners

@@ -21,7 +21,7 @@ import (
 func TestCloseSlotIsABarrier(t *testing.T) {
 	seed := testseed.Get(t)
 	rng := rand.New(rand.NewPCG(seed, 0))
-	tb := newTable(t, newMem(), Options{}, nil)
+	tb := newTable(t, newMem(), Options{Wait: 200 * time.Millisecond}, nil) // an INCR of the closed slot waits that long
 	var in, out []string // keys of slot 0 and of other slots
 	for i := 0; len(in) < 20 || len(out) < 20; i++ {
 		k := fmt.Sprintf("k%d-%d", rng.IntN(1000), i)
@@ -96,4 +96,32 @@ func TestCloseSlotIsABarrier(t *testing.T) {
 	}
 	stop.Store(true)
 	wg.Wait()
+}
+
+// TestClosedSlotWaits: an INCR or SET of a key of a closed slot waits
+// for OpenSlot (a take under way), up to its bound, rather than fail.
+func TestClosedSlotWaits(t *testing.T) {
+	tb := newTable(t, newMem(), Options{Wait: 5 * time.Second}, nil)
+	slot := slots.Of([]byte("{w}"))
+	tb.CloseSlot(slot)
+	type res struct {
+		v   int64
+		err error
+	}
+	incr, set := make(chan res, 1), make(chan error, 1)
+	go func() { v, err := tb.Incr("{w}a", 1); incr <- res{v, err} }()
+	go func() { set <- tb.Set("{w}b", 7, Always) }()
+	time.Sleep(100 * time.Millisecond)
+	select {
+	case r := <-incr:
+		t.Fatalf("INCR of a closed slot's key returned at once: %d, %v", r.v, r.err)
+	default:
+	}
+	tb.OpenSlot(slot)
+	if r := <-incr; r.err != nil || r.v != 1 {
+		t.Errorf("INCR once the slot opened: %d, %v; want 1", r.v, r.err)
+	}
+	if err := <-set; err != nil {
+		t.Errorf("SET once the slot opened: %v", err)
+	}
 }

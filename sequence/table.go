@@ -765,6 +765,9 @@ func (t *Table) Incr(key string, n int64) (int64, error) {
 			}
 			return v, nil
 		}
+		if errors.Is(err, ErrNotServed) && t.awaitOpen(&d, key) {
+			continue
+		}
 		if !errors.Is(err, ErrWouldWait) {
 			return v, err
 		}
