@@ -150,7 +150,22 @@ func (e *Engine) Serve(now []bool) {
 
 // Attach makes s, the slot records of the server-id this server holds
 // now, those it takes slots in.
-func (e *Engine) Attach(s *Slots) { e.gate.Use(s) }
+func (e *Engine) Attach(s *Slots) {
+	s.OnLost(e.lost)
+	e.gate.Use(s)
+}
+
+// lost closes at once the slots this server found another took (or
+// their records gone): no value of them goes out from a segment in hand
+// meanwhile, and the served ones are taken again (from the records as
+// they are) at the next look.
+func (e *Engine) lost(list []int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, s := range list {
+		e.table.CloseSlot(s)
+	}
+}
 
 // Detach closes every slot: the server holds no server-id any more.
 func (e *Engine) Detach() {

@@ -53,9 +53,10 @@ type Slots struct {
 	log    zerolog.Logger
 	now    func() time.Time
 
-	mu    sync.Mutex
-	owned map[int]*owned
-	due   chan struct{} // wakes raise
+	mu     sync.Mutex
+	owned  map[int]*owned
+	onLost func([]int)   // OnLost's
+	due    chan struct{} // wakes raise
 }
 
 // owned is a slot this server owns.
@@ -435,14 +436,29 @@ func (s *Slots) lost(ctx context.Context, slots []int, revs []int64) {
 		s.failAll(slots, revs, err)
 		return
 	}
+	var gone []int
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	for i, slot := range slots {
 		if o, ok := s.owned[slot]; ok && now[i] != revs[i] {
 			o.fail(fmt.Errorf("slot %d: %w: another server took it", slot, ErrNotOwner))
 			delete(s.owned, slot)
+			gone = append(gone, slot)
 		}
 	}
+	lostFn := s.onLost
+	s.mu.Unlock()
+	if lostFn != nil && len(gone) > 0 {
+		lostFn(gone)
+	}
+}
+
+// OnLost has lost called with the slots this server finds it no longer
+// owns (another server took them, or their records were deleted), once
+// it stopped raising them.
+func (s *Slots) OnLost(lost func(slots []int)) {
+	s.mu.Lock()
+	s.onLost = lost
+	s.mu.Unlock()
 }
 
 // Writes returns how many raises of slot this server wrote.
