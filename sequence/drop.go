@@ -39,11 +39,11 @@ type Handed struct {
 // it runs (the caller stops serving the slot first): a value handed out
 // meanwhile may not be recorded anywhere.
 //
-// The key strings the Table hands out (Keys, KeysInSlot, SlotMarks,
-// Marks, a Backend's keys) are its own bytes, not copies: a dropped
-// key's stay as they were for Options.Wait after the drop, and while a
-// fold whose snapshot holds them runs; then its entry may be made
-// another key's, and they change. What keeps a key longer keeps a copy.
+// The key strings the Table hands out (Keys, KeysInSlot, SlotMarks, a
+// Backend's keys) are its own bytes, not copies: a dropped key's stay as
+// they were for Options.Wait after the drop, and while a fold whose
+// snapshot holds them runs; then its entry may be made another key's,
+// and they change. What keeps a key longer keeps a copy.
 func (t *Table) DropSlot(slot int) int {
 	t.bySlotMu.Lock()
 	list := t.bySlot[slot]

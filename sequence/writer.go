@@ -313,10 +313,6 @@ func (t *Table) marks() []Mark {
 	return marks
 }
 
-// Marks is the mark of every key this server holds, Reserved the end of
-// what it reserved: what it writes back where its backend lost data.
-func (t *Table) Marks() []Mark { return t.marks() }
-
 // grant gives e the segment first .. last.
 func (e *entry) grant(first, last int64) {
 	switch {
