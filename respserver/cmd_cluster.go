@@ -1,7 +1,6 @@
 package respserver
 
 import (
-	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -466,7 +465,7 @@ func (s *Server) walkKeys(c *client, keep func(key string) bool, limit int, what
 	c.later(waiting{
 		off: func() error {
 			var over error
-			err := eachKey(seq, func(k string) bool {
+			eachKey(seq, func(k string) bool {
 				if !keep(k) {
 					return true
 				}
@@ -480,7 +479,7 @@ func (s *Server) walkKeys(c *client, keep func(key string) bool, limit int, what
 				}
 				return limit < 0 || len(keys) < limit
 			})
-			return cmp.Or(err, over)
+			return over
 		},
 		then: func(c *client, err error) error {
 			if err == nil {

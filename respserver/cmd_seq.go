@@ -249,12 +249,11 @@ func (c *client) awaitHeld() error {
 
 // settleHeld, on the loop once awaitHeld returned, puts right each held
 // reply that may not go: its values are not sent (they are skipped), or
-// its SET did not succeed (a failed write, a condition not met in
-// cluster mode, etcd's refusal); the error reply, or SET's nil, takes its
-// place. The forwarded commands' replies go in at their places. c.Out is
-// copied once, into c.held.out, whose buffer it then takes: a batch
-// settles without an allocation once the buffers have grown. Then it
-// empties c.held and c.fwd.
+// its SET did not succeed (a failed write, a condition not met); the
+// error reply, or SET's nil, takes its place. The forwarded commands'
+// replies go in at their places. c.Out is copied once, into c.held.out,
+// whose buffer it then takes: a batch settles without an allocation once
+// the buffers have grown. Then it empties c.held and c.fwd.
 func (s *Server) settleHeld(c *client) {
 	from, pos, fwd := c.Out, 0, c.fwd.replies
 	c.Out = c.held.out[:0]
@@ -368,38 +367,19 @@ func cmdTTL(s *Server, c *client, args [][]byte) error {
 	})
 }
 
-// lookup has reply answer with the values of keys, and whether each
-// exists: at once from this server's table, or, when the sequences are
-// shared (cluster mode), from etcd, off the loop. Inside EXEC it answers
-// at once, as the transaction's INCRs left them on this server.
+// lookup has reply answer with the values of keys in this server's
+// table, and whether each exists: inside EXEC, as the transaction's
+// INCRs left them.
 func (s *Server) lookup(c *client, keys [][]byte, reply func(c *client, vals []int64, exist []bool)) error {
 	seq, err := s.sequences()
 	if err != nil {
 		return err
 	}
-	if c.inExec || !seq.Shared() {
-		vals, exist := make([]int64, len(keys)), make([]bool, len(keys))
-		for i, k := range keys {
-			vals[i], exist[i] = c.value(seq, k)
-		}
-		reply(c, vals, exist)
-		return nil
-	}
-	ks := make([]string, len(keys))
+	vals, exist := make([]int64, len(keys)), make([]bool, len(keys))
 	for i, k := range keys {
-		ks[i] = string(k)
+		vals[i], exist[i] = c.value(seq, k)
 	}
-	var vals []int64
-	var exist []bool
-	c.later(waiting{
-		off: func() error { vals, exist, err = seq.Lookup(ks); return err },
-		then: func(c *client, err error) error {
-			if err == nil {
-				reply(c, vals, exist)
-			}
-			return err
-		},
-	})
+	reply(c, vals, exist)
 	return nil
 }
 

@@ -14,20 +14,6 @@ import (
 // that waited for a key whose slot was dropped (DropSlot).
 var ErrNotServed = errors.New("the key's hash slot is not this server's")
 
-// Drop skips the values in hand of every key for which drop is true, as
-// if they were handed out: the next value of each is taken anew, above
-// everything reserved for it. A server of a Redis Cluster drops the keys
-// of the slots that become its: what it held of them was reserved before
-// another server may have handed out larger values.
-func (t *Table) Drop(drop func(key string) bool) {
-	t.each(func(e *entry) {
-		if e.left() > 0 && drop(e.key) {
-			e.issued = e.end()
-			e.limit, e.next = e.issued, segment{}
-		}
-	})
-}
-
 // Handed is a hash slot's keys as their old owner hands them over to the
 // slot's new owner, with the generation at which it held them (0: it
 // cannot hand them over: it still serves the slot, or holds none).
@@ -40,7 +26,7 @@ type Handed struct {
 // DropSlot removes every key of hash slot slot from the Table, and
 // returns how many: a slot that moved to another server, or whose keys
 // this server holds are not to be trusted (a crash take-over). They are
-// gone for Get, Lookup, Keys, Scan and Len, and no longer count against
+// gone for Get, Keys and Len, and no longer count against
 // MaxKeys or in Stats' Bytes; a later Incr of one makes it anew, its
 // take asking the Backend with After 0 (the Backend decides where it
 // starts). The File keeps their records until its next fold, which
@@ -53,11 +39,11 @@ type Handed struct {
 // it runs (the caller stops serving the slot first): a value handed out
 // meanwhile may not be recorded anywhere.
 //
-// The key strings the Table hands out (Keys, KeysInSlot, SlotMarks,
-// Marks, a Backend's keys) are its own bytes, not copies: a dropped
-// key's stay as they were for Options.Wait after the drop, and while a
-// fold whose snapshot holds them runs; then its entry may be made
-// another key's, and they change. What keeps a key longer keeps a copy.
+// The key strings the Table hands out (Keys, KeysInSlot, SlotMarks, a
+// Backend's keys) are its own bytes, not copies: a dropped key's stay as
+// they were for Options.Wait after the drop, and while a fold whose
+// snapshot holds them runs; then its entry may be made another key's,
+// and they change. What keeps a key longer keeps a copy.
 func (t *Table) DropSlot(slot int) int {
 	t.bySlotMu.Lock()
 	list := t.bySlot[slot]

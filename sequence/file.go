@@ -517,8 +517,7 @@ func (f *File) Take(ctx context.Context, ts []Take) {
 }
 
 // Keep records the segment each t of ts without an Err was given, all in
-// one write, or sets its Err. In cluster mode the server keeps in it
-// what it took from etcd: its own copy of the marks.
+// one write, or sets its Err.
 func (f *File) Keep(ts []Take) {
 	if !slices.ContainsFunc(ts, func(t Take) bool { return t.Err == nil }) {
 		return

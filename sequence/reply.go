@@ -179,11 +179,12 @@ const (
 // waitForStore waits until on, the wait for a key's take or SET under
 // way, ends, or d passes: the one place a request waits for the store. It
 // returns why the take failed; nil for a SET, which waits only for the
-// take to end (a take that fails as the key's mark was lost is what the
-// SET puts right), unless the key was dropped (ErrNotServed). A request gives up at once, without waiting, when the
-// store is down (down): for a SET, only when a write has stalled, as the
-// writer writes SETs at once even while its takes back off. A request
-// that gives up ends the wait of every request for the key (giveUp).
+// take to end (its own write says whether it succeeded), unless the key
+// was dropped (ErrNotServed). A request gives up at once, without
+// waiting, when the store is down (down): for a SET, only when a write
+// has stalled, as the writer writes SETs at once even while its takes
+// back off. A request that gives up ends the wait of every request for
+// the key (giveUp).
 func (t *Table) waitForStore(d *deadline, on waitOn, k waitKind) error {
 	if err := t.down(k); err != nil {
 		return t.giveUp(on, err)
@@ -206,7 +207,7 @@ func (t *Table) waitForStore(d *deadline, on waitOn, k waitKind) error {
 
 // failure is a request's error for a take that failed with err.
 func failure(err error) error {
-	if errors.As(err, new(*LostError)) || errors.Is(err, ErrNotReserved) || errors.Is(err, ErrOverflow) || errors.Is(err, ErrNotServed) {
+	if errors.Is(err, ErrNotReserved) || errors.Is(err, ErrOverflow) || errors.Is(err, ErrNotServed) {
 		return err // not the store failing: nothing to retry (or already said)
 	}
 	return fmt.Errorf("%w: the last write failed: %w", ErrNotReserved, err)

@@ -223,7 +223,7 @@ func (t *Table) writeSets(w *writer) (wrote, ok bool) {
 // store failing.
 func notApplied(err error) bool {
 	return errors.Is(err, ErrExists) || errors.Is(err, ErrMissing) || errors.As(err, new(*BelowError)) ||
-		errors.As(err, new(*LostError)) || errors.Is(err, ErrNotServed)
+		errors.Is(err, ErrNotServed)
 }
 
 // setWritten ends a SET of v to e whose write returned err, and returns

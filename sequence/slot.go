@@ -131,7 +131,6 @@ func (t *Table) load(m Mark) (made bool) {
 		e.issued, e.limit, e.next, e.asked = m.Value, m.Value, segment{}, m.Value
 	}
 	e.born, e.setTo = true, max(e.setTo, m.Value)
-	e.bits &^= absent
 	t.settle(e)
 	return made
 }

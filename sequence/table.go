@@ -47,8 +47,7 @@ type Take struct {
 	// Born: the key exists (a value was handed out or set, or a request
 	// waits for one), so the Backend records it as existing; a key only
 	// prepared for a pipeline is not born, and a restart forgets it. Set
-	// by the Backend to whether the key exists durably once taken (in
-	// etcd it may exist already, written by another server).
+	// by the Backend to whether the key exists durably once taken.
 	Born bool
 	// Set by the Backend: the segment is First .. Last (N values), or
 	// Err says why it could not be taken.
@@ -69,8 +68,8 @@ type Mark struct {
 	Born bool
 }
 
-// Backend keeps every key's reservation durably: a local store in single
-// server mode, etcd in cluster mode.
+// Backend keeps every key's reservation durably: the server's File (over
+// etcd, behind package seqslots' Gate).
 //
 // The keys a Backend is given (Take.Key, Setting.Key, Mark.Key) are the
 // Table's own bytes, which a dropped key's entry gives to another key
@@ -132,10 +131,6 @@ var (
 	ErrOverflow = errors.New("increment or decrement would overflow")
 	// ErrStopped is returned after Stop.
 	ErrStopped = errors.New("sequences stopped")
-	// ErrNotCreated is a Backend's answer to a Take of a key that is not
-	// born and that no server made: nothing was taken, and the key is
-	// made by the take of the request that needs it.
-	ErrNotCreated = errors.New("the key does not exist, and was only prepared")
 	// ErrExists is Set's answer under IfNew to a key that exists, and
 	// ErrMissing under IfOld to one that does not.
 	ErrExists  = errors.New("the key exists")
@@ -150,22 +145,6 @@ type BelowError struct {
 
 func (e *BelowError) Error() string {
 	return fmt.Sprintf("sequences only go up: %q is at %d (idserver never reuses a number)", e.Key, e.At)
-}
-
-// LostError refuses new values of a key whose mark the Backend lost
-// (cluster mode: etcd's data deleted, or restored from an older
-// snapshot): values above what is left may have been handed out already.
-// The key stays refused until an operator SETs it at or above the
-// largest value handed out.
-type LostError struct {
-	Key   string
-	Mark  int64  // the highest mark the servers know of it
-	Cause string // what was found
-}
-
-func (e *LostError) Error() string {
-	return fmt.Sprintf("sequence %q refused: its mark in etcd was lost (%s; keys deleted, or etcd restored from an older snapshot?): values above it may have been handed out already; set it at or above the largest value handed out to go on: SET %s <value> (at least %d)",
-		clip(e.Key), e.Cause, clip(e.Key), e.Mark)
 }
 
 // LimitError is the refusal of a new key past a bound.
@@ -277,7 +256,7 @@ type entry struct {
 	// EXISTS, DBSIZE and SCAN see durable keys only.
 	born  bool
 	shard uint8 // its shard, in Table.shards
-	bits  uint8 // durable, demanded, absent, setting, dropped, closed
+	bits  uint8 // durable, demanded, setting, dropped, closed
 	// gen counts the keys the entry was made for: a Pending or a wait
 	// that names it for a key dropped since does not touch the next.
 	gen   uint16
@@ -303,11 +282,6 @@ const (
 	// demanded: a request waits for the key's values (not only a
 	// Prepare), so its take records the key as born.
 	demanded
-	// absent: a take of the key only prepared found that no server made
-	// it (ErrNotCreated), so Prepare asks no more: each INCR of a
-	// pipeline of new keys in cluster mode had the keys behind it looked
-	// up in etcd again (24 keys a second). Its own take makes it.
-	absent
 	// setting: a SET of the key is queued or being written: a SETNX
 	// behind it sees the key as existing (TrySet).
 	setting
@@ -526,13 +500,8 @@ func (t *Table) settle(e *entry) {
 }
 
 // LongestKey is the length of the longest key: a pattern that needs more
-// matches none. (Shared, other servers' keys may be up to MaxKeyBytes.)
-func (t *Table) LongestKey() int {
-	if t.Shared() {
-		return t.opts.MaxKeyBytes
-	}
-	return int(t.longest.Load())
-}
+// matches none.
+func (t *Table) LongestKey() int { return int(t.longest.Load()) }
 
 // TryIncr hands out n values of key and returns the last, without
 // waiting: where the key's segment lacks them, it asks for the next and
@@ -736,7 +705,7 @@ func (t *Table) Prepare(key []byte, n int64) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	e, err := t.find(sh, h, key)
-	if err != nil || e.has(absent) {
+	if err != nil {
 		return
 	}
 	if e.limit-e.issued < n || e.low() {

@@ -600,57 +600,6 @@ func TestPrepareIsInvisible(t *testing.T) {
 	}
 }
 
-// unmadeBackend is memBackend as etcd serves a Table in cluster mode: a
-// key that is not born and that no take made is made by no take
-// (ErrNotCreated), and each such refusal is counted.
-type unmadeBackend struct {
-	*memBackend
-	refused int
-}
-
-func (u *unmadeBackend) Take(ctx context.Context, ts []Take) {
-	u.mu.Lock()
-	var rest []int
-	for i := range ts {
-		if _, ok := u.marks[ts[i].Key]; !ok && !ts[i].Born {
-			ts[i].Err = ErrNotCreated
-			u.refused++
-			continue
-		}
-		rest = append(rest, i)
-	}
-	u.mu.Unlock()
-	for _, i := range rest {
-		u.memBackend.Take(ctx, ts[i:i+1])
-	}
-}
-
-// TestPrepareOfUnmadeKeyOnce: a key a backend will not make for a
-// Prepare (cluster mode) is asked for once, not at every Prepare: each
-// INCR of a pipeline of new keys prepared the keys behind it, and each
-// of those was looked up in etcd again (24 keys a second). Its INCR
-// still makes it, and then it prepares as any key.
-func TestPrepareOfUnmadeKeyOnce(t *testing.T) {
-	b := &unmadeBackend{memBackend: newMem()}
-	tb := newTable(t, b, Options{}, nil)
-	for range 5 {
-		tb.Prepare([]byte("n"), 1)
-		waitIdle(t, tb, "n")
-	}
-	b.mu.Lock()
-	refused := b.refused
-	b.mu.Unlock()
-	if refused != 1 {
-		t.Fatalf("a key no take makes was asked for %d times by 5 Prepares, want once", refused)
-	}
-	if v := incr(t, tb, "n", 1); v != 1 {
-		t.Fatalf("its INCR: %d, want 1", v)
-	}
-	if v := incr(t, tb, "n", 10); v != 11 {
-		t.Fatalf("INCRBY 10 then: %d, want 11", v)
-	}
-}
-
 // TestBurstsWrittenOnce: a key that comes in bursts (ten INCRs in two
 // seconds, then a minute's quiet with two more in it) is written once a
 // burst, and never waits, once its segments have grown; not once for
@@ -929,32 +878,6 @@ func TestOverflowAtOnce(t *testing.T) {
 	defer b.mu.Unlock()
 	if b.writes != writes {
 		t.Fatalf("%d writes for the refused INCRs", b.writes-writes)
-	}
-}
-
-// TestDropLetsValuesGo: Drop lets go the values in hand of the keys it is
-// asked to, and only those: their next value waits for a take above
-// what was reserved, the others' do not.
-func TestDropLetsValuesGo(t *testing.T) {
-	m := newMem()
-	tb := newTable(t, m, Options{}, nil)
-	for _, k := range []string{"a", "b"} {
-		if _, err := tb.Incr(k, 1); err != nil {
-			t.Fatal(err)
-		}
-	}
-	tb.Drop(func(key string) bool { return key == "a" })
-	if _, err := tryIncr(tb, []byte("a"), 1); !errors.Is(err, ErrWouldWait) {
-		t.Fatalf("a dropped key's next value: %v; want it to wait for a take", err)
-	}
-	if v, err := tryIncr(tb, []byte("b"), 1); err != nil || v != 2 {
-		t.Fatalf("a key not dropped: %d, %v; want 2 at once", v, err)
-	}
-	m.mu.Lock()
-	reserved := m.marks["a"]
-	m.mu.Unlock()
-	if v, err := tb.Incr("a", 1); err != nil || v <= reserved {
-		t.Fatalf("a dropped key's next value: %d, %v; want above %d, reserved before", v, err, reserved)
 	}
 }
 

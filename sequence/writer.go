@@ -197,7 +197,7 @@ func (t *Table) take(batch []*entry, w *writer) (failed bool) {
 		switch {
 		case err == nil:
 			written++
-		case !errors.As(err, new(*LostError)) && !errors.Is(err, ErrNotServed): // else no store failing: no back-off
+		case !errors.Is(err, ErrNotServed): // else no store failing: no back-off
 			storeErr = err
 		}
 		t.took(e, err)
@@ -238,18 +238,11 @@ func (t *Table) wrote(written int, err error) {
 	t.failing.Store(&err)
 }
 
-// granted hands e what tk took, and returns tk's error; a key that was
-// only prepared and that the backend did not make (ErrNotCreated) is no
-// failure: the request that needs it takes its segment. e's shard is
+// granted hands e what tk took, and returns tk's error. e's shard is
 // locked.
 func (t *Table) granted(e *entry, tk *Take) error {
 	e.bits &^= demanded
 	switch {
-	case errors.Is(tk.Err, ErrNotCreated):
-		e.want = 0
-		e.bits |= absent
-		e.relow()
-		return nil
 	case tk.Err != nil:
 		return tk.Err
 	case e.has(dropped):
@@ -258,7 +251,6 @@ func (t *Table) granted(e *entry, tk *Take) error {
 		return nil // a LoadSlot put the key past it meanwhile: not to go back
 	}
 	e.grant(tk.First, tk.Last)
-	e.bits &^= absent
 	if tk.Born {
 		t.settle(e)
 	}
@@ -320,10 +312,6 @@ func (t *Table) marks() []Mark {
 	})
 	return marks
 }
-
-// Marks is the mark of every key this server holds, Reserved the end of
-// what it reserved: what it writes back where its backend lost data.
-func (t *Table) Marks() []Mark { return t.marks() }
 
 // grant gives e the segment first .. last.
 func (e *entry) grant(first, last int64) {
