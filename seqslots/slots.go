@@ -190,8 +190,9 @@ func (s *Slots) Take(ctx context.Context, slots []int, how func(slot int, prev R
 					Msg("etcd lost data: a slot's record is below what this server saw of it; taken from what it saw")
 			}
 			if h, ceil, ok := how(slot, prev); ok {
-				r := next(prev, s.owner, h)
-				r.Ceil = max(r.Ceil, ceil)
+				// A step of room at once: a slot's first values (all of
+				// a new cluster's) need no raise of their own.
+				r := raised(next(prev, s.owner, h), max(prev.Ceil, ceil)-1, s.steps.Min)
 				todo, todoRevs, nexts = append(todo, slot), append(todoRevs, revs[i]), append(nexts, r)
 			}
 		}

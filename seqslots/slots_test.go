@@ -45,17 +45,18 @@ func TestCoverStoresCeiling(t *testing.T) {
 	if _, err := s.Take(ctx, []int{1, 2}, crashed); err != nil {
 		t.Fatal(err)
 	}
-	if r := stored(t, s, 1); r.Gen != 1 || r.Owner != 0 || r.Ceil != 0 {
-		t.Fatalf("slot 1 taken: %+v, want gen 1, owner 0, no ceiling yet", r)
+	first := DefaultSteps.Min // a take leaves a step of room
+	if r := stored(t, s, 1); r.Gen != 1 || r.Owner != 0 || r.Ceil != first {
+		t.Fatalf("slot 1 taken: %+v, want gen 1, owner 0, ceiling %d", r, first)
 	}
-	if err := s.Cover(ctx, 1, 5); err != nil {
+	if err := s.Cover(ctx, 1, first+5); err != nil {
 		t.Fatal(err)
 	}
-	if r := stored(t, s, 1); r.Ceil <= 5 {
-		t.Fatalf("after Cover(5) the stored ceiling is %d", r.Ceil)
+	if r := stored(t, s, 1); r.Ceil <= first+5 {
+		t.Fatalf("after Cover(%d) the stored ceiling is %d", first+5, r.Ceil)
 	}
 	w := s.Writes(1)
-	for v := int64(6); v < 100; v++ {
+	for v := first + 6; v < first+100; v++ {
 		if err := s.Cover(ctx, 1, v); err != nil {
 			t.Fatal(err)
 		}
