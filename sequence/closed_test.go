@@ -22,7 +22,7 @@ func TestCloseSlotIsABarrier(t *testing.T) {
 	seed := testseed.Get(t)
 	rng := rand.New(rand.NewPCG(seed, 0))
 	tb := newTable(t, newMem(), Options{Wait: 200 * time.Millisecond}, nil) // an INCR of the closed slot waits that long
-	var in, out []string // keys of slot 0 and of other slots
+	var in, out []string                                                    // keys of slot 0 and of other slots
 	for i := 0; len(in) < 20 || len(out) < 20; i++ {
 		k := fmt.Sprintf("k%d-%d", rng.IntN(1000), i)
 		if slots.Of([]byte(k)) == slots.Of([]byte("{x}")) {
