@@ -25,11 +25,11 @@ var clusterCommands = []*command{
 		summary: "A container for Redis Cluster commands.", since: "3.0.0", group: "cluster", complexity: "Depends on subcommand.",
 	}, subs: []*command{
 		{name: "cluster|countkeysinslot", arity: 3, flags: []string{"stale"}, run: cmdClusterCountKeys, doc: doc{
-			summary: "Returns the number of keys of this node in the hash slot.", since: "3.0.0", group: "cluster", complexity: "O(N) where N is the number of keys (idserver keeps no index by slot)",
+			summary: "Returns the number of keys of this node in the hash slot.", since: "3.0.0", group: "cluster", complexity: "O(N) where N is the number of keys in the slot",
 			args: []arg{{name: "slot", typ: "integer"}},
 		}},
 		{name: "cluster|getkeysinslot", arity: 4, flags: []string{"stale"}, tips: nondeterministic, run: cmdClusterGetKeys, doc: doc{
-			summary: "Returns up to count key names of this node in the hash slot.", since: "3.0.0", group: "cluster", complexity: "O(N) where N is the number of keys (idserver keeps no index by slot)",
+			summary: "Returns up to count key names of this node in the hash slot.", since: "3.0.0", group: "cluster", complexity: "O(N) where N is the number of keys in the slot",
 			args: []arg{{name: "slot", typ: "integer"}, {name: "count", typ: "integer"}},
 		}},
 		{name: "cluster|help", arity: 2, flags: []string{"loading", "stale"}, run: cmdHelp, doc: doc{
@@ -404,7 +404,13 @@ func cmdClusterCountKeys(s *Server, c *client, args [][]byte) error {
 		c.writeInt(0)
 		return nil
 	}
-	return s.walkKeys(c, inSlot(int(slot)), -1, "", func(c *client, keys []string, n int) { c.writeInt(n) })
+	seq, err := s.sequences()
+	if err != nil {
+		c.writeInt(0)
+		return nil
+	}
+	c.writeInt(seq.CountSlot(int(slot))) // the slot's own list of keys
+	return nil
 }
 
 // cmdClusterGetKeys is CLUSTER GETKEYSINSLOT: up to count of this node's
@@ -430,7 +436,7 @@ func cmdClusterGetKeys(s *Server, c *client, args [][]byte) error {
 		return nil
 	}
 	what := fmt.Sprintf("CLUSTER GETKEYSINSLOT %d %d", slot, count)
-	return s.walkKeys(c, inSlot(int(slot)), int(count), what, func(c *client, keys []string, n int) {
+	return s.slotKeys(c, int(slot), int(count), what, func(c *client, keys []string) {
 		c.writeArray(len(keys))
 		for _, k := range keys {
 			c.writeBulkString(k)
@@ -444,46 +450,32 @@ func (v view) owns(slot int) bool {
 	return n != nil && n.ID == v.self
 }
 
-func inSlot(slot int) func(key string) bool {
-	return func(key string) bool { return slots.Of([]byte(key)) == slot }
-}
-
-// walkKeys has reply answer with up to limit of the keys keep keeps
-// (none kept for limit -1) and how many it kept. idserver keeps no index
-// of keys by slot, so it walks every key, off the loop, a chunk at a
-// time. The keys kept are bounded by the output limit (outputBound):
-// past it, the command (what) fails.
-func (s *Server) walkKeys(c *client, keep func(key string) bool, limit int, what string, reply func(c *client, keys []string, n int)) error {
+// slotKeys has reply answer with up to limit of the keys of slot, read
+// from the slot's own list off the loop, bounded by the output limit
+// (outputBound): past it, the command (what) fails.
+func (s *Server) slotKeys(c *client, slot, limit int, what string, reply func(c *client, keys []string)) error {
 	seq, err := s.sequences()
 	if err != nil {
-		reply(c, nil, 0)
+		reply(c, nil)
 		return nil
 	}
 	bound := s.outputBound()
 	var keys []string
-	n, size := 0, 0
 	c.later(waiting{
 		off: func() error {
-			var over error
-			eachKey(seq, func(k string) bool {
-				if !keep(k) {
-					return true
+			keys = seq.KeysInSlot(slot, limit)
+			size := 0
+			for _, k := range keys {
+				if size += keyReplyBytes(k); size > bound {
+					keys = nil
+					return errOverOutput(what, bound)
 				}
-				n++
-				if len(keys) < limit {
-					keys = append(keys, k)
-					if size += keyReplyBytes(k); size > bound {
-						over = errOverOutput(what, bound)
-						return false
-					}
-				}
-				return limit < 0 || len(keys) < limit
-			})
-			return over
+			}
+			return nil
 		},
 		then: func(c *client, err error) error {
 			if err == nil {
-				reply(c, keys, n)
+				reply(c, keys)
 			}
 			return err
 		},
