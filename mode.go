@@ -334,6 +334,7 @@ func (e engineSlots) Keep(ctx context.Context, cli *clientv3.Client, id int64, l
 		Hist: e.m.member.Session().History(), Known: e.m.known, Log: e.m.log})
 	rctx, cancel := context.WithCancel(context.Background())
 	go s.Run(rctx)
+	go s.Guard(rctx)
 	go e.m.known.Follow(rctx, cli, e.m.cfg.EtcdPrefix)
 	e.m.engine.Attach(s)
 	stopKeep := e.Participant.Keep(ctx, cli, id, l)
