@@ -32,10 +32,9 @@ func cmdDBSize(s *Server, c *client, args [][]byte) error {
 }
 
 // keyCount is the number of keys, DBSIZE's and INFO keyspace's (one
-// number, so that they agree): the sequences' (in etcd mode, etcd's
-// count: the keys of every server); a Redis Cluster node's, of the
-// slots it owns, unless it owns them all (a cluster client sums over the
-// nodes). It asks etcd or walks every key where keyCountWaits says so:
+// number, so that they agree): the sequences'; over etcd, of the slots
+// this server owns (notOwn), unless it owns them all (a cluster client
+// sums over the nodes). It asks etcd or walks every key where keyCountWaits says so:
 // then it is called off the loop.
 func (s *Server) keyCount() (int, error) {
 	seq, err := s.sequences()
