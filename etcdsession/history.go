@@ -207,6 +207,12 @@ func (h *History) reload() error {
 			// The guard keeps its key (found at its next write as
 			// etcd holds it), so that confirmations leave no keys behind.
 			h.seen, h.written, h.guard.Value, h.fresh = mark{}, mark{}, 0, true
+			// For Observe too: a Check that finds the confirmation
+			// first writes the file again at once.
+			if h.back != nil {
+				h.back = nil
+				h.confirmed++
+			}
 		}
 		h.loaded = true
 		return nil
