@@ -178,7 +178,12 @@ func (h *History) Record(hdr *etcdserverpb.ResponseHeader) {
 	// not keep a save's revision out of the file.
 	if time.Since(h.recordedAt) >= time.Second {
 		h.recordedAt = time.Now()
-		h.write()
+		// The file removed is the operator's confirmation (reload),
+		// which writing it again must not undo before the sequences
+		// (Observe) see it.
+		if h.reload() == nil {
+			h.write()
+		}
 	}
 }
 

@@ -145,3 +145,26 @@ func TestConfirmationSeenByCheckFirst(t *testing.T) {
 		t.Fatalf("the sequences after the confirmation a claim found first: %v", err)
 	}
 }
+
+// TestConfirmationNotUndoneByRecord: a save's Record after the operator
+// removed the file does not write it again before the sequences saw the
+// removal: it wrote the file back within a second, and the sequences,
+// refused since a response of the restored etcd, kept refusing until a
+// second removal.
+func TestConfirmationNotUndoneByRecord(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "idserver.state.etcd")
+	h := NewHistory(path)
+	if err := h.Check(header(7, 158, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Observe(h.At(), header(7, 157, 2)); !errors.Is(err, ErrWentBack) { // restored
+		t.Fatalf("etcd restored: %v", err)
+	}
+	if err := os.Remove(path); err != nil { // the operator's confirmation
+		t.Fatal(err)
+	}
+	h.Record(header(7, 159, 2)) // a save, first
+	if err := h.Observe(h.At(), header(7, 160, 2)); err != nil {
+		t.Fatalf("the sequences after the confirmation and a save: %v", err)
+	}
+}
