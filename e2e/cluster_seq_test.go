@@ -235,7 +235,16 @@ func TestClusterSequencesEtcdLosesData(t *testing.T) {
 		"the prefix deleted while every server is down":        downLoss("the prefix deleted while every server is down", func() { del(prefix, clientv3.WithPrefix()) }),
 		"one slot's record deleted while every server is down": downLoss("one slot's record deleted while every server is down", func() { del(slotKey()) }),
 		"etcd restored from an older snapshot": func() {
+			// A server finds a restore only if it saw etcd past the
+			// backup: each has, once its history file is past it.
+			resp, err := cli.Get(ctx, "backup")
+			if err != nil {
+				t.Fatal(err)
+			}
 			backup := e.Backup()
+			await.True(t, time.Minute, "every server saw etcd past the backup", func() bool {
+				return !slices.ContainsFunc(dirs, func(dir string) bool { return historyRevision(dir) <= resp.Header.Revision })
+			})
 			progress("after a backup")
 			e.Restore(backup)
 			restored := set.count()
@@ -265,6 +274,18 @@ func TestClusterSequencesEtcdLosesData(t *testing.T) {
 		t.Fatalf("no server logged %q after: %v", lostData, unseen)
 	}
 	t.Logf("%d replies, %d values from 2 servers, none twice; %q logged %d times; errors (the faults) %v", set.count(), values, lostData, logged(lostData), set.fails)
+}
+
+// historyRevision is the revision of etcd in the history file in dir,
+// 0 if there is none.
+func historyRevision(dir string) int64 {
+	b, err := os.ReadFile(filepath.Join(dir, "idserver.state.etcd"))
+	if err != nil {
+		return 0
+	}
+	_, after, _ := strings.Cut(string(b), " revision ")
+	rev, _ := strconv.ParseInt(strings.Fields(after + " x")[0], 10, 64)
+	return rev
 }
 
 // countLines counts p's log lines that hold s.
