@@ -574,14 +574,15 @@ func (cmd *command) keyIndexes(n int) func(yield func(int) bool) {
 	}
 }
 
-// notOwn is DBSIZE's, SCAN's and KEYS's filter with cluster-enabled yes:
-// it says whether a key is of a slot another node owns (or none does),
-// so that a cluster client summing over the nodes counts each key once.
-// nil when this node owns every key: cluster-enabled no, or it owns
-// every slot.
+// notOwn is DBSIZE's, SCAN's and KEYS's filter over etcd: it says
+// whether a key is of a slot another node owns (or none does), so that
+// a cluster client summing over the nodes counts each key once; with
+// cluster-enabled no, of a slot Owner places elsewhere (the keys of a
+// slot let go stay in the table a while, for its new owner's pull). nil
+// when this node owns every key: one server, or it owns every slot.
 func (s *Server) notOwn() func(key string) bool {
 	if s.opts.Slots == nil {
-		return nil
+		return s.notOwnPlain()
 	}
 	m, self := s.opts.Slots.Map(), s.opts.Slots.Self()
 	if m.OwnsAll(self) {
@@ -590,6 +591,17 @@ func (s *Server) notOwn() func(key string) bool {
 	return func(key string) bool {
 		n := m.Owner(slots.Of([]byte(key)))
 		return n == nil || n.ID != self
+	}
+}
+
+// notOwnPlain is notOwn with cluster-enabled no: nil without Owner.
+func (s *Server) notOwnPlain() func(key string) bool {
+	if s.opts.Owner == nil {
+		return nil
+	}
+	return func(key string) bool {
+		_, self, _ := s.opts.Owner(slots.Of([]byte(key)))
+		return !self
 	}
 }
 

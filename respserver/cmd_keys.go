@@ -24,10 +24,10 @@ func cmdDBSize(s *Server, c *client, args [][]byte) error {
 }
 
 // keyCount is the number of keys, DBSIZE's and INFO keyspace's (one
-// number, so that they agree): this server's sequences; a Redis Cluster
-// node's, of the slots it owns, unless it owns them all (a cluster
-// client sums over the nodes). It walks every key where keyCountWalks
-// says so: then it is called off the loop.
+// number, so that they agree): this server's sequences; over etcd, of
+// the slots it owns (notOwn), unless it owns them all (a cluster client
+// sums over the nodes). It walks every key where keyCountWalks says so:
+// then it is called off the loop.
 func (s *Server) keyCount() int {
 	seq, err := s.sequences()
 	if err != nil {

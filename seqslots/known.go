@@ -2,6 +2,7 @@ package seqslots
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -105,9 +106,14 @@ func (k *Known) Follow(ctx context.Context, cli *clientv3.Client, prefix string)
 				if !ok || resp.Err() != nil {
 					break watching // read everything again, and watch from there
 				}
+				var deleted []string
 				for _, ev := range resp.Events {
+					if ev.Type == clientv3.EventTypeDelete {
+						deleted = append(deleted, string(ev.Kv.Key))
+					}
 					k.learn(prefix, ev.Kv.Key, ev.Kv.Value, ev.Kv.ModRevision)
 				}
+				k.writeBack(ctx, cli, prefix, deleted)
 			}
 		}
 	}
@@ -138,6 +144,59 @@ func (k *Known) learn(prefix string, key, value []byte, rev int64) {
 	if r, err := unmarshal(value); err == nil {
 		k.see(slot, r, rev)
 	}
+}
+
+// writeBack puts back, where no record was made since, what this server
+// saw of the records deleted at keys: a server that saw nothing of them
+// (a new dir) may take their slots next, and would start them from
+// nothing while this one knows their ceilings. Owners see their
+// compare-and-swap fail and take again from the record put back.
+func (k *Known) writeBack(ctx context.Context, cli *clientv3.Client, prefix string, keys []string) {
+	for part := range slices.Chunk(keys, txnOps) {
+		n, err := k.putBack(ctx, cli, prefix, part)
+		if err != nil {
+			k.log.Warn().Err(err).Msg("sequences: could not put back slot records etcd lost; a server that saw none of them may take their slots from nothing")
+		} else if n > 0 {
+			k.log.Warn().Int("records", n).Msg("etcd lost data: slot records were deleted; put back what this server saw of them")
+		}
+	}
+}
+
+// putBack writes the records seen of the slots at keys whose keys do
+// not exist, in one transaction, and returns how many it wrote. Keys
+// made again meanwhile (by another server putting back, or an owner) are
+// left out, and the rest tried again.
+func (k *Known) putBack(ctx context.Context, cli *clientv3.Client, prefix string, keys []string) (int, error) {
+	for range 3 {
+		var cmps []clientv3.Cmp
+		var puts []clientv3.Op
+		k.mu.Lock()
+		for _, key := range keys {
+			slot, err := strconv.Atoi(strings.TrimPrefix(key, prefix))
+			if err == nil && slot >= 0 && slot < slots.N && k.recs[slot].Gen > 0 {
+				cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(key), "=", 0))
+				puts = append(puts, clientv3.OpPut(key, k.recs[slot].marshal()))
+			}
+		}
+		k.mu.Unlock()
+		if len(puts) == 0 {
+			return 0, nil
+		}
+		resp, err := cli.Txn(ctx).If(cmps...).Then(puts...).Commit()
+		if err != nil || resp.Succeeded {
+			return len(puts), err
+		}
+		now, err := cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+		if err != nil {
+			return 0, err
+		}
+		made := map[string]bool{}
+		for _, kv := range now.Kvs {
+			made[string(kv.Key)] = true
+		}
+		keys = slices.DeleteFunc(keys, func(key string) bool { return made[key] })
+	}
+	return 0, nil
 }
 
 // flush writes what was learnt since the last flush.

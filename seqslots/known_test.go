@@ -53,3 +53,46 @@ func TestRecordDeletedTakenFromKnown(t *testing.T) {
 		t.Fatalf("taken after the record was deleted: %+v; want floor at least %d (the old owner's ceiling) and gen above 1", r, ceil)
 	}
 }
+
+// TestDeletedRecordPutBack: a slot's record deleted while its owner is
+// gone and a server that followed it runs: the follower puts back what
+// it saw, so that a server that saw nothing of it (a new dir) takes the
+// slot above the old owner's ceiling, not from nothing.
+func TestDeletedRecordPutBack(t *testing.T) {
+	e := testetcd.Start(t)
+	ctx := context.Background()
+	cliA, cliB := e.Client(), e.Client()
+	defer cliA.Close()
+	defer cliB.Close()
+	a := New(Config{Client: cliA, Prefix: "/t/", Owner: 0, Steps: DefaultSteps})
+	run(t, a)
+	known := NewKnown(nil, nil, zerolog.Nop())
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go known.Follow(fctx, cliB, "/t/")
+
+	const slot = 7
+	if _, err := a.Take(ctx, []int{slot}, crashed); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Cover(ctx, slot, 5000); err != nil {
+		t.Fatal(err)
+	}
+	ceil := stored(t, a, slot).Ceil
+	await.True(t, 30*time.Second, "the follower to see the ceiling", func() bool {
+		r, _ := known.lift(slot, Record{}, 0)
+		return r.Ceil == ceil
+	})
+	if _, err := cliA.Delete(ctx, "/t/seqslot/", clientv3.WithPrefix()); err != nil {
+		t.Fatal(err)
+	}
+	await.True(t, 30*time.Second, "the follower to put the record back", func() bool { return stored(t, a, slot).Gen > 0 })
+	fresh := New(Config{Client: cliA, Prefix: "/t/", Owner: 1, Steps: DefaultSteps}) // saw nothing
+	taken, err := fresh.Take(ctx, []int{slot}, crashed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := taken[slot]; r.Floor < ceil {
+		t.Fatalf("taken by a server that saw nothing after the record was deleted: %+v; want floor at least %d (the old owner's ceiling)", r, ceil)
+	}
+}
