@@ -60,7 +60,7 @@ func (e *Engine) pull(ctx context.Context, owner int64, list []int, out map[int]
 
 // pullWait bounds a pull from one old owner: past it, its slots are taken
 // as after a crash.
-const pullWait = 3 * time.Second
+const pullWait = time.Second
 
 // EngineConfig configures an Engine.
 type EngineConfig struct {
