@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/idserver/idserver/slots"
@@ -128,10 +129,62 @@ func (k *Known) readAll(ctx context.Context, cli *clientv3.Client, prefix string
 	if err != nil {
 		return 0, err
 	}
+	inEtcd := make(map[int]*mvccpb.KeyValue, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		if slot, err := strconv.Atoi(strings.TrimPrefix(string(kv.Key), prefix)); err == nil {
+			inEtcd[slot] = kv
+		}
+	}
+	k.raiseBehind(rctx, cli, prefix, inEtcd)
 	for _, kv := range resp.Kvs {
 		k.learn(prefix, kv.Key, kv.Value, kv.ModRevision)
 	}
 	return resp.Header.Revision, nil
+}
+
+// raiseBehind writes back, where no write came since, what this server
+// saw of the records etcd holds below it or not at all (lost while this
+// server did not watch: etcd restored from an older snapshot, or records
+// deleted while it was down), so that a server that saw nothing of them
+// (a new dir) does not take their slots from what is left. Each record
+// is compared with its revision as read (its absence with none).
+func (k *Known) raiseBehind(ctx context.Context, cli *clientv3.Client, prefix string, inEtcd map[int]*mvccpb.KeyValue) {
+	var cmps []clientv3.Cmp
+	var puts []clientv3.Op
+	k.mu.Lock()
+	for slot, seen := range k.recs {
+		if seen.Gen == 0 {
+			continue
+		}
+		key := prefix + strconv.Itoa(slot)
+		kv, ok := inEtcd[slot]
+		if !ok {
+			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(key), "=", 0))
+			puts = append(puts, clientv3.OpPut(key, seen.marshal()))
+			continue
+		}
+		r, err := unmarshal(kv.Value)
+		if m := higher(r, seen); err == nil && m != r {
+			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision))
+			puts = append(puts, clientv3.OpPut(key, m.marshal()))
+		}
+	}
+	k.mu.Unlock()
+	written := 0
+	for from := 0; from < len(puts); from += txnOps {
+		to := min(from+txnOps, len(puts))
+		resp, err := cli.Txn(ctx).If(cmps[from:to]...).Then(puts[from:to]...).Commit()
+		if err != nil {
+			k.log.Warn().Err(err).Msg("sequences: could not write back the slot records etcd holds below what this server saw")
+			return
+		}
+		if resp.Succeeded {
+			written += to - from
+		}
+	}
+	if written > 0 {
+		k.log.Warn().Int("records", written).Msg("etcd lost data: slot records below what this server saw (or missing) written back")
+	}
 }
 
 // learn records the record at key, written at revision rev, if it is one (a deletion is not: it
