@@ -1,6 +1,10 @@
 package forward
 
-import "github.com/tidwall/redcon"
+import (
+	"sync/atomic"
+
+	"github.com/tidwall/redcon"
+)
 
 // Call is one request to an owner: commands sent together, in order, on
 // one connection, and their replies. A Call is made once and reused
@@ -11,10 +15,13 @@ type Call struct {
 
 	req     []byte // the commands, as RESP arrays
 	n       int    // commands in req
-	replies []byte // their replies, one after another
+	replies []byte // their replies, one after another: the reader's until done
 	ends    []int  // where each reply in replies ends
-	err     error
-	done    chan struct{}
+	// got is len(replies), for Size: the client's accounting reads it
+	// on its event loop while the connection's reader appends.
+	got  atomic.Int64
+	err  error
+	done chan struct{}
 }
 
 // NewCall returns an empty Call to addr.
@@ -38,7 +45,7 @@ func (c *Call) Len() int { return c.n }
 
 // Size is what c holds, in bytes: its commands and the replies so far,
 // for the accounting of the client it is for.
-func (c *Call) Size() int { return len(c.req) + len(c.replies) }
+func (c *Call) Size() int { return len(c.req) + int(c.got.Load()) }
 
 // Wait waits until c's replies came, or c failed, and returns why it
 // failed. Its wait is bounded by the Pool's DialTimeout and
@@ -65,6 +72,7 @@ func (c *Call) Reply(i int) []byte {
 func (c *Call) Reset(addr string, resp3 bool) {
 	c.Addr, c.RESP3 = addr, resp3
 	c.req, c.n, c.replies, c.ends, c.err = c.req[:0], 0, c.replies[:0], c.ends[:0], nil
+	c.got.Store(0)
 }
 
 // finish ends c with err (nil: its replies came).

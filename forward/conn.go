@@ -247,6 +247,7 @@ func (c *conn) read(nc net.Conn, br *bufio.Reader) {
 		call := c.queue[c.head]
 		call.replies = append(call.replies, msg...)
 		call.ends = append(call.ends, len(call.replies))
+		call.got.Store(int64(len(call.replies)))
 		if len(call.ends) < call.n {
 			c.mu.Unlock()
 			continue
