@@ -57,11 +57,14 @@ func (t *Table) OpenSlot(slot int) {
 // (the server's map sends the next ones to the new owner).
 func (t *Table) awaitOpen(d *deadline, key string) bool {
 	slot := keySlot(key)
+	if !t.closedSlots[slot].Load() {
+		return true // opened since the request found it closed
+	}
 	t.openMu.Lock()
 	ch := t.opened[slot]
 	t.openMu.Unlock()
-	if ch == nil || !t.closedSlots[slot].Load() {
-		return ch == nil
+	if ch == nil { // OpenSlot ended the waits just now
+		return !t.closedSlots[slot].Load()
 	}
 	select {
 	case <-ch:
