@@ -741,9 +741,6 @@ func (t *Table) Incr(key string, n int64) (int64, error) {
 			return v, err
 		}
 		if err := t.waitForStore(&d, on, takes); err != nil {
-			if errors.Is(err, ErrNotServed) && t.awaitOpen(&d, key) {
-				continue // its slot was dropped and taken again meanwhile
-			}
 			return 0, err
 		}
 	}
