@@ -262,6 +262,12 @@ func goRedisCluster(addr string) (clusterCalls, func()) {
 	// the figures on defaults are in docs/cluster.md.
 	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{addr}, ReadTimeout: time.Second, WriteTimeout: time.Second,
 		ClusterStateReloadInterval: 5 * time.Second})
+	return goRedisCalls(c), func() { c.Close() }
+}
+
+// goRedisCalls are the calls of clusterLoad by go-redis client c, a
+// cluster client or a plain one.
+func goRedisCalls(c redis.UniversalClient) clusterCalls {
 	return clusterCalls{
 		incr: func(ctx context.Context, key string) (int64, error) { return c.Incr(ctx, key).Result() },
 		ids: func(ctx context.Context, n int) ([]int64, error) {
@@ -271,7 +277,7 @@ func goRedisCluster(addr string) (clusterCalls, func()) {
 			}
 			return c.Do(ctx, "MGETID", n).Int64Slice()
 		},
-	}, func() { c.Close() }
+	}
 }
 
 // rueidisCluster is a rueidis client on its defaults given addr: it finds

@@ -298,7 +298,7 @@ func startPlainLoad(t *testing.T, nodes []*process) *plainLoad {
 			plain := redis.NewClient(&redis.Options{Addr: p.Addr, MaxRetries: -1, ReadTimeout: time.Second, WriteTimeout: time.Second})
 			t.Cleanup(func() { plain.Close() })
 			l.wg.Go(func() {
-				clusterLoad(fmt.Sprintf("node%d#%d", i, c), plainCalls(plain), l.log, rand.New(rand.NewPCG(uint64(i), uint64(c))), 20, l.quit)
+				clusterLoad(fmt.Sprintf("node%d#%d", i, c), goRedisCalls(plain), l.log, rand.New(rand.NewPCG(uint64(i), uint64(c))), 20, l.quit)
 			})
 		}
 	}
@@ -326,19 +326,4 @@ func (l *plainLoad) check() {
 	l.stop()
 	incrs, _ := l.log.check(l.t)
 	l.t.Logf("%d INCRs checked; errors %v", incrs, l.log.errs)
-}
-
-// plainCalls are the calls of clusterLoad sent to one node by a plain
-// client: its own slots' keys are answered, the others' -MOVED.
-func plainCalls(c *redis.Client) clusterCalls {
-	return clusterCalls{
-		incr: func(ctx context.Context, key string) (int64, error) { return c.Incr(ctx, key).Result() },
-		ids: func(ctx context.Context, n int) ([]int64, error) {
-			if n == 1 {
-				id, err := c.Do(ctx, "GETID").Int64()
-				return []int64{id}, err
-			}
-			return c.Do(ctx, "MGETID", n).Int64Slice()
-		},
-	}
 }
