@@ -41,7 +41,8 @@ func (g *Gate) Take(ctx context.Context, ts []sequence.Take) {
 	need := map[int]int64{} // by slot, the highest last value to cover
 	for i := range ts {
 		t := &ts[i]
-		rec, ok := g.owned(slotOf(t.Key))
+		s := slotOf(t.Key)
+		rec, ok := g.owned(s)
 		if !ok {
 			t.Err = sequence.ErrNotServed
 			continue
@@ -50,7 +51,6 @@ func (g *Gate) Take(ctx context.Context, ts []sequence.Take) {
 		if t.After > maxValue-t.N {
 			continue // the File refuses it: ErrOverflow
 		}
-		s := slotOf(t.Key)
 		need[s] = max(need[s], t.After+t.N)
 	}
 	g.cover(ctx, need, func(slot int, err error) {
