@@ -30,8 +30,12 @@ func Pull(ctx context.Context, cfg Config, node slots.Node, list []int) ([]seque
 	if node.IP == "" {
 		return nil, fmt.Errorf("node %s announces no address", node.ID)
 	}
+	// ctx bounds the whole pull: without ContextTimeoutEnabled go-redis
+	// waits out its own 5 s socket timeouts on an owner that accepts and
+	// never answers (a pull of a killed owner's slots took 5 s so, and the
+	// INCRs waiting for them timed out).
 	opts := &redis.Options{Username: cfg.Username, Password: cfg.Password, PoolSize: 1,
-		DisableIdentity: true, Protocol: 2}
+		DisableIdentity: true, Protocol: 2, ContextTimeoutEnabled: true, MaxRetries: -1}
 	switch {
 	case node.Port != 0:
 		opts.Addr = net.JoinHostPort(node.IP, strconv.Itoa(node.Port))
