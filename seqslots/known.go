@@ -21,7 +21,7 @@ import (
 // data: a record deleted by hand, or the whole prefix, is taken from the
 // higher of etcd's and this, so that no generation and no ceiling goes
 // back while a server that saw it runs or comes back with its directory
-// (docs/cluster-next.md, When etcd loses data).
+// (docs/cluster.md, When etcd loses data).
 type Known struct {
 	mu    sync.Mutex
 	recs  []Record // by slot; Gen 0: none seen

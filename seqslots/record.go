@@ -4,7 +4,7 @@
 // owner), its owner, and its floor. A slot's owner hands values out of
 // its own durable store (package sequence) and only raises the slot's
 // ceiling, ahead of use and in steps: etcd's writes follow the slots'
-// growth, not the number of keys (docs/cluster-next.md).
+// growth, not the number of keys (docs/cluster.md, Sequences in cluster mode).
 //
 // Why no value repeats across owners. Every write of a record is a
 // compare-and-swap on the revision its writer last read or wrote, and
@@ -60,7 +60,7 @@ func unmarshal(b []byte) (Record, error) {
 // How says how a server takes a slot: what its store holds of the keys.
 type How int
 
-// The ways to take a slot (docs/cluster-next.md: Taking a slot).
+// The ways to take a slot (docs/cluster.md: How a slot changes owner).
 const (
 	// Current: the server's store held the slot at the record's Gen, so
 	// it holds every key's value.
