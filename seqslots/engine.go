@@ -73,11 +73,11 @@ type EngineConfig struct {
 }
 
 // Engine moves the slots' keys in and out of this server's table as the
-// assignment gives slots to it and takes them away (docs/cluster.md,
-// How a slot changes owner): it takes each slot that becomes its in etcd (Slots.Take)
-// the one way its store allows, and opens it to INCR only then; it closes
-// a slot that moves away at once, and keeps its keys a while for the new
-// owner to pull.
+// assignment gives slots to it and takes them away (docs/cluster.md, How
+// a slot changes owner): it takes each slot that becomes its in etcd
+// (Slots.Take) the one way its store allows, and opens it to INCR only
+// then; it closes a slot that moves away at once, and keeps its keys a
+// while for the new owner to pull.
 type Engine struct {
 	cfg   EngineConfig
 	table Table
