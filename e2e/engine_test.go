@@ -38,7 +38,7 @@ func TestRollingRestartSkipsNothing(t *testing.T) {
 	awaitClusterOK(t, servers.all())
 	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{servers.addr(0), servers.addr(1), servers.addr(2)},
 		MaxRedirects: 64, MaxRetries: 64, MinRetryBackoff: 10 * time.Millisecond, MaxRetryBackoff: 200 * time.Millisecond,
-		ReadTimeout: 2 * time.Second, ClusterStateReloadInterval: time.Second})
+		ReadTimeout: 10 * time.Second, ClusterStateReloadInterval: time.Second}) // past the 5 s a request may wait at a server: a reply lost to a timeout and retried looks like a skip
 	defer c.Close()
 	const keys = 20
 	var mu sync.Mutex
