@@ -173,7 +173,23 @@ func checkKeys(t *testing.T, servers []*process, highest map[string]int64, extra
 func TestClusterSequencesEtcdLosesData(t *testing.T) {
 	e := testetcd.Start(t)
 	dirs := []string{t.TempDir(), t.TempDir()}
-	server := func(i int) *process { return member(t, e, "--dir", dirs[i]) }
+	var ran []*process // every server, for their logs if the test fails
+	server := func(i int) *process {
+		p := member(t, e, "--dir", dirs[i])
+		ran = append(ran, p)
+		return p
+	}
+	defer func() {
+		if t.Failed() {
+			for i, p := range ran {
+				for _, l := range p.Lines() {
+					if strings.Contains(l, "sequences") || strings.Contains(l, "slot") {
+						t.Logf("server %d (%s): %s", i, p.Addr, l)
+					}
+				}
+			}
+		}
+	}()
 	servers := newFleet(server(0), server(1))
 	set := newSeqSet()
 	const keys, prefix = 50, "/idserver/seqslot/"
@@ -277,7 +293,7 @@ func TestClusterSequencesEtcdLosesData(t *testing.T) {
 	names := slices.Sorted(maps.Keys(faults))
 	order := append(rnd.Perm(len(names)), rnd.IntN(len(names)), rnd.IntN(len(names)))
 	for _, f := range order {
-		t.Logf("fault: %s", names[f])
+		t.Logf("fault: %s (at %s)", names[f], time.Now().Format(time.TimeOnly+".000"))
 		faults[names[f]]()
 		progress("after " + names[f])
 	}
