@@ -248,7 +248,7 @@ func (m *clusterMode) reserve(lns *listeners) (respserver.Options, error) {
 		},
 		Cluster: m.member.Info,
 	}
-	opts.SeqHandover, opts.SeqSettling = m.engine.Handover, m.engine.Settling
+	opts.SeqHandover, opts.SeqSettling, opts.SeqSeen = m.engine.Handover, m.engine.Settling, m.known.Seen
 	if cfg.ClusterEnabled == conf.Yes {
 		opts.Slots = src // cluster clients are told -MOVED
 	} else {
@@ -319,7 +319,28 @@ func (m *clusterMode) startEngine(src *slotassign.Source) {
 		}
 		return seqpull.Pull(ctx, pullCfg, n, list)
 	}
-	m.engine = seqslots.NewEngine(seqslots.EngineConfig{Store: m.seqFile, Pull: pull, Wait: 10 * time.Second, Log: m.log}, m.seqs, gate)
+	m.engine = seqslots.NewEngine(seqslots.EngineConfig{Store: m.seqFile, Pull: pull, Ask: askOthers(src, pullCfg, m.log), Wait: 10 * time.Second, Log: m.log}, m.seqs, gate)
+}
+
+// askOthers asks each other live node of src what it saw of slots'
+// records (seqslots.Asker), one node after another, within ctx.
+func askOthers(src *slotassign.Source, cfg seqpull.Config, log zerolog.Logger) seqslots.Asker {
+	return func(ctx context.Context, list []int) []map[int]string {
+		var out []map[int]string
+		for _, id := range src.Live() {
+			n, ok := src.Node(id)
+			if !ok || n.ID == src.Self() {
+				continue
+			}
+			seen, err := seqpull.Seen(ctx, cfg, n, list)
+			if err != nil {
+				log.Info().Err(err).Int64("server_id", id).Msg("sequences: a live server did not say what it saw of slot records etcd lacks; taken without it")
+				continue
+			}
+			out = append(out, seen)
+		}
+		return out
+	}
 }
 
 // engineSlots is a Redis Cluster node's part in the slots' assignment,

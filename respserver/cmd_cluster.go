@@ -2,6 +2,7 @@ package respserver
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -50,6 +51,10 @@ var clusterCommands = []*command{
 		}},
 		{name: "cluster|seqhandover", arity: -3, flags: []string{"admin", "stale"}, noMonitor: true, run: cmdClusterSeqHandover, doc: doc{
 			summary: "Hands the keys of hash slots this node let go to their new owner (idserver, between nodes).", since: "idserver", group: "cluster", complexity: "O(N) where N is the number of keys of the slots",
+			args: []arg{{name: "slot", typ: "integer", flags: multiple}},
+		}},
+		{name: "cluster|seqseen", arity: -3, flags: []string{"admin", "stale"}, noMonitor: true, run: cmdClusterSeqSeen, doc: doc{
+			summary: "Returns what this node saw of the sequence records of hash slots (idserver, between nodes).", since: "idserver", group: "cluster", complexity: "O(N) where N is the number of slots",
 			args: []arg{{name: "slot", typ: "integer", flags: multiple}},
 		}},
 		{name: "cluster|shards", arity: 2, flags: []string{"stale"}, tips: nondeterministic, run: cmdClusterShards, doc: doc{
@@ -605,6 +610,39 @@ func (s *Server) notOwnPlain() func(key string) bool {
 	}
 }
 
+// cmdClusterSeqSeen is a taker's question of what this node saw of the
+// records of slots etcd does not hold: for each it saw, its number and
+// the record, flat, in slot order.
+func cmdClusterSeqSeen(s *Server, c *client, args [][]byte) error {
+	if s.opts.SeqSeen == nil {
+		return replyerr.New(replyerr.ERR, "this node keeps no sequence records")
+	}
+	list, err := slotArgs(args[2:])
+	if err != nil {
+		return err
+	}
+	seen := s.opts.SeqSeen(list)
+	c.writeArray(2 * len(seen))
+	for _, slot := range slices.Sorted(maps.Keys(seen)) {
+		c.writeInt(slot)
+		c.writeBulkString(seen[slot])
+	}
+	return nil
+}
+
+// slotArgs parses hash slot numbers.
+func slotArgs(args [][]byte) ([]int, error) {
+	list := make([]int, len(args))
+	for i, a := range args {
+		slot, ok := parseInt(a)
+		if !ok || slot < 0 || slot >= slots.N {
+			return nil, errInvalidSlot
+		}
+		list[i] = int(slot)
+	}
+	return list, nil
+}
+
 // cmdClusterSeqHandover is a slot's new owner's pull of the keys of slots
 // this node let go: for each slot, its number, the generation at which
 // this node held it (0: it cannot hand it over) and each key with its
@@ -613,13 +651,9 @@ func cmdClusterSeqHandover(s *Server, c *client, args [][]byte) error {
 	if s.opts.SeqHandover == nil {
 		return replyerr.New(replyerr.ERR, "this node hands over no sequences")
 	}
-	list := make([]int, len(args)-2)
-	for i, a := range args[2:] {
-		slot, ok := parseInt(a)
-		if !ok || slot < 0 || slot >= slots.N {
-			return errInvalidSlot
-		}
-		list[i] = int(slot)
+	list, err := slotArgs(args[2:])
+	if err != nil {
+		return err
 	}
 	handed := s.opts.SeqHandover(list)
 	c.writeArray(len(handed))

@@ -120,6 +120,10 @@ type Options struct {
 	// SeqHandover answers a slot's new owner's pull of the slots' keys
 	// (CLUSTER SEQHANDOVER); nil: this server hands none over.
 	SeqHandover func(slots []int) []sequence.Handed
+	// SeqSeen answers a taker's question of what this server saw of the
+	// records of slots etcd lost (CLUSTER SEQSEEN): each it saw, by slot;
+	// nil: none.
+	SeqSeen func(slots []int) map[int]string
 	// SeqSettling reports whether slot, which this server let go, is
 	// still on its way to its new owner (its keys not pulled yet): its
 	// commands are answered -TRYAGAIN, not -MOVED, so that a cluster

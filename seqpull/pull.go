@@ -1,6 +1,7 @@
 // Package seqpull fetches, for a slot's new owner, the keys of the slots
-// an old owner let go, over the Redis protocol (CLUSTER SEQHANDOVER on
-// the old owner's announced port), as a client authenticated with the
+// an old owner let go (CLUSTER SEQHANDOVER on the old owner's announced
+// port), and what another server saw of slot records etcd lost (CLUSTER
+// SEQSEEN), over the Redis protocol, as a client authenticated with the
 // server's own password.
 package seqpull
 
@@ -27,11 +28,43 @@ type Config struct {
 // Pull asks node for the keys of list, once. It uses one connection,
 // closed before it returns.
 func Pull(ctx context.Context, cfg Config, node slots.Node, list []int) ([]sequence.Handed, error) {
+	v, err := ask(ctx, cfg, node, "seqhandover", list)
+	if err != nil {
+		return nil, err
+	}
+	return parse(v)
+}
+
+// Seen asks node what it saw of the records of list (CLUSTER SEQSEEN),
+// once: each record it saw, by slot, as it sent it.
+func Seen(ctx context.Context, cfg Config, node slots.Node, list []int) (map[int]string, error) {
+	v, err := ask(ctx, cfg, node, "seqseen", list)
+	if err != nil {
+		return nil, err
+	}
+	if len(v)%2 != 0 {
+		return nil, fmt.Errorf("seen: a reply of %d elements", len(v))
+	}
+	out := map[int]string{}
+	for i := 0; i < len(v); i += 2 {
+		slot, ok1 := v[i].(int64)
+		rec, ok2 := v[i+1].(string)
+		if !ok1 || !ok2 {
+			return nil, fmt.Errorf("seen: a slot's reply is %v %v", v[i], v[i+1])
+		}
+		out[int(slot)] = rec
+	}
+	return out, nil
+}
+
+// ask sends CLUSTER sub with list to node on a connection of its own,
+// closed before it returns, and returns the reply's array.
+func ask(ctx context.Context, cfg Config, node slots.Node, sub string, list []int) ([]any, error) {
 	if node.IP == "" {
 		return nil, fmt.Errorf("node %s announces no address", node.ID)
 	}
-	// ctx bounds the whole pull: without ContextTimeoutEnabled go-redis
-	// waits out its own 5 s socket timeouts on an owner that accepts and
+	// ctx bounds the whole call: without ContextTimeoutEnabled go-redis
+	// waits out its own 5 s socket timeouts on a node that accepts and
 	// never answers (a pull of a killed owner's slots took 5 s so, and the
 	// INCRs waiting for them timed out).
 	opts := &redis.Options{Username: cfg.Username, Password: cfg.Password, PoolSize: 1,
@@ -46,18 +79,17 @@ func Pull(ctx context.Context, cfg Config, node slots.Node, list []int) ([]seque
 	}
 	cli := redis.NewClient(opts)
 	defer cli.Close()
-	args := []any{"cluster", "seqhandover"}
+	args := []any{"cluster", sub}
 	for _, s := range list {
 		args = append(args, s)
 	}
 	v, err := cli.Do(ctx, args...).Slice()
 	if err != nil {
-		return nil, fmt.Errorf("pull slots from %s: %w", opts.Addr, err)
+		return nil, fmt.Errorf("cluster %s on %s: %w", sub, opts.Addr, err)
 	}
-	return parse(v)
+	return v, nil
 }
 
-// parse reads CLUSTER SEQHANDOVER's reply.
 func parse(v []any) ([]sequence.Handed, error) {
 	out := make([]sequence.Handed, 0, len(v))
 	for _, x := range v {

@@ -38,6 +38,12 @@ type Store interface {
 // generation at which it held them (Engine.Handover on the owner).
 type Puller func(ctx context.Context, owner int64, slots []int) ([]sequence.Handed, error)
 
+// An Asker asks every other live server what it saw of the records of
+// slots (Known.Seen on each; at most pullSlots slots), within ctx, and
+// returns each answer (a record by slot, as Seen gives it); a server that
+// does not answer is left out.
+type Asker func(ctx context.Context, slots []int) []map[int]string
+
 // pullSlots is the most slots one pull asks for: a command of that many
 // arguments is within every server's bound.
 const pullSlots = 256
@@ -66,6 +72,7 @@ const pullWait = time.Second
 type EngineConfig struct {
 	Store Store
 	Pull  Puller
+	Ask   Asker
 	// Wait bounds a take of the slots that become this server's, and a
 	// pull from their old owner.
 	Wait time.Duration
@@ -345,10 +352,11 @@ func (e *Engine) take(ctx context.Context, list []int) error {
 		return fmt.Errorf("%d server(s) of the previous version (per-key marks in etcd) run on this etcd prefix: stop every one; sequences are served once none runs (docs/cluster.md, Upgrading from per-key marks)", n)
 	}
 	gens := e.cfg.Store.SlotGens()
-	recs, _, err := cur.Read(ctx, list)
+	recs, revs, err := cur.Read(ctx, list)
 	if err != nil {
 		return err
 	}
+	e.askAbsent(ctx, cur, list, revs)
 	pulled := e.pullAll(ctx, cur.owner, list, recs, gens)
 	imported, err := e.imports(ctx, cur, list, recs)
 	if err != nil {
@@ -409,6 +417,41 @@ func (e *Engine) take(ctx context.Context, list []int) error {
 	e.cfg.Log.Info().Int("current", n[Current]).Int("handed_over", n[HandedOver]).Int("crashed", n[Crashed]).
 		Msg("sequences: slots taken: those handed over or current continue each key exactly, the others above their ceilings")
 	return nil
+}
+
+// askAbsent asks the other live servers what they saw of the records of
+// list that etcd does not hold (revs 0), and has cur take each slot from
+// the higher of that and etcd's. A record deleted from etcd (by hand, or
+// the whole prefix) is put back by every server that saw it, but a take
+// may come first: this server may have seen nothing of it (a new dir),
+// and would otherwise take it from nothing (values of a key repeated so
+// from 2, under e2e TestClusterSequencesEtcdLosesData). A slot never used
+// is asked for too, and no server answers it.
+func (e *Engine) askAbsent(ctx context.Context, cur *Slots, list []int, revs []int64) {
+	var absent []int
+	asked := map[int]bool{}
+	for i, slot := range list {
+		if revs[i] == 0 {
+			absent, asked[slot] = append(absent, slot), true
+		}
+	}
+	if len(absent) == 0 || e.cfg.Ask == nil {
+		return
+	}
+	actx, cancel := context.WithTimeout(ctx, pullWait)
+	defer cancel()
+	for part := range slices.Chunk(absent, pullSlots) {
+		for _, answer := range e.cfg.Ask(actx, part) {
+			for slot, text := range answer {
+				rec, err := unmarshal([]byte(text))
+				if err != nil || !asked[slot] {
+					e.cfg.Log.Warn().Err(err).Int("slot", slot).Msg("sequences: a server's answer of what it saw of a slot is not one asked for; ignored")
+					continue
+				}
+				cur.seen(slot, rec, 0)
+			}
+		}
+	}
 }
 
 // bring puts slot's keys in the table as how says: kept (current),

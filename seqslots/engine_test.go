@@ -8,12 +8,14 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 
+	"github.com/idserver/idserver/internal/await"
 	"github.com/idserver/idserver/internal/testetcd"
 	"github.com/idserver/idserver/internal/testseed"
 	"github.com/idserver/idserver/sequence"
@@ -30,6 +32,7 @@ type testCluster struct {
 	mu     sync.Mutex
 	live   map[int64]*testNode
 	owners map[int]int64 // by slot
+	others []*Known      // servers that only follow the records, asked too
 }
 
 type testNode struct {
@@ -37,6 +40,7 @@ type testNode struct {
 	dir    string
 	file   *sequence.File
 	table  *sequence.Table
+	known  *Known
 	eng    *Engine
 	cancel context.CancelFunc
 }
@@ -56,13 +60,15 @@ func (c *testCluster) start(id int64, dir string) *testNode {
 	known = slices.DeleteFunc(known, func(m sequence.Mark) bool { return gens[slotOf(m.Key)] == 0 })
 	gate := NewGate(file)
 	table := sequence.New(sequence.Options{}, gate, known)
-	eng := NewEngine(EngineConfig{Store: file, Pull: c.pull, Wait: 10 * time.Second, Log: zerolog.Nop()}, table, gate)
+	ask := func(ctx context.Context, list []int) []map[int]string { return c.ask(id, list) }
+	eng := NewEngine(EngineConfig{Store: file, Pull: c.pull, Ask: ask, Wait: 10 * time.Second, Log: zerolog.Nop()}, table, gate)
 	cli := c.etcd.Client()
 	ctx, cancel := context.WithCancel(context.Background())
-	s := New(Config{Client: cli, Prefix: "/t/", Owner: id, Steps: c.steps})
+	seen := NewKnown(nil, nil, zerolog.Nop())
+	s := New(Config{Client: cli, Prefix: "/t/", Owner: id, Steps: c.steps, Known: seen})
 	go s.Run(ctx)
 	eng.Attach(s)
-	n := &testNode{id: id, dir: dir, file: file, table: table, eng: eng, cancel: func() { cancel(); cli.Close() }}
+	n := &testNode{id: id, dir: dir, file: file, table: table, known: seen, eng: eng, cancel: func() { cancel(); cli.Close() }}
 	c.mu.Lock()
 	c.live[id] = n
 	c.mu.Unlock()
@@ -131,6 +137,22 @@ func (c *testCluster) pull(ctx context.Context, owner int64, list []int) ([]sequ
 		return nil, fmt.Errorf("server %d is not running", owner)
 	}
 	return n.eng.Handover(list), nil
+}
+
+// ask is what the live servers but self, and the others, saw of list.
+func (c *testCluster) ask(self int64, list []int) []map[int]string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []map[int]string
+	for id, n := range c.live {
+		if id != self {
+			out = append(out, n.known.Seen(list))
+		}
+	}
+	for _, k := range c.others {
+		out = append(out, k.Seen(list))
+	}
+	return out
 }
 
 // incr is a client's INCR of key on the owner of its slot, retried
@@ -338,4 +360,58 @@ func checkReplies(t *testing.T, key string, rs []reply) (jumps int) {
 		}
 	}
 	return jumps
+}
+
+// TestEngineAsksWhatOthersSaw: a slot's owner crashes with its directory
+// and etcd loses the slot's record; a server on a new directory, which
+// saw nothing of it, takes it before any server puts the record back:
+// it asks the live servers what they saw (a server that followed the
+// records has the owner's last ceiling), and continues every key above
+// it, not from 1.
+func TestEngineAsksWhatOthersSaw(t *testing.T) {
+	c := newTestCluster(t, Steps{Min: 10, Max: 10, Fast: time.Minute, Slow: 10 * time.Minute})
+	ctx := context.Background()
+	const slot = 42
+	key := keysOf([]int{slot}, 1)[0]
+	c.assign(slot, 0)
+	a := c.start(0, t.TempDir())
+	var last int64
+	for range 200 { // twenty raises of a step of 10
+		v, err := c.incr(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = v
+	}
+	// A server that only follows the records, then stops following (it
+	// would put the record back, and the take is to come first).
+	follower := NewKnown(nil, nil, zerolog.Nop())
+	cli := c.etcd.Client()
+	defer cli.Close()
+	fctx, stopFollowing := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); follower.Follow(fctx, cli, "/t/") }()
+	await.True(t, time.Minute, "the follower sees the owner's last ceiling", func() bool {
+		rec, err := unmarshal([]byte(follower.Seen([]int{slot})[slot]))
+		return err == nil && rec.Ceil > last
+	})
+	stopFollowing()
+	<-done
+	c.mu.Lock()
+	c.others = append(c.others, follower)
+	c.mu.Unlock()
+	c.crash(a)
+	if _, err := cli.Delete(ctx, "/t/seqslot/"+strconv.Itoa(slot)); err != nil {
+		t.Fatal(err)
+	}
+	c.start(1, t.TempDir())
+	c.assign(slot, 1)
+	v, err := c.incr(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v <= last {
+		t.Fatalf("INCR %s after the take-over: %d, at or below %d handed out before", key, v, last)
+	}
+	t.Logf("INCR %s: %d before the crash, %d after the take-over", key, last, v)
 }

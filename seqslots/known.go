@@ -23,7 +23,10 @@ import (
 // back while a server that saw it runs or comes back with its directory
 // (docs/cluster.md, When etcd loses data).
 type Known struct {
-	mu    sync.Mutex
+	// saveMu is held across a write of the file, so that Keep, once it
+	// holds it, finds every record a flush took from dirty written.
+	saveMu sync.Mutex
+	mu     sync.Mutex
 	recs  []Record // by slot; Gen 0: none seen
 	revs  []int64  // by slot: the revision the record in recs was seen at (0: from the file)
 	dirty map[int]bool
@@ -52,6 +55,21 @@ func (k *Known) see(slot int, r Record, rev int64) {
 		k.recs[slot], k.revs[slot] = m, max(k.revs[slot], rev)
 		k.dirty[slot] = true
 	}
+}
+
+// Seen returns what this server saw of the records of list (those it saw
+// any of), as a take elsewhere asks for them (Engine's Ask): a record
+// deleted from etcd stays here.
+func (k *Known) Seen(list []int) map[int]string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	out := map[int]string{}
+	for _, slot := range list {
+		if slot >= 0 && slot < slots.N && k.recs[slot].Gen > 0 {
+			out[slot] = k.recs[slot].marshal()
+		}
+	}
+	return out
 }
 
 // lift returns r, read from etcd for slot at revision at, raised to what
@@ -254,25 +272,60 @@ func (k *Known) putBack(ctx context.Context, cli *clientv3.Client, prefix string
 
 // flush writes what was learnt since the last flush.
 func (k *Known) flush() {
+	if err := k.write(nil); err != nil {
+		k.log.Warn().Err(err).Msg("sequences: could not keep the slot records seen; a restart remembers those kept before")
+	}
+}
+
+// Keep writes the records of list not written yet, now. An owner keeps
+// its own takes and raises so before it hands out a value below them:
+// its directory then remembers every ceiling it handed values out below,
+// whatever etcd loses while it is down (the once-a-second flush alone
+// lost a raise made just before a kill -9, and a value was handed out
+// twice after the prefix was deleted while every server was down).
+func (k *Known) Keep(list []int) error {
+	if k == nil || len(list) == 0 {
+		return nil
+	}
+	return k.write(list)
+}
+
+// write writes the records of list (nil: every one) not written yet.
+func (k *Known) write(list []int) error {
+	k.saveMu.Lock()
+	defer k.saveMu.Unlock()
 	k.mu.Lock()
 	if len(k.dirty) == 0 || k.save == nil {
 		k.mu.Unlock()
-		return
+		return nil
 	}
-	out := make(map[int]Record, len(k.dirty))
-	for s := range k.dirty {
-		out[s] = k.recs[s]
+	out := map[int]Record{}
+	if list == nil {
+		for s := range k.dirty {
+			out[s] = k.recs[s]
+		}
 	}
-	clear(k.dirty)
+	for _, s := range list {
+		if k.dirty[s] {
+			out[s] = k.recs[s]
+		}
+	}
+	for s := range out {
+		delete(k.dirty, s)
+	}
 	k.mu.Unlock()
+	if len(out) == 0 {
+		return nil
+	}
 	if err := k.save(out); err != nil {
-		k.log.Warn().Err(err).Msg("sequences: could not keep the slot records seen; a restart remembers those kept before")
 		k.mu.Lock()
 		for s := range out {
 			k.dirty[s] = true
 		}
 		k.mu.Unlock()
+		return err
 	}
+	return nil
 }
 
 // sleep waits d, and reports false if ctx ended first.

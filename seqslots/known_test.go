@@ -2,6 +2,8 @@ package seqslots
 
 import (
 	"context"
+	"maps"
+	"sync"
 	"testing"
 	"time"
 
@@ -94,5 +96,45 @@ func TestDeletedRecordPutBack(t *testing.T) {
 	}
 	if r := taken[slot]; r.Floor < ceil {
 		t.Fatalf("taken by a server that saw nothing after the record was deleted: %+v; want floor at least %d (the old owner's ceiling)", r, ceil)
+	}
+}
+
+// TestOwnWritesKeptBeforeUse: a take and every raise of a slot are in the
+// file (Known's save) by the time they are used: when Take or Cover
+// returns, not at the next once-a-second flush. So a directory remembers
+// every ceiling its server handed values out below, whatever etcd loses
+// while the server is down.
+func TestOwnWritesKeptBeforeUse(t *testing.T) {
+	e := testetcd.Start(t)
+	cli := e.Client()
+	defer cli.Close()
+	ctx := context.Background()
+	var mu sync.Mutex
+	saved := map[int]Record{}
+	known := NewKnown(nil, func(recs map[int]Record) error {
+		mu.Lock()
+		defer mu.Unlock()
+		maps.Copy(saved, recs)
+		return nil
+	}, zerolog.Nop())
+	s := New(Config{Client: cli, Prefix: "/t/", Steps: DefaultSteps, Known: known})
+	run(t, s)
+	if _, err := s.Take(ctx, []int{7}, crashed); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	if r := saved[7]; r.Gen != 1 || r.Ceil != DefaultSteps.Min {
+		t.Errorf("slot 7 taken: the file holds %+v, want gen 1, ceiling %d", r, DefaultSteps.Min)
+	}
+	mu.Unlock()
+	for _, last := range []int64{DefaultSteps.Min + 5, 10 * DefaultSteps.Min, 100 * DefaultSteps.Min} {
+		if err := s.Cover(ctx, 7, last); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		if r := saved[7]; r.Ceil <= last {
+			t.Errorf("Cover(%d) returned: the file holds ceiling %d", last, r.Ceil)
+		}
+		mu.Unlock()
 	}
 }

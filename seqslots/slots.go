@@ -119,6 +119,18 @@ func (s *Slots) txn(ctx context.Context, cmps []clientv3.Cmp, ops []clientv3.Op)
 	return resp, nil
 }
 
+// keep records recs, written at rev, as seen, and writes them to the
+// file now (Known.Keep): before a value below them goes out.
+func (s *Slots) keep(slots []int, recs []Record, rev int64) error {
+	if s.known == nil {
+		return nil
+	}
+	for i, slot := range slots {
+		s.known.see(slot, recs[i], rev)
+	}
+	return s.known.Keep(slots)
+}
+
 // seen records a record this server wrote at revision rev.
 func (s *Slots) seen(slot int, r Record, rev int64) {
 	if s.known != nil {
@@ -217,6 +229,11 @@ func (s *Slots) Take(ctx context.Context, slots []int, how func(slot int, prev R
 			s.mu.Unlock()
 		}
 		left = again
+	}
+	if s.known != nil {
+		if err := s.known.Keep(slices.Collect(maps.Keys(taken))); err != nil {
+			return taken, fmt.Errorf("keep the slots taken in the sequences file: %w", err)
+		}
 	}
 	return taken, nil
 }
@@ -359,6 +376,13 @@ func (s *Slots) raiseDue(ctx context.Context) bool {
 		s.failAll(slots, revs, err)
 		return false // the next Cover wakes it again
 	case resp.Succeeded:
+		if err := s.keep(slots, recs, resp.Header.Revision); err != nil {
+			// Not a value below these ceilings goes out: the next raise's
+			// compare-and-swap, on the revision before this one, fails, and
+			// the slots are taken again from etcd's records.
+			s.failAll(slots, revs, fmt.Errorf("keep the slots' ceilings in the sequences file: %w", err))
+			return false
+		}
 		s.raisedTo(slots, recs, resp.Header.Revision)
 	default:
 		s.lost(ctx, slots, revs)
