@@ -27,11 +27,11 @@ type Known struct {
 	// holds it, finds every record a flush took from dirty written.
 	saveMu sync.Mutex
 	mu     sync.Mutex
-	recs  []Record // by slot; Gen 0: none seen
-	revs  []int64  // by slot: the revision the record in recs was seen at (0: from the file)
-	dirty map[int]bool
-	save  func(map[int]Record) error
-	log   zerolog.Logger
+	recs   []Record // by slot; Gen 0: none seen
+	revs   []int64  // by slot: the revision the record in recs was seen at (0: from the file)
+	dirty  map[int]bool
+	save   func(map[int]Record) error
+	log    zerolog.Logger
 }
 
 // NewKnown returns what loaded says was seen, written back with save
