@@ -322,23 +322,31 @@ func (m *clusterMode) startEngine(src *slotassign.Source) {
 	m.engine = seqslots.NewEngine(seqslots.EngineConfig{Store: m.seqFile, Pull: pull, Ask: askOthers(src, pullCfg, m.log), Wait: 10 * time.Second, Log: m.log}, m.seqs, gate)
 }
 
-// askOthers asks each other live node of src what it saw of slots'
-// records (seqslots.Asker), one node after another, within ctx.
+// askOthers asks each other live node of src, all at once, what it saw
+// of slots' records (seqslots.Asker), within ctx: one node that does not
+// answer holds the others' answers no longer than ctx.
 func askOthers(src *slotassign.Source, cfg seqpull.Config, log zerolog.Logger) seqslots.Asker {
 	return func(ctx context.Context, list []int) []map[int]string {
+		var mu sync.Mutex
+		var wg sync.WaitGroup
 		var out []map[int]string
 		for _, id := range src.Live() {
 			n, ok := src.Node(id)
 			if !ok || n.ID == src.Self() {
 				continue
 			}
-			seen, err := seqpull.Seen(ctx, cfg, n, list)
-			if err != nil {
-				log.Info().Err(err).Int64("server_id", id).Msg("sequences: a live server did not say what it saw of slot records etcd lacks; taken without it")
-				continue
-			}
-			out = append(out, seen)
+			wg.Go(func() {
+				seen, err := seqpull.Seen(ctx, cfg, n, list)
+				if err != nil {
+					log.Info().Err(err).Int64("server_id", id).Msg("sequences: a live server did not say what it saw of slot records etcd lacks; taken without it")
+					return
+				}
+				mu.Lock()
+				out = append(out, seen)
+				mu.Unlock()
+			})
 		}
+		wg.Wait()
 		return out
 	}
 }
