@@ -11,12 +11,16 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idserver/idserver/sequence"
 	"github.com/idserver/idserver/slots"
 )
+
+// ReachWait is how long a node has to answer at all.
+const ReachWait = time.Second
 
 // Config is how a server reaches the others.
 type Config struct {
@@ -79,6 +83,14 @@ func ask(ctx context.Context, cfg Config, node slots.Node, sub string, list []in
 	}
 	cli := redis.NewClient(opts)
 	defer cli.Close()
+	// A node that does not answer a PING within ReachWait is taken as
+	// gone, whatever time ctx leaves the reply itself.
+	rctx, cancel := context.WithTimeout(ctx, ReachWait)
+	err := cli.Ping(rctx).Err()
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s on %s: no answer to PING: %w", sub, opts.Addr, err)
+	}
 	args := []any{"cluster", sub}
 	for _, s := range list {
 		args = append(args, s)

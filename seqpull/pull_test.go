@@ -29,15 +29,15 @@ func TestPullEndsWithItsContext(t *testing.T) {
 		}
 	}()
 	addr := ln.Addr().(*net.TCPAddr)
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a pull's whole bound: the PING's is ReachWait
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
 		_, err := Pull(ctx, Config{}, slots.Node{ID: "n", IP: "127.0.0.1", Port: addr.Port}, []int{1, 2})
 		done <- err
 	}()
-	// Generous against a busy machine, and well under the 5 s the pull
-	// took before.
+	// Generous against a busy machine (ReachWait is 1 s), and well under
+	// the 5 s the pull took before.
 	select {
 	case err := <-done:
 		if err == nil {

@@ -64,9 +64,15 @@ func (e *Engine) pull(ctx context.Context, owner int64, list []int, out map[int]
 	return nil
 }
 
-// pullWait bounds a pull from one old owner: past it, its slots are taken
-// as after a crash.
-const pullWait = time.Second
+// pullWait bounds a pull from one old owner that answers (the Puller
+// gives up within a second on one that does not): past it, its slots are
+// taken as after a crash. A slot of 100,000 keys of 512 bytes is a reply
+// of 51 MB (e2e TestBoundsHandover).
+const pullWait = 8 * time.Second
+
+// askWait bounds the ask of what the other servers saw of records etcd
+// lacks.
+const askWait = time.Second
 
 // EngineConfig configures an Engine.
 type EngineConfig struct {
@@ -438,7 +444,7 @@ func (e *Engine) askAbsent(ctx context.Context, cur *Slots, list []int, revs []i
 	if len(absent) == 0 || e.cfg.Ask == nil {
 		return
 	}
-	actx, cancel := context.WithTimeout(ctx, pullWait)
+	actx, cancel := context.WithTimeout(ctx, askWait)
 	defer cancel()
 	for part := range slices.Chunk(absent, pullSlots) {
 		for _, answer := range e.cfg.Ask(actx, part) {
