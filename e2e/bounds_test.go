@@ -80,6 +80,9 @@ func bounds(t *testing.T, bin string, n int, extra []string, takeOver time.Durat
 	ceiling := mem.Ceiling >> 20
 	t.Logf("%d keys of %d bytes: Go memory limit %d MiB, RSS ceiling %d MiB", n, keyBytes, mem.Limit>>20, ceiling)
 	file := filepath.Join(dir, cfg.SeqFile)
+	if extra != nil { // over etcd, the file's name says which etcd prefix it serves
+		file += ".cluster-" + "*"
+	}
 	live := int64(n) * (keyBytes + 16) // each key's bytes and its mark
 	check := func(what string, peak int) {
 		t.Helper()
@@ -90,7 +93,11 @@ func bounds(t *testing.T, bin string, n int, extra []string, takeOver time.Durat
 	}
 	checkFile := func(what string) {
 		t.Helper()
-		info, err := os.Stat(file)
+		names, _ := filepath.Glob(file)
+		if len(names) != 1 {
+			t.Fatalf("%s: %d files %s", what, len(names), file)
+		}
+		info, err := os.Stat(names[0])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -104,6 +111,9 @@ func bounds(t *testing.T, bin string, n int, extra []string, takeOver time.Durat
 
 	p := startCmd(t, nil, bin, args...)
 	rss := sample(p.Cmd.Process.Pid)
+	if extra != nil {
+		awaitClusterOK(t, []*process{p})
+	}
 	begin := time.Now()
 	pass(t, p.Addr, n, keyBytes, 1, -1)
 	t.Logf("making %d keys: %v", n, time.Since(begin).Round(time.Millisecond))
