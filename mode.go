@@ -5,13 +5,16 @@ import (
 	"crypto/tls"
 	"fmt"
 	"hash/fnv"
+	"net"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/idserver/idserver/cluster"
 	"github.com/idserver/idserver/conf"
@@ -19,9 +22,11 @@ import (
 	"github.com/idserver/idserver/idgen"
 	"github.com/idserver/idserver/reservation"
 	"github.com/idserver/idserver/respserver"
-	"github.com/idserver/idserver/seqmarks"
+	"github.com/idserver/idserver/seqpull"
+	"github.com/idserver/idserver/seqslots"
 	"github.com/idserver/idserver/sequence"
 	"github.com/idserver/idserver/slotassign"
+	"github.com/idserver/idserver/slots"
 	"github.com/idserver/idserver/stats"
 )
 
@@ -180,8 +185,10 @@ type clusterMode struct {
 	seqs    *sequence.Table
 	closing sync.Once
 
-	backend  *seqmarks.Sequences
-	seqFile  *sequence.File  // this server's copy of the marks it took in etcd
+	engine   *seqslots.Engine // a slot owner's keys, per-slot ceilings in etcd
+	known    *seqslots.Known  // the engine's: the slot records seen
+	src      *slotassign.Source
+	seqFile  *sequence.File  // the keys of the slots this server owns
 	seqKnown []sequence.Mark // what seqFile held at the start
 }
 
@@ -200,14 +207,11 @@ func (m *clusterMode) reserve(lns *listeners) (respserver.Options, error) {
 	if cfg.ServerIDSet {
 		pinned = int64(cfg.ServerID)
 	}
-	var src *slotassign.Source
-	var part cluster.Slots // nil: no part in the slots' assignment
-	if cfg.ClusterEnabled == conf.Yes {
-		var err error
-		if src, err = m.joinSlots(lns); err != nil {
-			return respserver.Options{}, err
-		}
-		part = m.slots
+	// Every server over etcd takes part in the hash slots' assignment:
+	// a slot's owner alone serves its keys' sequences.
+	src, err := m.joinSlots(lns)
+	if err != nil {
+		return respserver.Options{}, err
 	}
 	m.member = cluster.New(cluster.Config{
 		Etcd: etcdsession.Config{
@@ -228,13 +232,11 @@ func (m *clusterMode) reserve(lns *listeners) (respserver.Options, error) {
 		Addr:         addrOf(lns),
 		StatePath:    filepath.Join(cfg.Dir, cfg.StateFile),
 		Log:          m.log,
-		Slots:        part,
+		Slots:        engineSlots{m.slots, m},
 	})
-	m.backend = seqmarks.New(seqmarks.Config{Session: m.member.Session(), Prefix: cfg.EtcdPrefix, LeaseTTL: cfg.EtcdLeaseTTL.Duration,
-		Clustered: part != nil, Local: m.seqFile, Log: m.log})
-	m.seqs = sequence.New(seqOptions(cfg, m.log), m.backend, m.seqKnown)
+	m.src = src
+	m.startEngine(src)
 	m.seqKnown = nil
-	m.backend.Follow(m.seqs)
 	opts := respserver.Options{
 		Layout:       cfg.Layout(),
 		Epoch:        cfg.Epoch(),
@@ -242,14 +244,32 @@ func (m *clusterMode) reserve(lns *listeners) (respserver.Options, error) {
 		Sequences:    m.seqs,
 		SeqMaxIncrBy: cfg.SeqMaxIncrBy,
 		Persistence: func() []stats.Field {
-			return slices.Concat(m.member.Persistence(), sequence.Info(stats.T("seq_etcd_prefix", cfg.EtcdPrefix+"seq/"), m.seqs, nil))
+			return slices.Concat(m.member.Persistence(), sequence.Info(stats.T("seq_file", m.seqFile.Path()), m.seqs, nil))
 		},
 		Cluster: m.member.Info,
 	}
-	if src != nil {
-		opts.Slots = src
+	opts.SeqHandover, opts.SeqSettling, opts.SeqSeen = m.engine.Handover, m.engine.Settling, m.known.Seen
+	if cfg.ClusterEnabled == conf.Yes {
+		opts.Slots = src // cluster clients are told -MOVED
+	} else {
+		opts.Owner = ownerOf(src) // plain clients' commands are forwarded
 	}
 	return opts, nil
+}
+
+// ownerOf is where a plain client's command of a slot goes, by src's
+// map: to the node that owns it (moving or not) if another, else here,
+// where a slot not taken yet (no owner known: the assignment not read
+// yet, or being made) has the command wait for its take (sequence's
+// awaitOpen) rather than fail.
+func ownerOf(src *slotassign.Source) func(slot int) (addr string, self, ok bool) {
+	return func(slot int) (string, bool, bool) {
+		_, n := src.Map().Route(src.Self(), slot)
+		if n == nil || n.ID == src.Self() || n.IP == "" || n.Port == 0 {
+			return "", true, true
+		}
+		return net.JoinHostPort(n.IP, strconv.Itoa(n.Port)), false, true
+	}
 }
 
 // joinSlots prepares a Redis Cluster node's part in the slots'
@@ -267,19 +287,117 @@ func (m *clusterMode) joinSlots(lns *listeners) (*slotassign.Source, error) {
 		// What the server serves reaches its sequences first (they drop
 		// the values they hold of slots that become its), then the map
 		// it answers from.
-		Serve: func(s *slotassign.Serving) { m.backend.ServeSlots(s, m.seqs); src.Serve(s) },
-		Log:   m.log,
+		Serve: func(s *slotassign.Serving) {
+			src.Serve(s) // the map first: what moves away is answered -MOVED
+			var now []bool
+			if s != nil {
+				now = s.Slots()
+			}
+			m.engine.Serve(now)
+		},
+		Log: m.log,
 	})
 	return src, nil
+}
+
+// startEngine makes a Redis Cluster node's sequences: its keys in its
+// own File, each slot's ceiling in etcd (package seqslots), those of
+// slots it held at a generation no longer etcd's dropped when it takes
+// them; the keys of a slot that moves away are pulled by its new owner
+// (package seqpull) from src's announced address.
+func (m *clusterMode) startEngine(src *slotassign.Source) {
+	gens := m.seqFile.SlotGens()
+	known := sequence.KeepSlots(m.seqKnown, func(slot int) bool { return gens[slot] > 0 })
+	m.known = seqslots.KnownIn(m.seqFile, m.log)
+	gate := seqslots.NewGate(m.seqFile)
+	m.seqs = sequence.New(seqOptions(m.cfg, m.log), gate, known)
+	pullCfg := seqpull.Config{Password: m.cfg.RequirePass}
+	pull := func(ctx context.Context, owner int64, list []int) ([]sequence.Handed, error) {
+		n, ok := src.Node(owner)
+		if !ok {
+			return nil, fmt.Errorf("server-id %d: no node known", owner)
+		}
+		return seqpull.Pull(ctx, pullCfg, n, list)
+	}
+	m.engine = seqslots.NewEngine(seqslots.EngineConfig{Store: m.seqFile, Pull: pull, Ask: askOthers(src, pullCfg, m.log), Wait: 10 * time.Second, Log: m.log}, m.seqs, gate)
+}
+
+// askOthers asks each other live node of src what it saw of slots'
+// records (seqslots.Asker), one node after another, within ctx.
+func askOthers(src *slotassign.Source, cfg seqpull.Config, log zerolog.Logger) seqslots.Asker {
+	return func(ctx context.Context, list []int) []map[int]string {
+		var out []map[int]string
+		for _, id := range src.Live() {
+			n, ok := src.Node(id)
+			if !ok || n.ID == src.Self() {
+				continue
+			}
+			seen, err := seqpull.Seen(ctx, cfg, n, list)
+			if err != nil {
+				log.Info().Err(err).Int64("server_id", id).Msg("sequences: a live server did not say what it saw of slot records etcd lacks; taken without it")
+				continue
+			}
+			out = append(out, seen)
+		}
+		return out
+	}
+}
+
+// engineSlots is a Redis Cluster node's part in the slots' assignment,
+// with its sequences' slots in etcd under the server-id it holds.
+type engineSlots struct {
+	*slotassign.Participant
+	m *clusterMode
+}
+
+func (e engineSlots) Keep(ctx context.Context, cli *clientv3.Client, id int64, l *etcdsession.Lease) (stop func()) {
+	s := seqslots.New(seqslots.Config{Client: cli, Prefix: e.m.cfg.EtcdPrefix, Owner: id, Steps: seqslots.DefaultSteps,
+		Hist: e.m.member.Session().History(), Known: e.m.known, Log: e.m.log})
+	rctx, cancel := context.WithCancel(context.Background())
+	go s.Run(rctx)
+	go s.Guard(rctx)
+	go e.m.known.Follow(rctx, cli, e.m.cfg.EtcdPrefix)
+	e.m.engine.Attach(s)
+	stopKeep := e.Participant.Keep(ctx, cli, id, l)
+	return func() {
+		stopKeep()
+		e.m.engine.Detach()
+		cancel()
+	}
 }
 
 func (m *clusterMode) attach(srv *respserver.Server) { m.member.Start(srv) }
 
 func (m *clusterMode) handOver() {
 	if m.slots != nil && m.slots.HandOver() {
-		time.Sleep(handOverGrace) // clients of the slots are told -MOVED
+		// Clients of the slots are told -MOVED, and the new owners pull
+		// the slots' keys (none if no other server serves: the last one
+		// stopping releases its slots for itself or the next to start).
+		if othersServe(m.src) {
+			ctx, cancel := context.WithTimeout(context.Background(), handOverWait)
+			m.engine.AwaitHandedOver(ctx)
+			cancel()
+		}
+		time.Sleep(handOverGrace)
 	}
 }
+
+// othersServe reports whether src's map has another live node serving
+// a slot.
+func othersServe(src *slotassign.Source) bool {
+	m, self := src.Map(), src.Self()
+	for slot := range slots.N {
+		if v, n := m.Route(self, slot); v == slots.Moved && n.ID != self {
+			return true
+		}
+	}
+	return false
+}
+
+// handOverWait bounds how long a graceful stop waits for the new owners
+// of its slots to pull their keys: past it, they take those left as
+// after a crash (each key above its slot's ceiling).
+const handOverWait = 3 * time.Second
 
 // handOverGrace is how long a Redis Cluster node still answers, once it
 // handed its slots over at a graceful stop, before it closes its ports:
@@ -297,7 +415,9 @@ func (m *clusterMode) finish() bool {
 				m.log.Warn().Err(err).Msg("sequences: could not give back what was reserved and not handed out; those values are skipped, none repeats")
 			}
 			cancel()
-			m.backend.Stop()
+			if m.engine != nil {
+				m.engine.Stop()
+			}
 		}
 		if m.member != nil {
 			m.member.Close() // the final reservation, and the id freed for a standby

@@ -273,48 +273,6 @@ func TestSlotOwnerFaultsOneOwner(t *testing.T) {
 	load.check()
 }
 
-// TestSlotOwnerCutFromEtcd: a Redis Cluster node in a network namespace
-// of its own, reaching etcd at an address a route in the namespace then
-// drops (a real partition: its connections to etcd hang) while its
-// clients still reach it, and another node on the host: the other serves
-// every slot within a TTL and the horizon and more, the cut one stops
-// serving its slots before, and once healed it takes part again; plain
-// clients on both: per key no value twice and each above every value
-// whose reply came before it was sent.
-func TestSlotOwnerCutFromEtcd(t *testing.T) {
-	ns := newNetns(t)
-	e := testetcd.Start(t)
-	proxy := startProxyAt(t, ns.EtcdIP+":0", e.Endpoint)
-	host := start(t, nil, append([]string{"--etcd-endpoints", e.Endpoint}, faultArgs...)...)
-	name, args := ns.Exec(binary, append([]string{"--etcd-endpoints", proxy.Addr(), "--bind", ns.NsIP,
-		"--port", testbin.ReservedPort(t), "--protected-mode", "no", "--dir", t.TempDir()}, faultArgs...)...)
-	cut := testbin.Start(t, nil, nil, name, args...)
-	load := startPlainLoad(t, []*process{host, cut})
-	defer load.stop()
-	load.progress("at first")
-	if len(keysServedBy(host, cut.Addr, 20)) == 0 {
-		t.Fatalf("the node in the namespace serves none of the keys: %s", rawCmd(host, "CLUSTER", "SLOTS"))
-	}
-	ns.Blackhole(ns.EtcdIP, true)
-	cutAt := time.Now()
-	c := redis.NewClient(&redis.Options{Addr: host.Addr, MaxRetries: -1, ReadTimeout: time.Second})
-	defer c.Close()
-	await.True(t, 4*leaseTTL+horizon+5*time.Second, "the node on the host serves every key", func() bool {
-		for k := range 20 {
-			if c.Incr(context.Background(), fmt.Sprintf("k%d", k)).Err() != nil {
-				return false
-			}
-		}
-		return true
-	})
-	t.Logf("the node on the host serves every key %v after the other was cut from etcd", time.Since(cutAt).Round(time.Millisecond))
-	time.Sleep(2 * leaseTTL) // cut for longer: its clients still reach it
-	ns.Blackhole(ns.EtcdIP, false)
-	await.True(t, time.Minute, "the node healed holds a server-id again", func() bool { return clusterInfo(cut, "cluster_state") == "holding" })
-	load.progress("after the partition healed")
-	load.check()
-}
-
 // faultArgs are the fault tests' nodes' arguments: leases of 2 s, two
 // server-ids.
 var faultArgs = []string{"--etcd-lease-ttl", "2", "--id-range", "1", "--shard-range", "10", "--cluster-enabled", "yes"}

@@ -319,7 +319,7 @@ func increment(rnd *rand.Rand) int64 {
 func (l *fullDiskLoad) got(key string, n, v int64, client int) {
 	l.set.mu.Lock()
 	defer l.set.mu.Unlock()
-	l.set.ranges = append(l.set.ranges, seqRange{key, v - n + 1, v, l.set.run, client})
+	l.set.ranges = append(l.set.ranges, seqRange{key, v - n + 1, v, l.set.run, client, time.Now()})
 }
 
 // failed counts err by kind, and reports whether the client must stop:

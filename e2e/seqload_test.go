@@ -34,6 +34,7 @@ type seqRange struct {
 	first, last int64
 	run         int
 	client      int
+	at          time.Time // when its reply was read: says which fault a repeat followed
 }
 
 func newSeqSet() *seqSet { return &seqSet{fails: map[string]int{}} }
@@ -97,7 +98,8 @@ func (s *seqSet) check(t *testing.T) int64 {
 			a, b := rs[i-1], rs[i]
 			switch {
 			case b.first <= a.last:
-				t.Fatalf("%s: %d..%d (run %d) and %d..%d (run %d) overlap: a value handed out twice", key, a.first, a.last, a.run, b.first, b.last, b.run)
+				t.Fatalf("%s: %d..%d (run %d, client %d, %s) and %d..%d (run %d, client %d, %s) overlap: a value handed out twice", key,
+					a.first, a.last, a.run, a.client, a.at.Format(time.TimeOnly+".000"), b.first, b.last, b.run, b.client, b.at.Format(time.TimeOnly+".000"))
 			case b.run < a.run:
 				t.Fatalf("%s: run %d handed out %d..%d, below %d..%d of run %d before it", key, b.run, b.first, b.last, a.first, a.last, a.run)
 			}
@@ -139,6 +141,7 @@ func (s *seqSet) pipeline(c *redis.Client, rnd *rand.Rand, keys, client int) boo
 		}
 	}
 	p.Exec(ctx)
+	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, sc := range cmds {
@@ -151,7 +154,7 @@ func (s *seqSet) pipeline(c *redis.Client, rnd *rand.Rand, keys, client int) boo
 			}
 			continue
 		}
-		s.ranges = append(s.ranges, seqRange{sc.key, v - sc.n + 1, v, s.run, client})
+		s.ranges = append(s.ranges, seqRange{sc.key, v - sc.n + 1, v, s.run, client, now})
 	}
 	return true
 }

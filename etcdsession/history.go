@@ -178,7 +178,12 @@ func (h *History) Record(hdr *etcdserverpb.ResponseHeader) {
 	// not keep a save's revision out of the file.
 	if time.Since(h.recordedAt) >= time.Second {
 		h.recordedAt = time.Now()
-		h.write()
+		// The file removed is the operator's confirmation (reload),
+		// which writing it again must not undo before the sequences
+		// (Observe) see it.
+		if h.reload() == nil {
+			h.write()
+		}
 	}
 }
 
@@ -207,6 +212,12 @@ func (h *History) reload() error {
 			// The guard keeps its key (found at its next write as
 			// etcd holds it), so that confirmations leave no keys behind.
 			h.seen, h.written, h.guard.Value, h.fresh = mark{}, mark{}, 0, true
+			// For Observe too: a Check that finds the confirmation
+			// first writes the file again at once.
+			if h.back != nil {
+				h.back = nil
+				h.confirmed++
+			}
 		}
 		h.loaded = true
 		return nil

@@ -116,3 +116,55 @@ func TestConfirmedStaysConfirmed(t *testing.T) {
 		t.Fatalf("etcd going back after the confirmation: %v", err)
 	}
 }
+
+// TestConfirmationSeenByCheckFirst: one removal of the file confirms a
+// restore for the claims (Check) and the sequences (Observe) alike,
+// whichever finds it first. A claim finding it first wrote the file
+// again at once, and the sequences, refused since a response of the
+// restored etcd, went on refusing until the file was removed a second
+// time.
+func TestConfirmationSeenByCheckFirst(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "idserver.state.etcd")
+	h := NewHistory(path)
+	if err := h.Check(header(7, 291, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Observe(h.At(), header(7, 153, 2)); !errors.Is(err, ErrWentBack) { // restored
+		t.Fatalf("etcd restored: %v", err)
+	}
+	if err := os.Remove(path); err != nil { // the operator's confirmation
+		t.Fatal(err)
+	}
+	if err := h.Check(header(7, 160, 2)); err != nil { // a claim, first
+		t.Fatalf("a claim after the confirmation: %v", err)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("the claim did not write the file again: %v", err)
+	}
+	if err := h.Observe(h.At(), header(7, 161, 2)); err != nil {
+		t.Fatalf("the sequences after the confirmation a claim found first: %v", err)
+	}
+}
+
+// TestConfirmationNotUndoneByRecord: a save's Record after the operator
+// removed the file does not write it again before the sequences saw the
+// removal: it wrote the file back within a second, and the sequences,
+// refused since a response of the restored etcd, kept refusing until a
+// second removal.
+func TestConfirmationNotUndoneByRecord(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "idserver.state.etcd")
+	h := NewHistory(path)
+	if err := h.Check(header(7, 158, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Observe(h.At(), header(7, 157, 2)); !errors.Is(err, ErrWentBack) { // restored
+		t.Fatalf("etcd restored: %v", err)
+	}
+	if err := os.Remove(path); err != nil { // the operator's confirmation
+		t.Fatal(err)
+	}
+	h.Record(header(7, 159, 2)) // a save, first
+	if err := h.Observe(h.At(), header(7, 160, 2)); err != nil {
+		t.Fatalf("the sequences after the confirmation and a save: %v", err)
+	}
+}

@@ -1,8 +1,8 @@
 package respserver
 
 import (
-	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -26,11 +26,11 @@ var clusterCommands = []*command{
 		summary: "A container for Redis Cluster commands.", since: "3.0.0", group: "cluster", complexity: "Depends on subcommand.",
 	}, subs: []*command{
 		{name: "cluster|countkeysinslot", arity: 3, flags: []string{"stale"}, run: cmdClusterCountKeys, doc: doc{
-			summary: "Returns the number of keys of this node in the hash slot.", since: "3.0.0", group: "cluster", complexity: "O(N) where N is the number of keys (idserver keeps no index by slot)",
+			summary: "Returns the number of keys of this node in the hash slot.", since: "3.0.0", group: "cluster", complexity: "O(N) where N is the number of keys in the slot",
 			args: []arg{{name: "slot", typ: "integer"}},
 		}},
 		{name: "cluster|getkeysinslot", arity: 4, flags: []string{"stale"}, tips: nondeterministic, run: cmdClusterGetKeys, doc: doc{
-			summary: "Returns up to count key names of this node in the hash slot.", since: "3.0.0", group: "cluster", complexity: "O(N) where N is the number of keys (idserver keeps no index by slot)",
+			summary: "Returns up to count key names of this node in the hash slot.", since: "3.0.0", group: "cluster", complexity: "O(N) where N is the number of keys in the slot",
 			args: []arg{{name: "slot", typ: "integer"}, {name: "count", typ: "integer"}},
 		}},
 		{name: "cluster|help", arity: 2, flags: []string{"loading", "stale"}, run: cmdHelp, doc: doc{
@@ -48,6 +48,14 @@ var clusterCommands = []*command{
 		}},
 		{name: "cluster|nodes", arity: 2, flags: []string{"stale"}, tips: nondeterministic, run: cmdClusterNodes, doc: doc{
 			summary: "Returns the cluster configuration for a node.", since: "3.0.0", group: "cluster", complexity: "O(N) where N is the total number of Cluster nodes",
+		}},
+		{name: "cluster|seqhandover", arity: -3, flags: []string{"admin", "stale"}, noMonitor: true, run: cmdClusterSeqHandover, doc: doc{
+			summary: "Hands the keys of hash slots this node let go to their new owner (idserver, between nodes).", since: "idserver", group: "cluster", complexity: "O(N) where N is the number of keys of the slots",
+			args: []arg{{name: "slot", typ: "integer", flags: multiple}},
+		}},
+		{name: "cluster|seqseen", arity: -3, flags: []string{"admin", "stale"}, noMonitor: true, run: cmdClusterSeqSeen, doc: doc{
+			summary: "Returns what this node saw of the sequence records of hash slots (idserver, between nodes).", since: "idserver", group: "cluster", complexity: "O(N) where N is the number of slots",
+			args: []arg{{name: "slot", typ: "integer", flags: multiple}},
 		}},
 		{name: "cluster|shards", arity: 2, flags: []string{"stale"}, tips: nondeterministic, run: cmdClusterShards, doc: doc{
 			summary: "Returns the mapping of cluster slots to shards.", since: "7.0.0", group: "cluster", complexity: "O(N) where N is the total number of cluster nodes",
@@ -77,6 +85,9 @@ type view struct {
 	m    *slots.Map
 	self string
 	tls  bool // the client speaks TLS: it is told the nodes' TLS ports
+	// settling, if set, says which slots that moved away are answered
+	// -TRYAGAIN rather than -MOVED (Options.SeqSettling).
+	settling func(slot int) bool
 }
 
 // cluster returns the current view, or the error of a server with
@@ -85,7 +96,7 @@ func (s *Server) cluster(c *client) (view, error) {
 	if s.opts.Slots == nil {
 		return view{}, errClusterDisabled
 	}
-	return view{s.opts.Slots.Map(), s.opts.Slots.Self(), c.TLS()}, nil
+	return view{m: s.opts.Slots.Map(), self: s.opts.Slots.Self(), tls: c.TLS()}, nil
 }
 
 func cmdClusterOK(s *Server, c *client, args [][]byte) error {
@@ -242,7 +253,7 @@ func (s *Server) listing(c *client, write func(v view)) error {
 		},
 		then: func(c *client, err error) error {
 			if err == nil {
-				write(view{s.opts.Slots.Map(), s.opts.Slots.Self(), c.TLS()})
+				write(view{m: s.opts.Slots.Map(), self: s.opts.Slots.Self(), tls: c.TLS()})
 			}
 			return err
 		},
@@ -398,7 +409,13 @@ func cmdClusterCountKeys(s *Server, c *client, args [][]byte) error {
 		c.writeInt(0)
 		return nil
 	}
-	return s.walkKeys(c, inSlot(int(slot)), -1, "", func(c *client, keys []string, n int) { c.writeInt(n) })
+	seq, err := s.sequences()
+	if err != nil {
+		c.writeInt(0)
+		return nil
+	}
+	c.writeInt(seq.CountSlot(int(slot))) // the slot's own list of keys
+	return nil
 }
 
 // cmdClusterGetKeys is CLUSTER GETKEYSINSLOT: up to count of this node's
@@ -424,7 +441,7 @@ func cmdClusterGetKeys(s *Server, c *client, args [][]byte) error {
 		return nil
 	}
 	what := fmt.Sprintf("CLUSTER GETKEYSINSLOT %d %d", slot, count)
-	return s.walkKeys(c, inSlot(int(slot)), int(count), what, func(c *client, keys []string, n int) {
+	return s.slotKeys(c, int(slot), int(count), what, func(c *client, keys []string) {
 		c.writeArray(len(keys))
 		for _, k := range keys {
 			c.writeBulkString(k)
@@ -438,46 +455,32 @@ func (v view) owns(slot int) bool {
 	return n != nil && n.ID == v.self
 }
 
-func inSlot(slot int) func(key string) bool {
-	return func(key string) bool { return slots.Of([]byte(key)) == slot }
-}
-
-// walkKeys has reply answer with up to limit of the keys keep keeps
-// (none kept for limit -1) and how many it kept. idserver keeps no index
-// of keys by slot, so it walks every key, off the loop, a chunk at a
-// time. The keys kept are bounded by the output limit (outputBound):
-// past it, the command (what) fails.
-func (s *Server) walkKeys(c *client, keep func(key string) bool, limit int, what string, reply func(c *client, keys []string, n int)) error {
+// slotKeys has reply answer with up to limit of the keys of slot, read
+// from the slot's own list off the loop, bounded by the output limit
+// (outputBound): past it, the command (what) fails.
+func (s *Server) slotKeys(c *client, slot, limit int, what string, reply func(c *client, keys []string)) error {
 	seq, err := s.sequences()
 	if err != nil {
-		reply(c, nil, 0)
+		reply(c, nil)
 		return nil
 	}
 	bound := s.outputBound()
 	var keys []string
-	n, size := 0, 0
 	c.later(waiting{
 		off: func() error {
-			var over error
-			err := eachKey(seq, func(k string) bool {
-				if !keep(k) {
-					return true
+			keys = seq.KeysInSlot(slot, limit)
+			size := 0
+			for _, k := range keys {
+				if size += keyReplyBytes(k); size > bound {
+					keys = nil
+					return errOverOutput(what, bound)
 				}
-				n++
-				if len(keys) < limit {
-					keys = append(keys, k)
-					if size += keyReplyBytes(k); size > bound {
-						over = errOverOutput(what, bound)
-						return false
-					}
-				}
-				return limit < 0 || len(keys) < limit
-			})
-			return cmp.Or(err, over)
+			}
+			return nil
 		},
 		then: func(c *client, err error) error {
 			if err == nil {
-				reply(c, keys, n)
+				reply(c, keys)
 			}
 			return err
 		},
@@ -506,6 +509,9 @@ func (v view) route(cmd *command, args [][]byte, slot *int) error {
 	}
 	switch verdict, n := v.m.Route(v.self, *slot); verdict {
 	case slots.Moved:
+		if v.settling != nil && v.settling(*slot) {
+			return errTryAgain
+		}
 		return replyerr.Newf(replyerr.MOVED, "%d %s:%d", *slot, n.IP, v.port(n))
 	case slots.TryAgain:
 		return errTryAgain
@@ -530,7 +536,7 @@ func (s *Server) route(c *client, cmd *command, args [][]byte) error {
 		return nil
 	}
 	slot := -1
-	return view{s.opts.Slots.Map(), s.opts.Slots.Self(), c.TLS()}.route(cmd, args, &slot)
+	return view{m: s.opts.Slots.Map(), self: s.opts.Slots.Self(), tls: c.TLS(), settling: s.opts.SeqSettling}.route(cmd, args, &slot)
 }
 
 // routeTransaction is EXEC's check of every queued command's keys
@@ -539,7 +545,7 @@ func (s *Server) routeTransaction(c *client, tx *transaction) error {
 	if s.opts.Slots == nil {
 		return nil
 	}
-	v := view{s.opts.Slots.Map(), s.opts.Slots.Self(), c.TLS()}
+	v := view{m: s.opts.Slots.Map(), self: s.opts.Slots.Self(), tls: c.TLS(), settling: s.opts.SeqSettling}
 	slot := -1
 	var scratch [][]byte
 	for _, q := range tx.cmds {
@@ -573,14 +579,15 @@ func (cmd *command) keyIndexes(n int) func(yield func(int) bool) {
 	}
 }
 
-// notOwn is DBSIZE's, SCAN's and KEYS's filter with cluster-enabled yes:
-// it says whether a key is of a slot another node owns (or none does),
-// so that a cluster client summing over the nodes counts each key once.
-// nil when this node owns every key: cluster-enabled no, or it owns
-// every slot.
+// notOwn is DBSIZE's, SCAN's and KEYS's filter over etcd: it says
+// whether a key is of a slot another node owns (or none does), so that
+// a cluster client summing over the nodes counts each key once; with
+// cluster-enabled no, of a slot Owner places elsewhere (the keys of a
+// slot let go stay in the table a while, for its new owner's pull). nil
+// when this node owns every key: one server, or it owns every slot.
 func (s *Server) notOwn() func(key string) bool {
 	if s.opts.Slots == nil {
-		return nil
+		return s.notOwnPlain()
 	}
 	m, self := s.opts.Slots.Map(), s.opts.Slots.Self()
 	if m.OwnsAll(self) {
@@ -590,4 +597,75 @@ func (s *Server) notOwn() func(key string) bool {
 		n := m.Owner(slots.Of([]byte(key)))
 		return n == nil || n.ID != self
 	}
+}
+
+// notOwnPlain is notOwn with cluster-enabled no: nil without Owner.
+func (s *Server) notOwnPlain() func(key string) bool {
+	if s.opts.Owner == nil {
+		return nil
+	}
+	return func(key string) bool {
+		_, self, _ := s.opts.Owner(slots.Of([]byte(key)))
+		return !self
+	}
+}
+
+// cmdClusterSeqSeen is a taker's question of what this node saw of the
+// records of slots etcd does not hold: for each it saw, its number and
+// the record, flat, in slot order.
+func cmdClusterSeqSeen(s *Server, c *client, args [][]byte) error {
+	if s.opts.SeqSeen == nil {
+		return replyerr.New(replyerr.ERR, "this node keeps no sequence records")
+	}
+	list, err := slotArgs(args[2:])
+	if err != nil {
+		return err
+	}
+	seen := s.opts.SeqSeen(list)
+	c.writeArray(2 * len(seen))
+	for _, slot := range slices.Sorted(maps.Keys(seen)) {
+		c.writeInt(slot)
+		c.writeBulkString(seen[slot])
+	}
+	return nil
+}
+
+// slotArgs parses hash slot numbers.
+func slotArgs(args [][]byte) ([]int, error) {
+	list := make([]int, len(args))
+	for i, a := range args {
+		slot, ok := parseInt(a)
+		if !ok || slot < 0 || slot >= slots.N {
+			return nil, errInvalidSlot
+		}
+		list[i] = int(slot)
+	}
+	return list, nil
+}
+
+// cmdClusterSeqHandover is a slot's new owner's pull of the keys of slots
+// this node let go: for each slot, its number, the generation at which
+// this node held it (0: it cannot hand it over) and each key with its
+// last value, flat.
+func cmdClusterSeqHandover(s *Server, c *client, args [][]byte) error {
+	if s.opts.SeqHandover == nil {
+		return replyerr.New(replyerr.ERR, "this node hands over no sequences")
+	}
+	list, err := slotArgs(args[2:])
+	if err != nil {
+		return err
+	}
+	handed := s.opts.SeqHandover(list)
+	c.writeArray(len(handed))
+	for _, h := range handed {
+		c.writeArray(3)
+		c.writeInt(h.Slot)
+		c.writeInt64(h.Gen)
+		c.writeArray(2 * len(h.Marks))
+		for _, m := range h.Marks {
+			c.writeBulkString(m.Key)
+			c.writeInt64(m.Value)
+		}
+	}
+	return nil
 }

@@ -9,74 +9,63 @@ import (
 	"github.com/idserver/idserver/sequence"
 )
 
-// cmdDBSize is keyCount, off the loop where it waits.
+// cmdDBSize is keyCount, off the loop where it walks every key.
 func cmdDBSize(s *Server, c *client, args [][]byte) error {
-	if !s.keyCountWaits() {
-		n, err := s.keyCount()
-		if err == nil {
-			c.writeInt(n)
-		}
-		return err
+	if !s.keyCountWalks() {
+		c.writeInt(s.keyCount())
+		return nil
 	}
 	n := 0
 	c.later(waiting{
-		off: func() (err error) { n, err = s.keyCount(); return err },
-		then: func(c *client, err error) error {
-			if err == nil {
-				c.writeInt(n)
-			}
-			return err
-		},
+		off:  func() error { n = s.keyCount(); return nil },
+		then: func(c *client, err error) error { c.writeInt(n); return nil },
 	})
 	return nil
 }
 
 // keyCount is the number of keys, DBSIZE's and INFO keyspace's (one
-// number, so that they agree): the sequences' (in etcd mode, etcd's
-// count: the keys of every server); a Redis Cluster node's, of the
-// slots it owns, unless it owns them all (a cluster client sums over the
-// nodes). It asks etcd or walks every key where keyCountWaits says so:
+// number, so that they agree): this server's sequences; over etcd, of
+// the slots it owns (notOwn), unless it owns them all (a cluster client
+// sums over the nodes). It walks every key where keyCountWalks says so:
 // then it is called off the loop.
-func (s *Server) keyCount() (int, error) {
+func (s *Server) keyCount() int {
 	seq, err := s.sequences()
 	if err != nil {
-		return 0, nil
+		return 0
 	}
 	notOwn := s.notOwn()
 	if notOwn == nil {
-		return seq.Count()
+		return seq.Len()
 	}
 	n := 0
-	err = eachKey(seq, func(k string) bool {
+	eachKey(seq, func(k string) bool {
 		if !notOwn(k) {
 			n++
 		}
 		return true
 	})
-	return n, err
+	return n
 }
 
-// keyCountWaits reports whether keyCount asks etcd or walks every key.
-func (s *Server) keyCountWaits() bool {
-	seq, err := s.sequences()
-	return err == nil && (seq.Shared() || s.notOwn() != nil)
+// keyCountWalks reports whether keyCount walks every key.
+func (s *Server) keyCountWalks() bool {
+	_, err := s.sequences()
+	return err == nil && s.notOwn() != nil
 }
 
 // eachKey calls yield with every key, a chunk at a time, until it
 // returns false.
-func eachKey(seq *sequence.Table, yield func(key string) bool) error {
+func eachKey(seq *sequence.Table, yield func(key string) bool) {
+	var chunk []string
 	for cursor := uint64(0); ; {
-		chunk, next, err := seq.Scan(cursor, 10000)
-		if err != nil {
-			return err
-		}
+		chunk, cursor = seq.Keys(cursor, 10000, chunk[:0])
 		for _, k := range chunk {
 			if !yield(k) {
-				return nil
+				return
 			}
 		}
-		if cursor = next; cursor == 0 {
-			return nil
+		if cursor == 0 {
+			return
 		}
 	}
 }
@@ -86,11 +75,9 @@ func eachKey(seq *sequence.Table, yield func(key string) bool) error {
 const scanMaxCount = 1000
 
 // cmdScan is SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]: the
-// cursor is a position in the order the keys came (they are never
-// deleted, new ones come last), so a full iteration returns every key
-// that existed all along exactly once; in cluster mode, it names the last
-// key returned, in etcd's order (sequence.Table.Scan), and SCAN runs off
-// the loop. Sequences are strings: TYPE anything else returns none.
+// cursor is a place in the order of the keys (sequence.Table.Keys), so a
+// full iteration returns every key that existed all along exactly once.
+// Sequences are strings: TYPE anything else returns none.
 func cmdScan(s *Server, c *client, args [][]byte) error {
 	cursor, err := strconv.ParseUint(string(args[1]), 10, 64)
 	if err != nil {
@@ -124,38 +111,19 @@ func cmdScan(s *Server, c *client, args [][]byte) error {
 		c.writeScan(nil, 0)
 		return nil
 	}
-	pattern = slices.Clone(pattern) // args are the read buffer's, reused once this returns
-	notOwn := s.notOwn()
-	var keys []string
-	next := uint64(0)
-	scan := func() error {
-		var err error
-		if keys, next, err = seq.Scan(cursor, count); err != nil {
-			return err
-		}
-		if typ != "string" {
-			keys = nil
-		}
-		if notOwn != nil {
-			keys = slices.DeleteFunc(keys, notOwn)
-		}
-		if pattern != nil {
-			var g glob
-			g.compileExact(pattern, seq.LongestKey())
-			keys = slices.DeleteFunc(keys, func(k string) bool { return !g.match(k) })
-		}
-		return nil
+	keys, next := seq.Keys(cursor, count, nil)
+	if typ != "string" {
+		keys = nil
 	}
-	reply := func(c *client, err error) error {
-		if err == nil {
-			c.writeScan(keys, next)
-		}
-		return err
+	if notOwn := s.notOwn(); notOwn != nil {
+		keys = slices.DeleteFunc(keys, notOwn)
 	}
-	if !seq.Shared() {
-		return reply(c, scan())
+	if pattern != nil {
+		var g glob
+		g.compileExact(pattern, seq.LongestKey())
+		keys = slices.DeleteFunc(keys, func(k string) bool { return !g.match(k) })
 	}
-	c.later(waiting{off: scan, then: reply})
+	c.writeScan(keys, next)
 	return nil
 }
 
@@ -208,25 +176,19 @@ func cmdKeys(s *Server, c *client, args [][]byte) error {
 		off: func() error {
 			var g glob
 			g.compileExact(pattern, seq.LongestKey())
+			var over error
 			size := 0
-			for cursor := uint64(0); ; {
-				chunk, next, err := seq.Scan(cursor, 10000)
-				if err != nil {
-					return err
-				}
-				cursor = next
-				for _, k := range chunk {
-					if g.match(k) && (notOwn == nil || !notOwn(k)) {
-						keys = append(keys, k)
-						if size += keyReplyBytes(k); size > limit {
-							return errOverOutput(fmt.Sprintf("KEYS %q", pattern), limit)
-						}
+			eachKey(seq, func(k string) bool {
+				if g.match(k) && (notOwn == nil || !notOwn(k)) {
+					keys = append(keys, k)
+					if size += keyReplyBytes(k); size > limit {
+						over = errOverOutput(fmt.Sprintf("KEYS %q", pattern), limit)
+						return false
 					}
 				}
-				if cursor == 0 {
-					return nil
-				}
-			}
+				return true
+			})
+			return over
 		},
 		then: func(c *client, err error) error {
 			if err != nil {

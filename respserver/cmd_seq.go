@@ -174,6 +174,9 @@ func (s *Server) incr(c *client, cmd string, key []byte, n int64) error {
 		s.prepareAhead(c, seq)
 		c.incrLater(seq, string(key), n)
 		return nil
+	case errors.Is(err, sequence.ErrNotServed): // its slot is being taken: Incr waits for it
+		c.incrLater(seq, string(key), n)
+		return nil
 	case err != nil:
 		return err
 	}
@@ -246,12 +249,11 @@ func (c *client) awaitHeld() error {
 
 // settleHeld, on the loop once awaitHeld returned, puts right each held
 // reply that may not go: its values are not sent (they are skipped), or
-// its SET did not succeed (a failed write, a condition not met in
-// cluster mode, etcd's refusal); the error reply, or SET's nil, takes its
-// place. The forwarded commands' replies go in at their places. c.Out is
-// copied once, into c.held.out, whose buffer it then takes: a batch
-// settles without an allocation once the buffers have grown. Then it
-// empties c.held and c.fwd.
+// its SET did not succeed (a failed write, a condition not met); the
+// error reply, or SET's nil, takes its place. The forwarded commands'
+// replies go in at their places. c.Out is copied once, into c.held.out,
+// whose buffer it then takes: a batch settles without an allocation once
+// the buffers have grown. Then it empties c.held and c.fwd.
 func (s *Server) settleHeld(c *client) {
 	from, pos, fwd := c.Out, 0, c.fwd.replies
 	c.Out = c.held.out[:0]
@@ -365,38 +367,19 @@ func cmdTTL(s *Server, c *client, args [][]byte) error {
 	})
 }
 
-// lookup has reply answer with the values of keys, and whether each
-// exists: at once from this server's table, or, when the sequences are
-// shared (cluster mode), from etcd, off the loop. Inside EXEC it answers
-// at once, as the transaction's INCRs left them on this server.
+// lookup has reply answer with the values of keys in this server's
+// table, and whether each exists: inside EXEC, as the transaction's
+// INCRs left them.
 func (s *Server) lookup(c *client, keys [][]byte, reply func(c *client, vals []int64, exist []bool)) error {
 	seq, err := s.sequences()
 	if err != nil {
 		return err
 	}
-	if c.inExec || !seq.Shared() {
-		vals, exist := make([]int64, len(keys)), make([]bool, len(keys))
-		for i, k := range keys {
-			vals[i], exist[i] = c.value(seq, k)
-		}
-		reply(c, vals, exist)
-		return nil
-	}
-	ks := make([]string, len(keys))
+	vals, exist := make([]int64, len(keys)), make([]bool, len(keys))
 	for i, k := range keys {
-		ks[i] = string(k)
+		vals[i], exist[i] = c.value(seq, k)
 	}
-	var vals []int64
-	var exist []bool
-	c.later(waiting{
-		off: func() error { vals, exist, err = seq.Lookup(ks); return err },
-		then: func(c *client, err error) error {
-			if err == nil {
-				reply(c, vals, exist)
-			}
-			return err
-		},
-	})
+	reply(c, vals, exist)
 	return nil
 }
 
@@ -500,7 +483,7 @@ func (s *Server) set(c *client, key, value []byte, mode sequence.SetMode, setNX 
 		c.hold(seq, p, cmd, at)
 	case notMet(err):
 		c.writeSetReply(false, setNX)
-	case errors.Is(err, sequence.ErrWouldWait):
+	case errors.Is(err, sequence.ErrWouldWait), errors.Is(err, sequence.ErrNotServed): // Set waits for it
 		c.setLater(seq, string(key), v, mode, setNX)
 	default:
 		return err

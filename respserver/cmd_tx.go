@@ -317,7 +317,7 @@ func (t txSeq) last(key []byte) (int64, bool) {
 
 // runTransaction runs c's transaction with what EXEC took for it, or, if
 // taking it failed, discards it and returns the error. Commands that
-// finish off the loop (KEYS; DBSIZE and SCAN of shared sequences) do so
+// finish off the loop (KEYS; DBSIZE of a Redis Cluster node) do so
 // after the others, and their replies take their places: EXEC waits for
 // them (execLater).
 func (s *Server) runTransaction(c *client, r *txReserve, err error) error {

@@ -57,7 +57,7 @@ func included(names []string, name string, onlyAll bool) bool {
 // cmdInfo is INFO [section ...]: no section or "default" mean the default
 // sections, "all" and "everything" every one, and an unknown one adds
 // nothing, as in Redis. With the keyspace section it runs off the loop
-// where the keys' count waits (keyCountWaits).
+// where the keys' count walks every key (keyCountWalks).
 func cmdInfo(s *Server, c *client, args [][]byte) error {
 	var names []string
 	for _, a := range args[1:] {
@@ -85,7 +85,7 @@ func cmdInfo(s *Server, c *client, args [][]byte) error {
 		}
 		return b.String()
 	}
-	if !included(names, "keyspace", false) || !s.keyCountWaits() {
+	if !included(names, "keyspace", false) || !s.keyCountWalks() {
 		c.writeVerbatim([]byte(text()))
 		return nil
 	}
@@ -248,11 +248,11 @@ func humanBytes(n uint64) string {
 }
 
 // infoKeyspace is Redis's line for database 0, the sequences, when there
-// are any (redis-cli --stat reads its keys): DBSIZE's number (keyCount);
-// none when it cannot be had (etcd unreachable). Sequences never expire.
+// are any (redis-cli --stat reads its keys): DBSIZE's number (keyCount).
+// Sequences never expire.
 func (s *Server) infoKeyspace() []stats.Field {
-	n, err := s.keyCount()
-	if err != nil || n == 0 {
+	n := s.keyCount()
+	if n == 0 {
 		return nil
 	}
 	return []stats.Field{stats.T("db0", fmt.Sprintf("keys=%d,expires=0,avg_ttl=0", n))}

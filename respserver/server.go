@@ -117,6 +117,19 @@ type Options struct {
 	// Sequences are the per-key counters (INCR and the rest); nil: none,
 	// and their commands are refused.
 	Sequences *sequence.Table
+	// SeqHandover answers a slot's new owner's pull of the slots' keys
+	// (CLUSTER SEQHANDOVER); nil: this server hands none over.
+	SeqHandover func(slots []int) []sequence.Handed
+	// SeqSeen answers a taker's question of what this server saw of the
+	// records of slots etcd lost (CLUSTER SEQSEEN): each it saw, by slot;
+	// nil: none.
+	SeqSeen func(slots []int) map[int]string
+	// SeqSettling reports whether slot, which this server let go, is
+	// still on its way to its new owner (its keys not pulled yet): its
+	// commands are answered -TRYAGAIN, not -MOVED, so that a cluster
+	// client waits rather than bounce between this server and a new
+	// owner that has not read the assignment yet; nil: none.
+	SeqSettling func(slot int) bool
 	// SeqMaxIncrBy is the largest INCRBY increment; zero means 1000000.
 	SeqMaxIncrBy int64
 

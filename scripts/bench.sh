@@ -33,6 +33,16 @@
 #                                   slot, vs redis-server with
 #                                   cluster-enabled yes owning every slot:
 #                                   what checking each key's slot costs
+#   cluster vs one server: INCR k and INCR key:__rand_int__ -r 100000 at
+#                                   -c 50 -P 16, the same cluster node
+#                                   against a single idserver (its
+#                                   "redis" columns): what sequences over
+#                                   etcd cost; etcd's writes per second
+#                                   under each cluster row are printed
+#                                   after the table
+# Last, etcd's writes per second under INCR over 1,000 and over 1,000,000
+# keys in use, on a cluster node of its own (the keys made first): they
+# must not grow with the keys.
 # MGETID rows use a second idserver with id-range 2 shard-range 19
 # random-range 0 (the default layout caps a server at 512 IDs per ms).
 # Last, once: GETID -P 16 against a default-layout idserver with
@@ -112,7 +122,7 @@ redis-server --port "$ap" --bind 127.0.0.1 --save "" --appendonly yes --appendfs
 pid_of[$ap]=$!
 # Redis Cluster: an idserver over etcd and a redis-server, each a node
 # owning every slot.
-ep=$(free_port); epp=$(free_port); cp=$(free_port)
+ep=$(free_port); epp=$(free_port); cp=$(free_port); cwp=""
 # redis-server's cluster bus listens 10000 above its port, so its port
 # must be 55535 or less (one run in several drew a higher one, and the
 # node did not start).
@@ -121,6 +131,8 @@ etcd --name bench --data-dir "$tmp/etcd" --listen-client-urls "http://127.0.0.1:
 	--listen-peer-urls "http://127.0.0.1:$epp" --initial-advertise-peer-urls "http://127.0.0.1:$epp" \
 	--initial-cluster "bench=http://127.0.0.1:$epp" >"$tmp/etcd.log" 2>&1 & pids+=($!)
 start_idserver "$cp" "$tmp/cluster" --cluster-enabled yes --etcd-endpoints "127.0.0.1:$ep"
+# etcd's revision: one more at every write.
+etcd_rev() { curl -s -X POST "http://127.0.0.1:$ep/v3/kv/range" -d '{"key":"AA=="}' | grep -o '"revision":"[0-9]*"' | head -1 | tr -dc 0-9; }
 redis-server --port "$rcp" --bind 127.0.0.1 --save "" --appendonly no --cluster-enabled yes \
 	--cluster-config-file "$tmp/nodes.conf" >"$tmp/redis-cluster.log" & pids+=($!)
 pid_of[$rcp]=$!
@@ -176,22 +188,30 @@ rows=(
 	"Redis Cluster: GETID vs INCR, -P 16|cp|GETID|rcp|INCR k|-c 50 -P 16|1000000"
 	"Redis Cluster: INCR one key, -P 16|cp|INCR k|rcp|INCR k|-c 50 -P 16|1000000"
 	"Redis Cluster: INCR 100k keys, -P 16|cp|INCR key:__rand_int__|rcp|INCR key:__rand_int__|-c 50 -P 16 -r 100000|300000"
+	"cluster vs one server: INCR one key|cp|INCR k|ip|INCR k|-c 50 -P 16|1000000"
+	"cluster vs one server: INCR 100k keys|cp|INCR key:__rand_int__|ip|INCR key:__rand_int__|-c 50 -P 16 -r 100000|1000000"
 )
 
 # cpu_ticks PID prints the process's user + system CPU time in clock ticks.
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 hz=$(getconf CLK_TCK)
 
-# bench PORT N OPTS CMD... prints "rps p50 p99 cpu_us_per_request" of one
-# redis-benchmark run.
+# bench PORT N OPTS CMD... prints "rps p50 p99 cpu_us_per_request
+# etcd_writes_per_second" of one redis-benchmark run (etcd's for a
+# cluster node, 0 for the others).
 bench() {
 	local port=$1 n=$2 opts=$3; shift 3
-	local pid=${pid_of[$port]} before after
+	local pid=${pid_of[$port]} before after rev0=0 rev1=0 t0 t1
+	[ "$port" = "$cp" ] || [ "$port" = "$cwp" ] && rev0=$(etcd_rev)
+	t0=$(date +%s%N)
 	before=$(cpu_ticks "$pid")
 	redis-benchmark -h 127.0.0.1 -p "$port" -n "$n" $opts --csv "$@" 2>/dev/null |
 		awk -F'","' 'NR == 2 { printf "%s %s %s", $2, $5, $7 }'
 	after=$(cpu_ticks "$pid")
-	awk -v t=$((after - before)) -v hz="$hz" -v n="$n" 'BEGIN { printf " %.2f\n", t * 1e6 / hz / n }'
+	t1=$(date +%s%N)
+	[ "$rev0" = 0 ] || rev1=$(etcd_rev)
+	awk -v t=$((after - before)) -v hz="$hz" -v n="$n" -v w=$((rev1 - rev0)) -v d=$((t1 - t0)) \
+		'BEGIN { printf " %.2f %.1f\n", t * 1e6 / hz / n, w * 1e9 / d }'
 }
 
 # Make the 100,000 random keys once, before the rounds (400,000 requests
@@ -200,7 +220,7 @@ bench() {
 new_keys() { bench "$1" 400000 "-c 50 -r 100000" INCR key:__rand_int__; }
 read -r new_id_rps _ _ new_id_cpu <<<"$(new_keys "$ip")"
 read -r new_r_rps _ _ new_r_cpu <<<"$(new_keys "$rp")"
-new_keys "$cp" >/dev/null
+read -r new_c_rps _ _ new_c_cpu new_c_etcd <<<"$(new_keys "$cp")"
 new_keys "$rcp" >/dev/null
 
 results="$tmp/results"
@@ -232,7 +252,7 @@ function median(a, n,    i, j, t) {
 	for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] > a[j]; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t }
 	return n % 2 ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2
 }
-{ k = $1 SUBSEP $2; c[k]++; rps[k, c[k]] = $3; p50[k, c[k]] = $4; p99[k, c[k]] = $5; cpu[k, c[k]] = $6 }
+{ k = $1 SUBSEP $2; c[k]++; rps[k, c[k]] = $3; p50[k, c[k]] = $4; p99[k, c[k]] = $5; cpu[k, c[k]] = $6; etcd[k, c[k]] = $7 }
 END {
 	split(names, name, "\n")
 	printf "%-34s %11s %6s %6s %6s %11s %6s %6s %6s %6s %6s", "row", "idserver/s", "p50", "p99", "us/req", "redis/s", "p50", "p99", "us/req", "ratio", "cpu"
@@ -260,12 +280,18 @@ END {
 			printf " %11.0f %6.2f %6.2f %6.2f", m["base"], us["base"], median(x, c[r SUBSEP "base"]), median(y, c[r SUBSEP "base"])
 		}
 		printf "\n"
+		if (etcd[r SUBSEP "id", 1] > 0) {
+			for (i = 1; i <= c[r SUBSEP "id"]; i++) x[i] = etcd[r SUBSEP "id", i]
+			wline = wline sprintf("  %s: %.1f etcd writes/s\n", name[r+1], median(x, c[r SUBSEP "id"]))
+		}
 	}
+	if (wline != "") printf "\netcd writes per second under the cluster node'"'"'s rows (median):\n%s", wline
 }' "$results"
 
 echo
 echo "default layout (512 IDs/ms): lead_ms $(info "$ip" idgen lead_ms), max_lead_seen_ms $(info "$ip" idgen max_lead_seen_ms) (max-lead-ms 5000), lead_refusals $(info "$ip" idgen lead_refusals), ids_issued $(info "$ip" idgen ids_issued)"
-echo "making 100,000 keys (INCR key:__rand_int__ -r 100000 -c 50, 400000 requests, before the rounds): idserver $new_id_rps/s, $new_id_cpu us/req; redis $new_r_rps/s, $new_r_cpu us/req"
+echo "making 100,000 keys (INCR key:__rand_int__ -r 100000 -c 50, 400000 requests, before the rounds): idserver $new_id_rps/s, $new_id_cpu us/req; redis $new_r_rps/s, $new_r_cpu us/req;" \
+	"cluster node $new_c_rps/s ($(awk -v a="$new_c_rps" -v b="$new_id_rps" 'BEGIN { printf "%.2f", a / b }') of one server), $new_c_cpu us/req, $new_c_etcd etcd writes/s"
 echo "reservation writes: default $(info "$ip" persistence reservation_saves), wide $(info "$wp" persistence reservation_saves) (2 fsyncs each)"
 
 # At the physical limit: 5M GETIDs, about 10 s at 512 per ms.
@@ -276,3 +302,16 @@ secs=$(awk -v a="$start" -v b="$(date +%s%N)" 'BEGIN { printf "%.1f", (b - a) / 
 echo "at the limit (default layout, max-lead-ms 500, GETID -c 50 -P 16, $n requests in ${secs}s): $rps requests/s," \
 	"p50 $p50 p99 $p99 ms; max_lead_seen_ms $(info "$lp" idgen max_lead_seen_ms), lead_waits $(info "$lp" idgen lead_waits)," \
 	"lead_refusals $(info "$lp" idgen lead_refusals), error replies $(info "$lp" stats total_error_replies)"
+
+# etcd's writes per second at 1,000 and at 1,000,000 keys in use, on a
+# cluster node of its own prefix: each key set made first, then INCRed
+# at random for the measure.
+cwp=$(free_port)
+start_idserver "$cwp" "$tmp/cluster-writes" --cluster-enabled yes --etcd-endpoints "127.0.0.1:$ep" --etcd-prefix /bench-writes/ --seq-max-keys 1100000
+wait_port "$cwp"
+for _ in $(seq 300); do [ "$(info_cmd "$cwp" cluster info cluster_slots_ok)" = 16384 ] && break; sleep 0.1; done
+for keys in 1000 1000000; do
+	bench "$cwp" $((keys * 3 + 100000)) "-c 50 -P 16 -r $keys" INCR "w$keys:__rand_int__" >/dev/null
+	read -r rps _ _ _ wps <<<"$(bench "$cwp" 2000000 "-c 50 -P 16 -r $keys" INCR "w$keys:__rand_int__")"
+	echo "etcd writes with $keys keys in use (INCR -c 50 -P 16 -r $keys, 2000000 requests): $wps/s at $rps requests/s"
+done

@@ -43,11 +43,12 @@ type File struct {
 	foldMin, foldPerKey int
 
 	mu       sync.Mutex
-	db       *bolt.DB // nil until the first write
-	entry    uint64   // the number of the last log entry
-	logBytes int      // what was appended to the log since the last fold
-	rec      []byte   // the buffer of the next write's records
-	dirty    bool     // a write since the start: the last run did not end cleanly
+	gens     map[int]int64 // what the slot gens bucket holds (SlotGens)
+	db       *bolt.DB      // nil until the first write
+	entry    uint64        // the number of the last log entry
+	logBytes int           // what was appended to the log since the last fold
+	rec      []byte        // the buffer of the next write's records
+	dirty    bool          // a write since the start: the last run did not end cleanly
 	folds    uint64
 	// folding is the fold under way, nil if none: see Fold.
 	folding *folding
@@ -61,6 +62,8 @@ type File struct {
 	// could take away the file, or bring back the one before a fold,
 	// with writes reported durable.
 	dirUnsynced bool
+	// slotSeen is what the slot seen bucket holds (SlotSeen), by slot.
+	slotSeen map[int][]byte
 	// fault, if set (tests), is asked at each point where the file
 	// writes: an error fails the write there, as a disk would; it may
 	// block, as a disk that stalls.
@@ -138,6 +141,9 @@ var (
 	// stopKey holds the number of the first log entry of the last
 	// graceful stop: only its records are exact (see Release).
 	stopKey = []byte("stop")
+	// slotGensBucket holds, per hash slot (2 bytes, big-endian), the
+	// generation at which the file holds the slot's keys (8 bytes).
+	slotGensBucket = []byte("slotgens")
 	// oldLogBucket is format 1's log, whose records have no born flag:
 	// each key in it exists. A file of format 1 is read as it is, and
 	// its old log goes at the first fold.
@@ -217,6 +223,9 @@ func (f *File) load(file *os.File) (marks []Mark, r Restart, err error) {
 	if v != format && v != format2 && v != format1 {
 		return nil, Restart{}, errors.New("not a sequences file of idserver (no format key " + format + ")")
 	}
+	if err := f.loadSeen(w); err != nil {
+		return nil, Restart{}, err
+	}
 	var ks keyed
 	err = w.bucket(marksBucket, true, func(k, v []byte) error {
 		if len(v) != 16 {
@@ -241,6 +250,9 @@ func (f *File) load(file *os.File) (marks []Mark, r Restart, err error) {
 			f.logBytes += len(v)
 			return ks.decodeEntry(v, true, stopFrom != 0 && f.entry >= stopFrom)
 		})
+	}
+	if err == nil {
+		f.gens, err = loadGens(w)
 	}
 	if err != nil {
 		return nil, Restart{}, err
@@ -505,8 +517,7 @@ func (f *File) Take(ctx context.Context, ts []Take) {
 }
 
 // Keep records the segment each t of ts without an Err was given, all in
-// one write, or sets its Err. In cluster mode the server keeps in it
-// what it took from etcd: its own copy of the marks.
+// one write, or sets its Err.
 func (f *File) Keep(ts []Take) {
 	if !slices.ContainsFunc(ts, func(t Take) bool { return t.Err == nil }) {
 		return
@@ -810,6 +821,7 @@ func (f *File) fold(fl *folding, marks []Mark, from uint64) error {
 		_, more, err = f.carry(db, after, math.MaxInt)
 		carried += more
 	}
+
 	if err == nil {
 		err = f.replace(db)
 	}
@@ -836,6 +848,9 @@ func (f *File) carry(db *bolt.DB, after []byte, most int) (last []byte, bytes in
 		err = f.db.View(func(old *bolt.Tx) error {
 			return db.Update(func(tx *bolt.Tx) error {
 				if err := copyClean(old, tx); err != nil {
+					return err
+				}
+				if err := copyGens(old, tx); err != nil {
 					return err
 				}
 				dst := tx.Bucket(logBucket)
@@ -866,6 +881,28 @@ func (f *File) carry(db *bolt.DB, after []byte, most int) (last []byte, bytes in
 // those of n+1.
 func afterEntry(n uint64) []byte {
 	return binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint64(nil, n), math.MaxUint32)
+}
+
+// copyGens makes tx's slots' buckets (the slot gens, and what was seen
+// of the slots' records) old's.
+func copyGens(old, tx *bolt.Tx) error {
+	for _, name := range [][]byte{slotGensBucket, slotSeenBucket} {
+		if err := tx.DeleteBucket(name); err != nil && !errors.Is(err, bolt.ErrBucketNotFound) {
+			return err
+		}
+		from := old.Bucket(name)
+		if from == nil {
+			continue
+		}
+		to, err := tx.CreateBucket(name)
+		if err != nil {
+			return err
+		}
+		if err := from.ForEach(func(k, v []byte) error { return to.Put(k, v) }); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // copyClean sets tx's clean flag as old has it.

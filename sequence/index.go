@@ -4,8 +4,10 @@ package sequence
 // (hash, entry), probed in order. A lookup of one of many keys costs a
 // cache miss for its slot and one for its entry, where a Go map of string
 // keys costs four (control word, slot, the key's bytes, the entry): with
-// 100,000 random keys those misses were a quarter of INCR's CPU. Keys are
-// never deleted, so there are no tombstones.
+// 100,000 random keys those misses were a quarter of INCR's CPU. A key
+// removed (a hash slot dropped) leaves no tombstone: the slots after it
+// in its run shift back (remove), so a lookup still stops at the first
+// empty slot and its cost does not grow with keys dropped and made.
 type index struct {
 	slots []slot // a power of two long; nil until the first key
 	n     int
@@ -69,6 +71,27 @@ func (x *index) grow(mem *slab[slot]) {
 			x.put(s.h, s.e)
 		}
 	}
+}
+
+// remove takes e, whose hash is h, out of x: backward-shift deletion.
+// Each slot after e's in its run moves back into the hole if the hole
+// lies between the slot's home and where it is (cyclically), so every
+// key stays reachable from its home without passing an empty slot.
+func (x *index) remove(h uint64, e *entry) {
+	mask := uint64(len(x.slots) - 1)
+	hole := (h >> shardBits) & mask
+	for x.slots[hole].e != e {
+		hole = (hole + 1) & mask
+	}
+	for i := (hole + 1) & mask; x.slots[i].e != nil; i = (i + 1) & mask {
+		home := (x.slots[i].h >> shardBits) & mask
+		if (i-home)&mask >= (i-hole)&mask { // the hole is on its way from home
+			x.slots[hole] = x.slots[i]
+			hole = i
+		}
+	}
+	x.slots[hole] = slot{}
+	x.n--
 }
 
 // each calls f for every entry.

@@ -51,6 +51,62 @@ func TestIndex(t *testing.T) {
 	}
 }
 
+// TestIndexRemove: keys added and removed at random, with hashes that
+// collide (whole, or in the bits that choose a slot) so that runs are
+// long and wrap around the end, leave every key present found and no
+// removed one, against a map as the oracle; and the index leaves no
+// tombstone: emptied, every slot is empty.
+func TestIndexRemove(t *testing.T) {
+	r := rand.New(rand.NewPCG(testseed.Get(t), 2))
+	for _, hashes := range []int{1, 7, 64, 1 << 62} {
+		var x index
+		var alloc entries
+		present := map[string]*entry{}
+		hashOf := map[string]uint64{}
+		check := func(step int) {
+			for k, e := range present {
+				if got := find(&x, hashOf[k], k); got != e {
+					t.Fatalf("%d hashes, step %d: %q not found among %d keys", hashes, step, k, len(present))
+				}
+			}
+		}
+		for step := range 20000 {
+			key := fmt.Sprintf("k%d", r.IntN(300))
+			h, ok := hashOf[key]
+			if !ok {
+				h = r.Uint64N(uint64(hashes))<<shardBits | uint64(r.IntN(4))<<(shardBits+4) // some keys share a home
+				hashOf[key] = h
+			}
+			if e, ok := present[key]; ok {
+				x.remove(h, e)
+				delete(present, key)
+				if got := find(&x, h, key); got != nil {
+					t.Fatalf("%d hashes, step %d: %q found after its removal", hashes, step, key)
+				}
+			} else {
+				e := newEntry(&alloc, key)
+				x.add(h, e, &alloc.slots)
+				present[key] = e
+			}
+			if x.n != len(present) {
+				t.Fatalf("%d hashes, step %d: n %d, %d keys present", hashes, step, x.n, len(present))
+			}
+			if step%101 == 0 {
+				check(step)
+			}
+		}
+		check(-1)
+		for k, e := range present {
+			x.remove(hashOf[k], e)
+		}
+		for i, s := range x.slots {
+			if s.e != nil || s.h != 0 {
+				t.Fatalf("%d hashes: slot %d not empty once every key was removed", hashes, i)
+			}
+		}
+	}
+}
+
 // TestNewEntry: a key of any length, inline or not, reads back as it
 // was, does not change when the bytes it was made from do, and is told
 // from keys one byte longer, shorter or different; every entry begins a

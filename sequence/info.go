@@ -3,9 +3,8 @@ package sequence
 import "github.com/idserver/idserver/stats"
 
 // Info is INFO persistence's part for the sequences of t: where they are
-// kept (a field that names it: seq_file, or seq_etcd_prefix in cluster
-// mode), their keys and writes, and what the last restart r may have
-// skipped (nil in cluster mode: etcd's marks are shared).
+// kept (a field that names it: seq_file), their keys and writes, and
+// what the last restart r may have skipped (nil: not reported).
 func Info(where stats.Field, t *Table, r *Restart) []stats.Field {
 	s := t.Stats()
 	fields := []stats.Field{

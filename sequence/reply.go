@@ -35,11 +35,14 @@ import (
 
 // Pending is a reply that may go only once Await says so: of values of a
 // key whose existence is not durable yet, or of a SET being written. The
-// zero Pending may go at once.
+// zero Pending may go at once. Await it when its batch ends: past
+// Options.Wait after its key was dropped, its entry may be another key's
+// (DropSlot), and reading it races with that key's requests.
 type Pending struct {
 	e     *entry    // the key
 	round *setRound // a SET's write; nil: e's existence
 	i     int       // the SET's place in round
+	gen   uint16    // e's: a key dropped since is not awaited
 }
 
 // Ready reports whether p's reply may go at once, without Await.
@@ -104,6 +107,10 @@ func (t *Table) await(d *deadline, p Pending) error {
 	sh := t.shardOfEntry(e)
 	for {
 		sh.mu.Lock()
+		if e.gen != p.gen || e.has(dropped) {
+			sh.mu.Unlock()
+			return ErrNotServed // these values are skipped
+		}
 		if e.mayReply() {
 			sh.mu.Unlock()
 			return nil
@@ -122,9 +129,9 @@ func (t *Table) await(d *deadline, p Pending) error {
 			t.ask(e)
 		}
 		t.hurry()
-		w := e.waiting()
+		on := e.waitOn()
 		sh.mu.Unlock()
-		if err := t.waitForStore(d, e, w, takes); err != nil {
+		if err := t.waitForStore(d, on, takes); err != nil {
 			return err
 		}
 	}
@@ -169,29 +176,30 @@ const (
 	sets
 )
 
-// waitForStore waits until w, the wait for e's take or SET under way,
-// ends, or d passes: the one place a request waits for the store. It
+// waitForStore waits until on, the wait for a key's take or SET under
+// way, ends, or d passes: the one place a request waits for the store. It
 // returns why the take failed; nil for a SET, which waits only for the
-// take to end (a take that fails as the key's mark was lost is what the
-// SET puts right). A request gives up at once, without waiting, when the
-// store is down (down): for a SET, only when a write has stalled, as the
-// writer writes SETs at once even while its takes back off. A request
-// that gives up ends the wait of every request for e (giveUp).
-func (t *Table) waitForStore(d *deadline, e *entry, w *wait, k waitKind) error {
+// take to end (its own write says whether it succeeded), unless the key
+// was dropped (ErrNotServed). A request gives up at once, without
+// waiting, when the store is down (down): for a SET, only when a write
+// has stalled, as the writer writes SETs at once even while its takes
+// back off. A request that gives up ends the wait of every request for
+// the key (giveUp).
+func (t *Table) waitForStore(d *deadline, on waitOn, k waitKind) error {
 	if err := t.down(k); err != nil {
-		return t.giveUp(e, w, err)
+		return t.giveUp(on, err)
 	}
 	if d.passed() {
-		return t.giveUp(e, w, t.timedOut())
+		return t.giveUp(on, t.timedOut())
 	}
 	select {
-	case <-w.done:
-		if w.err == nil || k == sets {
+	case <-on.w.done:
+		if on.w.err == nil || k == sets && !errors.Is(on.w.err, ErrNotServed) {
 			return nil
 		}
-		return failure(w.err)
+		return failure(on.w.err)
 	case <-d.reached():
-		return t.giveUp(e, w, t.timedOut())
+		return t.giveUp(on, t.timedOut())
 	case <-t.stop:
 		return ErrStopped
 	}
@@ -199,7 +207,7 @@ func (t *Table) waitForStore(d *deadline, e *entry, w *wait, k waitKind) error {
 
 // failure is a request's error for a take that failed with err.
 func failure(err error) error {
-	if errors.As(err, new(*LostError)) || errors.Is(err, ErrNotReserved) || errors.Is(err, ErrOverflow) || errors.Is(err, ErrNotServed) {
+	if errors.Is(err, ErrNotReserved) || errors.Is(err, ErrOverflow) || errors.Is(err, ErrNotServed) {
 		return err // not the store failing: nothing to retry (or already said)
 	}
 	return fmt.Errorf("%w: the last write failed: %w", ErrNotReserved, err)
@@ -210,16 +218,21 @@ func (t *Table) timedOut() error {
 	return fmt.Errorf("%w: the store did not answer within %v", ErrNotReserved, t.opts.Wait)
 }
 
-// giveUp ends w with err, if it is still e's wait, so that every request
-// waiting with it gets err; and, unless e's existence is durable, makes
-// e not born: no value of it was sent (mayReply), and its next take
-// records it as existing only if a request waits for it again. It
-// returns err.
-func (t *Table) giveUp(e *entry, w *wait, err error) error {
+// giveUp ends on's wait with err, if it is still its key's, so that
+// every request waiting with it gets err; and, unless the key's
+// existence is durable, makes it not born: no value of it was sent
+// (mayReply), and its next take records it as existing only if a
+// request waits for it again. An entry made another key's since is left
+// alone. It returns err.
+func (t *Table) giveUp(on waitOn, err error) error {
+	e := on.e
 	sh := t.shardOfEntry(e)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if e.wait == w {
+	if e.gen != on.gen {
+		return err
+	}
+	if e.wait == on.w {
 		e.ended(err)
 	}
 	t.unborn(e)

@@ -77,6 +77,9 @@ func (t *Table) trySet(key []byte, v int64, mode SetMode) (Pending, waitOn, erro
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	e := find(&sh.index, h, key)
+	if e != nil && e.has(closed) {
+		return Pending{}, waitOn{}, ErrNotServed
+	}
 	// A key exists once a value of it was handed out (its reply may
 	// wait for its existence to be durable) or SET (the SET's may), or
 	// is durable; one only prepared for a pipeline does not.
@@ -99,7 +102,7 @@ func (t *Table) trySet(key []byte, v int64, mode SetMode) (Pending, waitOn, erro
 	if e.taking {
 		w := e.waiting()
 		t.hurry()
-		return Pending{}, waitOn{e, w}, ErrWouldWait
+		return Pending{}, waitOn{e, w, e.gen}, ErrWouldWait
 	}
 	e.taking, e.limit, e.next = true, e.issued, segment{}
 	e.bits, e.setTo = e.bits|setting, max(e.setTo, v) // before the write: a fold of a durable key keeps it
@@ -164,10 +167,13 @@ func (t *Table) Set(key string, v int64, mode SetMode) error {
 		if err == nil {
 			return t.await(&d, p)
 		}
+		if errors.Is(err, ErrNotServed) && t.awaitOpen(&d, key) {
+			continue
+		}
 		if on.w == nil {
 			return err
 		}
-		if err := t.waitForStore(&d, on.e, on.w, sets); err != nil {
+		if err := t.waitForStore(&d, on, sets); err != nil {
 			return err
 		}
 	}
@@ -196,7 +202,7 @@ func (t *Table) writeSets(w *writer) (wrote, ok bool) {
 		written := 0
 		for i := range rest[:n] {
 			s := &rest[i]
-			s.err = ss[i].Err
+			s.err = t.setWritten(s.e, s.v, ss[i].Err)
 			ok = ok && s.err == nil
 			switch {
 			case s.err == nil:
@@ -204,7 +210,6 @@ func (t *Table) writeSets(w *writer) (wrote, ok bool) {
 			case !notApplied(s.err):
 				storeErr = s.err
 			}
-			t.setWritten(s.e, s.v, s.err)
 		}
 		t.wrote(written, storeErr)
 		clear(ss) // the keys and errors are not the writer's to keep
@@ -218,23 +223,27 @@ func (t *Table) writeSets(w *writer) (wrote, ok bool) {
 // store failing.
 func notApplied(err error) bool {
 	return errors.Is(err, ErrExists) || errors.Is(err, ErrMissing) || errors.As(err, new(*BelowError)) ||
-		errors.As(err, new(*LostError)) || errors.Is(err, ErrNotServed)
+		errors.Is(err, ErrNotServed)
 }
 
-// setWritten ends a SET of v to e whose write returned err: the key
-// goes on from v, or from where it was (its segment let go).
-func (t *Table) setWritten(e *entry, v int64, err error) {
+// setWritten ends a SET of v to e whose write returned err, and returns
+// the SET's result: the key goes on from v, or from where it was (its
+// segment let go); a key dropped meanwhile is not set (ErrNotServed).
+func (t *Table) setWritten(e *entry, v int64, err error) error {
 	sh := t.shardOfEntry(e)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	if e.has(dropped) {
+		err = ErrNotServed
+	}
 	if err == nil {
 		e.issued, e.limit, e.next, e.asked = v, v, segment{}, v
 		e.born = true
 		t.settle(e)
 	}
-	e.taking = false
 	e.bits &^= setting
-	e.ended(nil) // a SET waiting for it tries again, and sees it
+	t.took(e, nil) // a SET waiting for it tries again, and sees it
+	return err
 }
 
 // failSets answers the round still open when the writer ends: nothing

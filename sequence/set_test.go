@@ -330,40 +330,38 @@ func (f *freezable) Set(ctx context.Context, ss []Setting) {
 	f.File.Set(ctx, ss)
 }
 
-// lostBackend is a memBackend whose takes of the key "lost" fail with a
-// LostError until it is SET, as etcd's flagged marks do in cluster mode.
-type lostBackend struct {
+// failedBackend is a memBackend whose takes of the key "failed" fail
+// until it is SET.
+type failedBackend struct {
 	*memBackend
 	cleared atomic.Bool
 }
 
-func (b *lostBackend) Take(ctx context.Context, ts []Take) {
+func (b *failedBackend) Take(ctx context.Context, ts []Take) {
 	b.memBackend.Take(ctx, ts)
 	for i := range ts {
-		if ts[i].Key == "lost" && !b.cleared.Load() {
-			ts[i].Err = &LostError{Key: "lost", Mark: 10, Cause: "flagged"}
+		if ts[i].Key == "failed" && !b.cleared.Load() {
+			ts[i].Err = errKilled
 		}
 	}
 }
 
-func (b *lostBackend) Set(ctx context.Context, ss []Setting) {
+func (b *failedBackend) Set(ctx context.Context, ss []Setting) {
 	b.memBackend.Set(ctx, ss)
 	b.cleared.Store(true)
 }
 
-// TestSetBehindLostTake: a SET of a key whose take is under way waits for
-// the take to end, and is then written, however the take ended: a take
-// refused as the key's mark was lost is what the operator's SET puts
-// right (in cluster mode, SET at or above the largest value).
-func TestSetBehindLostTake(t *testing.T) {
-	b := &lostBackend{memBackend: newMem()}
+// TestSetBehindFailedTake: a SET of a key whose take is under way waits
+// for the take to end, and is then written, however the take ended.
+func TestSetBehindFailedTake(t *testing.T) {
+	b := &failedBackend{memBackend: newMem()}
 	gate := make(chan struct{})
 	b.slow = gate
 	tb := newTable(t, b, Options{}, nil)
 	incrErr := make(chan error, 1)
-	go func() { _, err := tb.Incr("lost", 1); incrErr <- err }()
-	waitTaking(t, tb, "lost")
-	_, on, err := tb.trySet([]byte("lost"), 100, Always)
+	go func() { _, err := tb.Incr("failed", 1); incrErr <- err }()
+	waitTaking(t, tb, "failed")
+	_, on, err := tb.trySet([]byte("failed"), 100, Always)
 	if !errors.Is(err, ErrWouldWait) {
 		t.Fatalf("SET while the key's take is under way: %v, want ErrWouldWait", err)
 	}
@@ -371,19 +369,19 @@ func TestSetBehindLostTake(t *testing.T) {
 	b.slow = nil
 	b.mu.Unlock()
 	close(gate)
-	if err := <-incrErr; !errors.As(err, new(*LostError)) {
-		t.Fatalf("INCR of a key whose mark was lost: %v", err)
+	if err := <-incrErr; !errors.Is(err, errKilled) {
+		t.Fatalf("INCR of a key whose take failed: %v", err)
 	}
 	d := tb.deadline()
 	defer d.stop()
-	if err := tb.waitForStore(&d, on.e, on.w, sets); err != nil {
+	if err := tb.waitForStore(&d, on, sets); err != nil {
 		t.Fatalf("a SET waiting behind the take: %v, want to go on", err)
 	}
-	if err := tb.Set("lost", 100, Always); err != nil {
+	if err := tb.Set("failed", 100, Always); err != nil {
 		t.Fatal(err)
 	}
-	if v := incr(t, tb, "lost", 1); v != 101 {
-		t.Fatalf("INCR after SET lost 100: %d", v)
+	if v := incr(t, tb, "failed", 1); v != 101 {
+		t.Fatalf("INCR after SET failed 100: %d", v)
 	}
 }
 

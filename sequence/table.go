@@ -35,6 +35,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/idserver/idserver/internal/ratelog"
+	"github.com/idserver/idserver/slots"
 )
 
 // Take asks a Backend for a segment of a key's values.
@@ -46,8 +47,7 @@ type Take struct {
 	// Born: the key exists (a value was handed out or set, or a request
 	// waits for one), so the Backend records it as existing; a key only
 	// prepared for a pipeline is not born, and a restart forgets it. Set
-	// by the Backend to whether the key exists durably once taken (in
-	// etcd it may exist already, written by another server).
+	// by the Backend to whether the key exists durably once taken.
 	Born bool
 	// Set by the Backend: the segment is First .. Last (N values), or
 	// Err says why it could not be taken.
@@ -68,8 +68,13 @@ type Mark struct {
 	Born bool
 }
 
-// Backend keeps every key's reservation durably: a local store in single
-// server mode, etcd in cluster mode.
+// Backend keeps every key's reservation durably: the server's File (over
+// etcd, behind package seqslots' Gate).
+//
+// The keys a Backend is given (Take.Key, Setting.Key, Mark.Key) are the
+// Table's own bytes, which a dropped key's entry gives to another key
+// (DropSlot): a Backend that keeps a key after the call (a map's key)
+// keeps a copy (strings.Clone).
 type Backend interface {
 	// Take reserves a segment for every t in ts, durably before it
 	// returns: t.N values above t.After, and above every value it ever
@@ -126,10 +131,6 @@ var (
 	ErrOverflow = errors.New("increment or decrement would overflow")
 	// ErrStopped is returned after Stop.
 	ErrStopped = errors.New("sequences stopped")
-	// ErrNotCreated is a Backend's answer to a Take of a key that is not
-	// born and that no server made: nothing was taken, and the key is
-	// made by the take of the request that needs it.
-	ErrNotCreated = errors.New("the key does not exist, and was only prepared")
 	// ErrExists is Set's answer under IfNew to a key that exists, and
 	// ErrMissing under IfOld to one that does not.
 	ErrExists  = errors.New("the key exists")
@@ -144,22 +145,6 @@ type BelowError struct {
 
 func (e *BelowError) Error() string {
 	return fmt.Sprintf("sequences only go up: %q is at %d (idserver never reuses a number)", e.Key, e.At)
-}
-
-// LostError refuses new values of a key whose mark the Backend lost
-// (cluster mode: etcd's data deleted, or restored from an older
-// snapshot): values above what is left may have been handed out already.
-// The key stays refused until an operator SETs it at or above the
-// largest value handed out.
-type LostError struct {
-	Key   string
-	Mark  int64  // the highest mark the servers know of it
-	Cause string // what was found
-}
-
-func (e *LostError) Error() string {
-	return fmt.Sprintf("sequence %q refused: its mark in etcd was lost (%s; keys deleted, or etcd restored from an older snapshot?): values above it may have been handed out already; set it at or above the largest value handed out to go on: SET %s <value> (at least %d)",
-		clip(e.Key), e.Cause, clip(e.Key), e.Mark)
 }
 
 // LimitError is the refusal of a new key past a bound.
@@ -201,11 +186,20 @@ type Table struct {
 	alloc   entries
 	shards  [1 << shardBits]shard
 
-	orderMu sync.RWMutex
-	order   []*entry // every key, in the order it came: SCAN's cursor is an index
-	bytes   atomic.Int64
-	longest atomic.Int64 // the longest key's length
-	keys    atomic.Int64 // keys that exist for GET, DBSIZE and SCAN: durable ones
+	closedSlots [slots.N]atomic.Bool // CloseSlot's
+	openMu      sync.Mutex
+	opened      [slots.N]chan struct{} // closed by OpenSlot: a closed slot's waits end
+
+	bySlotMu sync.RWMutex
+	bySlot   [slots.N][]*entry // every key, in its hash slot's list, in the order it came: SCAN's cursor is a place in them
+	made     int               // the keys in bySlot, and those LoadSlot is making
+	limbo    limbo             // the entries of dropped keys, until they may be made others'
+	// foldBegan is when the fold under way took its snapshot (unix ns),
+	// 0 if none: an entry dropped after it is in no snapshot (limbo).
+	foldBegan atomic.Int64
+	bytes     atomic.Int64
+	longest   atomic.Int64 // the longest key's length
+	keys      atomic.Int64 // keys that exist for GET, DBSIZE and SCAN: durable ones
 
 	queueMu sync.Mutex
 	queue   []*entry // keys whose next segment is asked for
@@ -253,7 +247,7 @@ type entry struct {
 	limit  int64   // values (issued, limit] may be handed out
 	next   segment // taken, not contiguous with limit: begun when limit is reached
 	below  int64   // the next segment is asked for when fewer values are left (relow)
-	klen   uint32  // len(key)
+	klen   uint8   // len(key), at most 255: a longer key is compared as e.key
 	taking bool    // a take (or a Set) is queued or under way
 	// born: a value of the key was handed out (its reply may wait for
 	// its existence to be durable: reply.go), or set, or stored. A key
@@ -261,8 +255,11 @@ type entry struct {
 	// run) is not born: its take records it as not existing. GET,
 	// EXISTS, DBSIZE and SCAN see durable keys only.
 	born  bool
-	shard uint8    // its shard, in Table.shards
-	bits  uint8    // durable, demanded, absent, setting
+	shard uint8 // its shard, in Table.shards
+	bits  uint8 // durable, demanded, setting, dropped, closed
+	// gen counts the keys the entry was made for: a Pending or a wait
+	// that names it for a key dropped since does not touch the next.
+	gen   uint16
 	short [16]byte // the key, if it is 16 bytes or shorter (key points here)
 
 	key     string
@@ -285,14 +282,14 @@ const (
 	// demanded: a request waits for the key's values (not only a
 	// Prepare), so its take records the key as born.
 	demanded
-	// absent: a take of the key only prepared found that no server made
-	// it (ErrNotCreated), so Prepare asks no more: each INCR of a
-	// pipeline of new keys in cluster mode had the keys behind it looked
-	// up in etcd again (24 keys a second). Its own take makes it.
-	absent
 	// setting: a SET of the key is queued or being written: a SETNX
 	// behind it sees the key as existing (TrySet).
 	setting
+	// dropped: the key's hash slot was dropped (DropSlot): the entry is
+	// out of the index and its slot's list, and what still names it (a
+	// take or SET in the writer's hands, a Pending, a wait) hands out
+	// and stores nothing for it.
+	dropped
 )
 
 func (e *entry) has(b uint8) bool { return e.bits&b != 0 }
@@ -303,8 +300,9 @@ type segment struct{ first, last int64 }
 // its key's bytes in the same place: a lookup compares the key where the
 // INCR then counts, rather than following a pointer to a second place in
 // memory (with 100,000 random keys, that second cache miss was a tenth of
-// INCR's CPU). The bytes are never written after, as unsafe.String asks.
-// Each size is a multiple of 64, so that every entry begins a cache line.
+// INCR's CPU). The bytes are written again only when the entry of a
+// dropped key is made another's, once none of its key's strings is in
+// use (limbo), as unsafe.String asks. Each size is a multiple of 64, so that every entry begins a cache line.
 type entries struct {
 	slots slab[slot]  // the shards' index slots
 	k16   slab[entry] // in short
@@ -318,26 +316,58 @@ type withKey[B any] struct {
 	b B
 }
 
+// The classes of entries, by the length of their key.
+const (
+	class16 = iota
+	class64
+	class128
+	classLong
+	classes
+)
+
+// classOf is the class of an entry for a key of n bytes.
+func classOf(n int) int {
+	switch {
+	case n <= len(entry{}.short):
+		return class16
+	case n <= 64:
+		return class64
+	case n <= 128:
+		return class128
+	}
+	return classLong
+}
+
 func newEntry[K string | []byte](a *entries, key K) *entry {
 	var e *entry
-	switch n := len(key); {
-	case n <= len(e.short):
+	switch classOf(len(key)) {
+	case class16:
 		e = a.k16.new()
-		e.key = keyIn(e.short[:n], key)
-	case n <= 64:
-		p := a.k64.new()
-		e = &p.e
-		e.key = keyIn(p.b[:n], key)
-	case n <= 128:
-		p := a.k128.new()
-		e = &p.e
-		e.key = keyIn(p.b[:n], key)
+	case class64:
+		e = &a.k64.new().e
+	case class128:
+		e = &a.k128.new().e
 	default:
 		e = a.long.new()
+	}
+	setKey(e, key)
+	return e
+}
+
+// setKey gives e, zero but for gen, of key's class, its key: in the entry,
+// or beside it (e is the first field of a withKey).
+func setKey[K string | []byte](e *entry, key K) {
+	switch n := len(key); classOf(n) {
+	case class16:
+		e.key = keyIn(e.short[:n], key)
+	case class64:
+		e.key = keyIn((*withKey[[64]byte])(unsafe.Pointer(e)).b[:n], key)
+	case class128:
+		e.key = keyIn((*withKey[[128]byte])(unsafe.Pointer(e)).b[:n], key)
+	default:
 		e.key = string(key)
 	}
-	e.klen = uint32(len(key))
-	return e
+	e.klen = uint8(min(len(key), math.MaxUint8))
 }
 
 // keyIn copies key into b, as long, and returns b as a string.
@@ -384,7 +414,7 @@ func New(opts Options, backend Backend, known []Mark) *Table {
 	resume := t.resumes(known)
 	for _, m := range known {
 		_, h := t.shardOf(m.Key)
-		e := insert(t, h, m.Key)
+		e := insert(t, h, m.Key, false)
 		e.issued, e.limit, e.born = m.Value, m.Value, true
 		t.settle(e)
 		if resume {
@@ -438,11 +468,19 @@ const EntryBytes = 224
 // of seq-max-keys keys (conf.Config.Memory).
 func KeyBytes(maxKeyBytes int) int64 { return int64(maxKeyBytes) + EntryBytes }
 
-// remember adds a new key to SCAN's order.
-func (t *Table) remember(e *entry) {
-	t.orderMu.Lock()
-	t.order = append(t.order, e)
-	t.orderMu.Unlock()
+// keySlot is key's hash slot, without copying it.
+func keySlot(key string) int { return slots.Of(unsafe.Slice(unsafe.StringData(key), len(key))) }
+
+// remember adds a new key to its slot's list, and counts it unless it
+// was counted before (reserved: LoadSlot).
+func (t *Table) remember(e *entry, reserved bool) {
+	s := keySlot(e.key)
+	t.bySlotMu.Lock()
+	t.bySlot[s] = append(t.bySlot[s], e)
+	if !reserved {
+		t.made++
+	}
+	t.bySlotMu.Unlock()
 	t.bytes.Add(int64(len(e.key) + EntryBytes))
 	for n := int64(len(e.key)); ; {
 		if old := t.longest.Load(); old >= n || t.longest.CompareAndSwap(old, n) {
@@ -462,13 +500,8 @@ func (t *Table) settle(e *entry) {
 }
 
 // LongestKey is the length of the longest key: a pattern that needs more
-// matches none. (Shared, other servers' keys may be up to MaxKeyBytes.)
-func (t *Table) LongestKey() int {
-	if t.Shared() {
-		return t.opts.MaxKeyBytes
-	}
-	return int(t.longest.Load())
-}
+// matches none.
+func (t *Table) LongestKey() int { return int(t.longest.Load()) }
 
 // TryIncr hands out n values of key and returns the last, without
 // waiting: where the key's segment lacks them, it asks for the next and
@@ -480,11 +513,17 @@ func (t *Table) TryIncr(key []byte, n int64) (int64, Pending, error) {
 	return v, p, err
 }
 
-// waitOn is a request's wait for the take or SET of e under way.
+// waitOn is a request's wait for the take or SET of e under way; gen is
+// e's then (a dropped key's entry may be made another key's).
 type waitOn struct {
-	e *entry
-	w *wait
+	e   *entry
+	w   *wait
+	gen uint16
 }
+
+// waitOn is a request's wait for the end of e's take or SET under way.
+// e's shard is locked.
+func (e *entry) waitOn() waitOn { return waitOn{e, e.waiting(), e.gen} }
 
 // tryIncr is TryIncr that also returns, with ErrWouldWait, the wait for
 // the take it needs.
@@ -510,7 +549,7 @@ func (t *Table) tryIncr(key []byte, n int64) (int64, Pending, waitOn, error) {
 			t.ask(e) // a key not durable: its take records it as born
 		}
 		if !e.mayReply() {
-			return e.issued, Pending{e: e}, waitOn{}, nil
+			return e.issued, Pending{e: e, gen: e.gen}, waitOn{}, nil
 		}
 		return e.issued, Pending{}, waitOn{}, nil
 	}
@@ -533,7 +572,7 @@ func (t *Table) tryIncr(key []byte, n int64) (int64, Pending, waitOn, error) {
 		t.ask(e)
 	}
 	t.hurry()
-	return 0, Pending{}, waitOn{e, e.waiting()}, ErrWouldWait
+	return 0, Pending{}, e.waitOn(), ErrWouldWait
 }
 
 // shardOfBytes is shardOf for a key as bytes, without copying it.
@@ -545,6 +584,9 @@ func (t *Table) shardOfBytes(key []byte) (*shard, uint64) {
 // find returns key's entry in sh (locked), creating it if it is new.
 func (t *Table) find(sh *shard, h uint64, key []byte) (*entry, error) {
 	if e := find(&sh.index, h, key); e != nil {
+		if e.has(closed) {
+			return nil, ErrNotServed
+		}
 		return e, nil
 	}
 	return create(t, h, key)
@@ -558,19 +600,30 @@ func create[K string | []byte](t *Table, h uint64, key K) (*entry, error) {
 		return nil, &LimitError{Key: string(key), What: fmt.Sprintf("the key is %d bytes, longer than seq-max-key-bytes %d", len(key), t.opts.MaxKeyBytes)}
 	case t.entries() >= t.opts.MaxKeys:
 		return nil, &LimitError{Key: string(key), What: fmt.Sprintf("there are seq-max-keys %d sequences already (existing keys keep working)", t.opts.MaxKeys)}
+	case slotClosed(t, key):
+		return nil, ErrNotServed
 	}
-	return insert(t, h, key), nil
+	return insert(t, h, key, false), nil
 }
 
 // insert adds key, new, whose hash is h, to its shard (locked, or not
 // yet shared) and to SCAN's order, without the bounds: create checks
-// them, and the keys a restart loads came within them.
-func insert[K string | []byte](t *Table, h uint64, key K) *entry {
-	e := newEntry(&t.alloc, key)
+// them, the keys a restart loads came within them, and LoadSlot counted
+// its keys before (reserved).
+func insert[K string | []byte](t *Table, h uint64, key K, reserved bool) *entry {
+	e := t.reuse(classOf(len(key)))
+	if e != nil {
+		setKey(e, key)
+	} else {
+		e = newEntry(&t.alloc, key)
+	}
 	e.seg, e.shard = 1, shardIndex(h)
+	if slotClosed(t, key) { // loaded into a slot not served yet
+		e.bits |= closed
+	}
 	e.relow()
 	t.shards[e.shard].add(h, e, &t.alloc.slots)
-	t.remember(e)
+	t.remember(e, reserved)
 	return e
 }
 
@@ -635,6 +688,9 @@ func (t *Table) took(e *entry, err error) {
 	if err != nil {
 		t.unborn(e)
 	}
+	if e.has(dropped) { // nothing names it any more
+		t.limbo.add(e, t.opts.now().UnixNano())
+	}
 }
 
 // Prepare asks for key's next segment if it lacks n values, without
@@ -649,7 +705,7 @@ func (t *Table) Prepare(key []byte, n int64) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	e, err := t.find(sh, h, key)
-	if err != nil || e.has(absent) {
+	if err != nil {
 		return
 	}
 	if e.limit-e.issued < n || e.low() {
@@ -678,10 +734,13 @@ func (t *Table) Incr(key string, n int64) (int64, error) {
 			}
 			return v, nil
 		}
+		if errors.Is(err, ErrNotServed) && t.awaitOpen(&d, key) {
+			continue
+		}
 		if !errors.Is(err, ErrWouldWait) {
 			return v, err
 		}
-		if err := t.waitForStore(&d, on.e, on.w, takes); err != nil {
+		if err := t.waitForStore(&d, on, takes); err != nil {
 			return 0, err
 		}
 	}
@@ -726,6 +785,9 @@ func (t *Table) tryIncrAll(ws []Want) ([]waitOn, error) {
 	var waits []waitOn
 	for i, w := range ws {
 		e := find(&t.shards[shardIndex(hs[i])].index, hs[i], w.Key)
+		if e != nil && e.has(closed) {
+			return nil, ErrNotServed
+		}
 		if e == nil {
 			var err error
 			if e, err = create(t, hs[i], w.Key); err != nil {
@@ -745,7 +807,7 @@ func (t *Table) tryIncrAll(ws []Want) ([]waitOn, error) {
 				t.ask(e)
 			}
 			t.hurry()
-			waits = append(waits, waitOn{e, e.waiting()})
+			waits = append(waits, e.waitOn())
 		}
 	}
 	if len(waits) > 0 {
@@ -773,7 +835,7 @@ func (t *Table) IncrAll(ws []Want) error {
 			return err
 		}
 		for _, on := range waits {
-			if err := t.waitForStore(&d, on.e, on.w, takes); err != nil {
+			if err := t.waitForStore(&d, on, takes); err != nil {
 				return err
 			}
 		}
@@ -811,27 +873,36 @@ func (t *Table) Len() int { return int(t.keys.Load()) }
 // entries is the number of keys made, born or not: what they cost in
 // memory, bounded by MaxKeys.
 func (t *Table) entries() int {
-	t.orderMu.RLock()
-	defer t.orderMu.RUnlock()
-	return len(t.order)
+	t.bySlotMu.RLock()
+	defer t.bySlotMu.RUnlock()
+	return t.made
 }
 
-// Keys returns up to count keys from cursor on, in a stable order (keys
-// are never deleted, and new ones come last), and the cursor to go on
-// from: 0 after the last. It examines count keys, returning those that
-// exist (durable).
+// Keys returns up to count keys from cursor on, slot by slot, each
+// slot's in the order they came, and the cursor to go on from: 0 after
+// the last. It examines count keys, returning those that exist
+// (durable). A cursor is a place, slot << 32 | index in the slot's list:
+// it holds no state, and stays valid for ever (a key present from the
+// first call to the last is returned).
 func (t *Table) Keys(cursor uint64, count int, keys []string) ([]string, uint64) {
-	t.orderMu.RLock()
-	if cursor >= uint64(len(t.order)) {
-		t.orderMu.RUnlock()
-		return keys, 0
+	examined := make([]*entry, 0, min(count, 1024))
+	slot, i := int(cursor>>32), int(cursor&math.MaxUint32)
+	t.bySlotMu.RLock()
+	for ; slot < slots.N && len(examined) < count; slot, i = slot+1, 0 {
+		list := t.bySlot[slot]
+		n := min(len(list)-i, count-len(examined))
+		if n > 0 {
+			examined = append(examined, list[i:i+n]...)
+			if i += n; i < len(list) {
+				break
+			}
+		}
 	}
-	end := min(cursor+uint64(count), uint64(len(t.order)))
-	examined := slices.Clone(t.order[cursor:end])
-	if end == uint64(len(t.order)) {
-		end = 0
+	t.bySlotMu.RUnlock()
+	next := uint64(0)
+	if slot < slots.N {
+		next = uint64(slot)<<32 | uint64(i)
 	}
-	t.orderMu.RUnlock()
 	for _, e := range examined {
 		sh := t.shardOfEntry(e)
 		sh.mu.Lock()
@@ -840,7 +911,7 @@ func (t *Table) Keys(cursor uint64, count int, keys []string) ([]string, uint64)
 		}
 		sh.mu.Unlock()
 	}
-	return keys, end
+	return keys, next
 }
 
 // Stop ends the background writes and hands nothing out any more, then

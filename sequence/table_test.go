@@ -478,22 +478,18 @@ func TestTryIncrDoesNotWait(t *testing.T) {
 	b.mu.Unlock()
 }
 
-// TestKeysInOrder: SCAN's cursor walks every key once, new ones last.
+// TestKeysInOrder: SCAN's cursor walks every key once, slot by slot, a
+// slot's keys in the order they came (keys of one hash tag share a slot).
 func TestKeysInOrder(t *testing.T) {
-	tb := newTable(t, newMem(), Options{}, []Mark{{Key: "a", Value: 5}, {Key: "b", Value: 7}})
+	tb := newTable(t, newMem(), Options{}, []Mark{{Key: "a", Value: 5}, {Key: "b", Value: 7}, {Key: "{t}2", Value: 1}})
 	incr(t, tb, "c", 1)
-	var all []string
-	cursor := uint64(0)
-	for {
-		var keys []string
-		keys, cursor = tb.Keys(cursor, 2, keys)
-		all = append(all, keys...)
-		if cursor == 0 {
-			break
-		}
-	}
-	if len(all) != 3 || all[2] != "c" {
+	incr(t, tb, "{t}1", 1)
+	all := scanAll(tb, 2)
+	if !slices.Equal(slices.Sorted(slices.Values(all)), []string{"a", "b", "c", "{t}1", "{t}2"}) {
 		t.Fatalf("keys: %v", all)
+	}
+	if i := slices.Index(all, "{t}2"); i < 0 || i+1 >= len(all) || all[i+1] != "{t}1" {
+		t.Fatalf("keys: %v; want {t}2, then {t}1, which came after it", all)
 	}
 	if v, _ := tb.Get("b"); v != 7 {
 		t.Fatalf("GET of a stored key: %d", v)
@@ -601,57 +597,6 @@ func TestPrepareIsInvisible(t *testing.T) {
 	}
 	if v, err := tryIncr(tb, []byte("p"), 1); err != nil || v != 2 {
 		t.Fatalf("the second INCR: %d, %v", v, err)
-	}
-}
-
-// unmadeBackend is memBackend as etcd serves a Table in cluster mode: a
-// key that is not born and that no take made is made by no take
-// (ErrNotCreated), and each such refusal is counted.
-type unmadeBackend struct {
-	*memBackend
-	refused int
-}
-
-func (u *unmadeBackend) Take(ctx context.Context, ts []Take) {
-	u.mu.Lock()
-	var rest []int
-	for i := range ts {
-		if _, ok := u.marks[ts[i].Key]; !ok && !ts[i].Born {
-			ts[i].Err = ErrNotCreated
-			u.refused++
-			continue
-		}
-		rest = append(rest, i)
-	}
-	u.mu.Unlock()
-	for _, i := range rest {
-		u.memBackend.Take(ctx, ts[i:i+1])
-	}
-}
-
-// TestPrepareOfUnmadeKeyOnce: a key a backend will not make for a
-// Prepare (cluster mode) is asked for once, not at every Prepare: each
-// INCR of a pipeline of new keys prepared the keys behind it, and each
-// of those was looked up in etcd again (24 keys a second). Its INCR
-// still makes it, and then it prepares as any key.
-func TestPrepareOfUnmadeKeyOnce(t *testing.T) {
-	b := &unmadeBackend{memBackend: newMem()}
-	tb := newTable(t, b, Options{}, nil)
-	for range 5 {
-		tb.Prepare([]byte("n"), 1)
-		waitIdle(t, tb, "n")
-	}
-	b.mu.Lock()
-	refused := b.refused
-	b.mu.Unlock()
-	if refused != 1 {
-		t.Fatalf("a key no take makes was asked for %d times by 5 Prepares, want once", refused)
-	}
-	if v := incr(t, tb, "n", 1); v != 1 {
-		t.Fatalf("its INCR: %d, want 1", v)
-	}
-	if v := incr(t, tb, "n", 10); v != 11 {
-		t.Fatalf("INCRBY 10 then: %d, want 11", v)
 	}
 }
 
@@ -936,28 +881,50 @@ func TestOverflowAtOnce(t *testing.T) {
 	}
 }
 
-// TestDropLetsValuesGo: Drop lets go the values in hand of the keys it is
-// asked to, and only those: their next value waits for a take above
-// what was reserved, the others' do not.
-func TestDropLetsValuesGo(t *testing.T) {
-	m := newMem()
-	tb := newTable(t, m, Options{}, nil)
-	for _, k := range []string{"a", "b"} {
-		if _, err := tb.Incr(k, 1); err != nil {
-			t.Fatal(err)
+// scanAll walks Keys from cursor 0 to its end, count at a time.
+func scanAll(tb *Table, count int) []string {
+	var all []string
+	for cursor := uint64(0); ; {
+		all, cursor = tb.Keys(cursor, count, all)
+		if cursor == 0 {
+			return all
 		}
 	}
-	tb.Drop(func(key string) bool { return key == "a" })
-	if _, err := tryIncr(tb, []byte("a"), 1); !errors.Is(err, ErrWouldWait) {
-		t.Fatalf("a dropped key's next value: %v; want it to wait for a take", err)
+}
+
+// TestKeysCursorHoldsNoState: a cursor is a place, valid for ever: a scan
+// paused while many keys are made, then resumed, still returns every key
+// that existed all along, once. Seeded: the keys and where the scan
+// pauses.
+func TestKeysCursorHoldsNoState(t *testing.T) {
+	rng := rand.New(rand.NewPCG(testseed.Get(t), 0))
+	tb := newTable(t, newMem(), Options{}, nil)
+	before := map[string]bool{}
+	for range 500 {
+		k := strconv.FormatUint(rng.Uint64(), 36)
+		incr(t, tb, k, 1)
+		before[k] = true
 	}
-	if v, err := tryIncr(tb, []byte("b"), 1); err != nil || v != 2 {
-		t.Fatalf("a key not dropped: %d, %v; want 2 at once", v, err)
+	var got []string
+	cursor := uint64(0)
+	for range 1 + rng.IntN(50) {
+		if got, cursor = tb.Keys(cursor, 1+rng.IntN(20), got); cursor == 0 {
+			break
+		}
 	}
-	m.mu.Lock()
-	reserved := m.marks["a"]
-	m.mu.Unlock()
-	if v, err := tb.Incr("a", 1); err != nil || v <= reserved {
-		t.Fatalf("a dropped key's next value: %d, %v; want above %d, reserved before", v, err, reserved)
+	for range 500 {
+		incr(t, tb, strconv.FormatUint(rng.Uint64(), 36), 1)
+	}
+	for cursor != 0 {
+		got, cursor = tb.Keys(cursor, 1+rng.IntN(20), got)
+	}
+	seen := map[string]int{}
+	for _, k := range got {
+		seen[k]++
+	}
+	for k := range before {
+		if seen[k] != 1 {
+			t.Fatalf("key %s, there all along, returned %d times", k, seen[k])
+		}
 	}
 }

@@ -159,6 +159,11 @@ func (t *Table) take(batch []*entry, w *writer) (failed bool) {
 	for _, e := range batch {
 		sh := t.shardOfEntry(e)
 		sh.mu.Lock()
+		if e.has(dropped) {
+			t.took(e, ErrNotServed)
+			sh.mu.Unlock()
+			continue
+		}
 		// Up to one segment ahead of what was handed out, no more: a
 		// crash skips at most a segment (or one INCRBY's values). Nor
 		// past the largest value: a backend refuses a segment that
@@ -192,7 +197,7 @@ func (t *Table) take(batch []*entry, w *writer) (failed bool) {
 		switch {
 		case err == nil:
 			written++
-		case !errors.As(err, new(*LostError)) && !errors.Is(err, ErrNotServed): // else no store failing: no back-off
+		case !errors.Is(err, ErrNotServed): // else no store failing: no back-off
 			storeErr = err
 		}
 		t.took(e, err)
@@ -233,23 +238,19 @@ func (t *Table) wrote(written int, err error) {
 	t.failing.Store(&err)
 }
 
-// granted hands e what tk took, and returns tk's error; a key that was
-// only prepared and that the backend did not make (ErrNotCreated) is no
-// failure: the request that needs it takes its segment. e's shard is
+// granted hands e what tk took, and returns tk's error. e's shard is
 // locked.
 func (t *Table) granted(e *entry, tk *Take) error {
 	e.bits &^= demanded
 	switch {
-	case errors.Is(tk.Err, ErrNotCreated):
-		e.want = 0
-		e.bits |= absent
-		e.relow()
-		return nil
 	case tk.Err != nil:
 		return tk.Err
+	case e.has(dropped):
+		return ErrNotServed // nothing of it is handed out, nor counted
+	case tk.First <= e.issued:
+		return nil // a LoadSlot put the key past it meanwhile: not to go back
 	}
 	e.grant(tk.First, tk.Last)
-	e.bits &^= absent
 	if tk.Born {
 		t.settle(e)
 	}
@@ -267,9 +268,11 @@ func (t *Table) fold() {
 		return
 	}
 	begin, keys := t.opts.now(), t.entries()
+	t.foldBegan.Store(begin.UnixNano())
 	done := f.Fold(t.marks)
 	go func() {
 		err := <-done
+		t.foldBegan.Store(0)
 		switch {
 		case errors.Is(err, errFoldStopped):
 			return // the Table stops
@@ -309,10 +312,6 @@ func (t *Table) marks() []Mark {
 	})
 	return marks
 }
-
-// Marks is the mark of every key this server holds, Reserved the end of
-// what it reserved: what it writes back where its backend lost data.
-func (t *Table) Marks() []Mark { return t.marks() }
 
 // grant gives e the segment first .. last.
 func (e *entry) grant(first, last int64) {

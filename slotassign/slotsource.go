@@ -164,3 +164,20 @@ func (s *Serving) slotMap(self slots.Node, known map[int64]slots.Node, served []
 func nodeOf(n Node, version int64) slots.Node {
 	return slots.Node{ID: n.ID, IP: n.IP, Port: n.Port, TLSPort: n.TLSPort, Hostname: n.Hostname, ConfigEpoch: uint64(version)}
 }
+
+// Live is the server-ids of the nodes alive (holding a lease) in the
+// assignment last served from, this server's among them.
+func (src *Source) Live() []int64 {
+	src.mu.Lock()
+	defer src.mu.Unlock()
+	return slices.Sorted(maps.Keys(src.last.nodes))
+}
+
+// Node is the node of server-id id as last announced or recorded, if
+// this server knows it.
+func (src *Source) Node(id int64) (slots.Node, bool) {
+	src.mu.Lock()
+	defer src.mu.Unlock()
+	n, ok := src.known[id]
+	return n, ok
+}

@@ -1,5 +1,5 @@
 // Package testetcd runs a real etcd (Debian's etcd-server: etcd on the
-// PATH) on 127.0.0.1 for tests, stopped and restarted on the same data
+// PATH) on 127.0.0.1 (or in a network namespace: StartVia) for tests, stopped and restarted on the same data
 // directory and ports. Without etcd a test is skipped, except under
 // CI=true, where it fails: scripts/test.sh installs it.
 package testetcd
@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -35,6 +36,7 @@ type Server struct {
 	cmd      *exec.Cmd
 	pki      *testpki.PKI // clients need a certificate from it; nil: plain
 	extra    []string     // more flags for etcd
+	via      []string     // the command etcd runs through, if any
 }
 
 // Start starts etcd for t, plain, until t ends.
@@ -59,6 +61,21 @@ func StartArgs(t *testing.T, args ...string) *Server {
 	e := newServer(t, "default")
 	e.initial = e.name + "=" + e.peer
 	e.extra = args
+	e.Resume()
+	return e
+}
+
+// StartVia starts etcd for t, plain, serving clients at host:2379 and
+// peers at host:2380, run through the command via (its arguments before
+// etcd's): etcd in a network namespace of its own (via "ip netns exec
+// NS", host that namespace's address), where these ports are free.
+func StartVia(t *testing.T, host string, via ...string) *Server {
+	t.Helper()
+	needEtcd(t)
+	e := &Server{t: t, dir: filepath.Join(t.TempDir(), "etcd"), name: "default",
+		Endpoint: host + ":2379", peer: "http://" + host + ":2380", via: via}
+	t.Cleanup(e.Kill)
+	e.initial = e.name + "=" + e.peer
 	e.Resume()
 	return e
 }
@@ -118,10 +135,12 @@ func (e *Server) run() {
 		tlsArgs = []string{"--cert-file", e.pki.File("server.crt"), "--key-file", e.pki.File("server.key"),
 			"--client-cert-auth", "--trusted-ca-file", e.pki.File("ca.crt")}
 	}
-	e.cmd = exec.Command("etcd", append([]string{"--data-dir", e.dir, "--name", e.name,
+	args := append([]string{"etcd", "--data-dir", e.dir, "--name", e.name,
 		"--listen-client-urls", url, "--advertise-client-urls", url,
 		"--listen-peer-urls", e.peer, "--initial-advertise-peer-urls", e.peer,
-		"--initial-cluster", e.initial}, append(tlsArgs, e.extra...)...)...)
+		"--initial-cluster", e.initial}, append(tlsArgs, e.extra...)...)
+	args = append(slices.Clone(e.via), args...)
+	e.cmd = exec.Command(args[0], args[1:]...)
 	if err := e.cmd.Start(); err != nil {
 		e.t.Fatal(err)
 	}

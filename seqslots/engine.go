@@ -1,0 +1,564 @@
+package seqslots
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/idserver/idserver/sequence"
+	"github.com/idserver/idserver/slots"
+)
+
+// Table is what the engine needs of the sequences' table
+// (sequence.Table): a slot's keys closed to INCR and SET while the slot
+// is not served, dropped, dumped and loaded.
+type Table interface {
+	CloseSlot(slot int)
+	OpenSlot(slot int)
+	DropSlot(slot int) int
+	SlotMarks(slot int) []sequence.Mark
+	LoadSlot(ctx context.Context, marks []sequence.Mark) error
+}
+
+// Store is what the engine needs of the local File beside the values:
+// the generation at which it holds each slot's keys.
+type Store interface {
+	SlotGens() map[int]int64
+	SetSlotGens(ctx context.Context, gens map[int]int64) error
+}
+
+// A Puller fetches from owner, a live server that let slots go, the
+// exact last value of each key of each slot it can hand over, and the
+// generation at which it held them (Engine.Handover on the owner).
+type Puller func(ctx context.Context, owner int64, slots []int) ([]sequence.Handed, error)
+
+// An Asker asks every other live server what it saw of the records of
+// slots (Known.Seen on each; at most pullSlots slots), within ctx, and
+// returns each answer (a record by slot, as Seen gives it); a server that
+// does not answer is left out.
+type Asker func(ctx context.Context, slots []int) []map[int]string
+
+// pullSlots is the most slots one pull asks for: a command of that many
+// arguments is within every server's bound.
+const pullSlots = 256
+
+// pull pulls list from owner into out.
+func (e *Engine) pull(ctx context.Context, owner int64, list []int, out map[int]sequence.Handed) error {
+	pctx, cancel := context.WithTimeout(ctx, pullWait)
+	defer cancel()
+	handed, err := e.cfg.Pull(pctx, owner, list)
+	if err != nil {
+		return err
+	}
+	for _, h := range handed {
+		if h.Gen > 0 {
+			out[h.Slot] = h
+		}
+	}
+	return nil
+}
+
+// pullWait bounds a pull from one old owner: past it, its slots are taken
+// as after a crash.
+const pullWait = time.Second
+
+// EngineConfig configures an Engine.
+type EngineConfig struct {
+	Store Store
+	Pull  Puller
+	Ask   Asker
+	// Wait bounds a take of the slots that become this server's, and a
+	// pull from their old owner.
+	Wait time.Duration
+	Log  zerolog.Logger
+}
+
+// Engine moves the slots' keys in and out of this server's table as the
+// assignment gives slots to it and takes them away (docs/cluster.md, How
+// a slot changes owner): it takes each slot that becomes its in etcd
+// (Slots.Take) the one way its store allows, and opens it to INCR only
+// then; it closes a slot that moves away at once, and keeps its keys a
+// while for the new owner to pull.
+type Engine struct {
+	cfg   EngineConfig
+	table Table
+	gate  *Gate // its slots are those the engine takes and lets go
+
+	mu       sync.Mutex
+	served   []bool            // what the assignment gives this server
+	released map[int]time.Time // slots let go whose keys are kept for a pull
+	unpulled map[int]bool      // slots this run let go whose keys no new owner pulled yet
+	jobs     chan []int        // slots to take, one batch at a time
+	// old is the previous version's marks by slot, once read (oldRead),
+	// less those taken over: the run goroutine's.
+	old     map[int][]sequence.Mark
+	oldRead bool
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+// releaseKeep is how long the keys of a slot that moved away are kept
+// for the new owner to pull them.
+const releaseKeep = 30 * time.Second
+
+// NewEngine returns the engine of table; every slot is closed until the
+// assignment gives it to this server and it is taken. The slots whose
+// keys the store holds are kept for a pull, as if just let go.
+func NewEngine(cfg EngineConfig, table Table, gate *Gate) *Engine {
+	e := &Engine{cfg: cfg, table: table, gate: gate, served: make([]bool, slots.N), released: map[int]time.Time{}, unpulled: map[int]bool{},
+		jobs: make(chan []int, 64), stop: make(chan struct{}), done: make(chan struct{})}
+	for s := range slots.N {
+		table.CloseSlot(s)
+	}
+	for s, gen := range cfg.Store.SlotGens() {
+		if gen > 0 {
+			e.released[s] = time.Now()
+		}
+	}
+	go e.run()
+	return e
+}
+
+// Serve is given the slots the assignment gives this server (nil: none),
+// each time that changes. A slot that moves away is closed before Serve
+// returns: no value of it is handed out after, here.
+func (e *Engine) Serve(now []bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var gained []int
+	for s := range slots.N {
+		on := now != nil && now[s]
+		switch {
+		case on && !e.served[s]:
+			gained = append(gained, s)
+		case !on && e.served[s]:
+			e.table.CloseSlot(s)
+			e.gate.drop(s)
+			e.released[s] = time.Now()
+			e.unpulled[s] = true
+		case on:
+			delete(e.unpulled, s)
+		}
+		e.served[s] = on
+	}
+	if len(gained) > 0 {
+		select {
+		case e.jobs <- gained:
+		default: // full: the next tick takes whatever is served and closed
+		}
+	}
+}
+
+// Attach makes s, the slot records of the server-id this server holds
+// now, those it takes slots in.
+func (e *Engine) Attach(s *Slots) {
+	s.OnLost(e.lost)
+	e.gate.Use(s)
+}
+
+// lost closes at once the slots this server found another took (or
+// their records gone): no value of them goes out from a segment in hand
+// meanwhile, and the served ones are taken again (from the records as
+// they are) at the next look.
+func (e *Engine) lost(list []int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, s := range list {
+		e.table.CloseSlot(s)
+	}
+}
+
+// Detach closes every slot: the server holds no server-id any more.
+func (e *Engine) Detach() {
+	e.Serve(nil)
+	e.gate.Use(nil)
+}
+
+// Handover answers a pull of slots: for each that this server no longer
+// serves and holds, its keys' exact values and the generation at which
+// it held them; Gen 0 for the others.
+func (e *Engine) Handover(list []int) []sequence.Handed {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	gens := e.cfg.Store.SlotGens()
+	out := make([]sequence.Handed, len(list))
+	for i, s := range list {
+		out[i].Slot = s
+		if _, ok := e.released[s]; ok && !e.served[s] && gens[s] > 0 {
+			out[i].Gen, out[i].Marks = gens[s], e.table.SlotMarks(s)
+			delete(e.unpulled, s)
+		}
+	}
+	return out
+}
+
+// settleFor bounds how long a slot let go is answered -TRYAGAIN while
+// its new owner has not pulled its keys (Settling).
+const settleFor = time.Second
+
+// Settling reports whether slot, let go by this server under settleFor
+// ago, has not been pulled by its new owner yet.
+func (e *Engine) Settling(slot int) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.unpulled[slot] && time.Since(e.released[slot]) < settleFor
+}
+
+// AwaitHandedOver returns once the new owners of the slots this server
+// let go pulled their keys, or ctx ends: at a graceful stop, so that
+// they continue each key exactly.
+func (e *Engine) AwaitHandedOver(ctx context.Context) {
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		e.mu.Lock()
+		n := len(e.unpulled)
+		e.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			e.cfg.Log.Info().Int("slots", n).Msg("sequences: slots not pulled by their new owners in time; their keys continue above their ceilings")
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// Stop ends the engine's work.
+func (e *Engine) Stop() {
+	select {
+	case <-e.stop:
+	default:
+		close(e.stop)
+	}
+	<-e.done
+}
+
+// run takes the slots that become this server's, one batch at a time,
+// and drops the keys of slots let go long enough ago.
+func (e *Engine) run() {
+	defer close(e.done)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	pending := map[int]bool{}
+	for {
+		select {
+		case <-e.stop:
+			return
+		case batch := <-e.jobs:
+			for _, s := range batch {
+				pending[s] = true
+			}
+		case <-tick.C:
+			e.expire()
+			for _, s := range e.unowned() {
+				pending[s] = true
+			}
+		}
+		if len(pending) == 0 {
+			continue
+		}
+		left := e.takeServed(slices.Sorted(maps.Keys(pending)))
+		clear(pending)
+		for _, s := range left {
+			pending[s] = true
+		}
+	}
+}
+
+// unowned closes, and returns, the slots served whose record another
+// write changed under this server (another server took it, or the
+// record was deleted): they are taken again, from the record as it is.
+func (e *Engine) unowned() []int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []int
+	for s, on := range e.served {
+		if _, owned := e.gate.owned(s); on && !owned {
+			e.table.CloseSlot(s)
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// expire drops the keys of the slots let go over releaseKeep ago.
+func (e *Engine) expire() {
+	e.mu.Lock()
+	var gone []int
+	for s, at := range e.released {
+		if time.Since(at) > releaseKeep && !e.served[s] {
+			gone = append(gone, s)
+			delete(e.released, s)
+		}
+	}
+	e.mu.Unlock()
+	if len(gone) == 0 {
+		return
+	}
+	gens := map[int]int64{}
+	for _, s := range gone {
+		e.table.DropSlot(s)
+		gens[s] = 0
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.Wait)
+	defer cancel()
+	if err := e.cfg.Store.SetSlotGens(ctx, gens); err != nil {
+		// Its keys are dropped from the table; the file's say it holds
+		// them at a generation no other server can have... but a take
+		// of the slot again finds the generation moved on, or, if it
+		// did not, finds the keys in the file at their marks.
+		e.cfg.Log.Warn().Err(err).Msg("sequences: could not record slots let go")
+	}
+}
+
+// takeServed takes those of slots still served, and returns those it
+// could not take yet (tried again at the next tick).
+func (e *Engine) takeServed(list []int) (left []int) {
+	e.mu.Lock()
+	list = slices.DeleteFunc(list, func(s int) bool { return !e.served[s] })
+	e.mu.Unlock()
+	if len(list) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.Wait)
+	defer cancel()
+	if err := e.take(ctx, list); err != nil {
+		e.cfg.Log.Warn().Err(err).Int("slots", len(list)).Msg("sequences: slots not taken yet; trying again")
+		return list
+	}
+	return nil
+}
+
+// take takes slots in etcd, each the one way this server's store allows,
+// brings their keys into the table as that way says, records the
+// generation at which the store holds them, and opens them.
+func (e *Engine) take(ctx context.Context, list []int) error {
+	cur := e.gate.cur.Load()
+	if cur == nil {
+		return errors.New("this server holds no server-id")
+	}
+	if n, err := cur.oldServers(ctx); err != nil {
+		return err
+	} else if n > 0 {
+		return fmt.Errorf("%d server(s) of the previous version (per-key marks in etcd) run on this etcd prefix: stop every one; sequences are served once none runs (docs/cluster.md, Upgrading from per-key marks)", n)
+	}
+	gens := e.cfg.Store.SlotGens()
+	recs, revs, err := cur.Read(ctx, list)
+	if err != nil {
+		return err
+	}
+	e.askAbsent(ctx, cur, list, revs)
+	pulled := e.pullAll(ctx, cur.owner, list, recs, gens)
+	imported, err := e.imports(ctx, cur, list, recs)
+	if err != nil {
+		return err
+	}
+	for slot, marks := range imported {
+		pulled[slot] = sequence.Handed{Slot: slot, Marks: marks} // Gen 0: taken as handed over if still never taken
+	}
+	decided := map[int]How{}
+	taken, err := cur.Take(ctx, list, func(slot int, prev Record) (How, int64, bool) {
+		how, ceil := Crashed, int64(0)
+		switch p, ok := pulled[slot]; {
+		case gens[slot] > 0 && gens[slot] == prev.Gen:
+			how = Current
+		case ok && p.Gen == prev.Gen:
+			// Handed over by a live owner, or the previous version's
+			// marks: the ceiling at once above each (were the load to
+			// fail, a take as after a crash then floors every key
+			// above them).
+			how = HandedOver
+			for _, m := range p.Marks {
+				ceil = max(ceil, m.Value+1)
+			}
+		}
+		decided[slot] = how
+		return how, ceil, e.serves(slot)
+	})
+	if err != nil {
+		return fmt.Errorf("take slots: %w", err)
+	}
+	if err := e.flagImported(ctx, cur, imported, taken); err != nil {
+		return err
+	}
+	newGens := map[int]int64{}
+	for slot, rec := range taken {
+		if err := e.bring(ctx, slot, decided[slot], pulled[slot].Marks); err != nil {
+			// Not one key of it is to be trusted: taken again as after a
+			// crash, its keys above its ceiling.
+			e.cfg.Log.Error().Err(err).Int("slot", slot).Msg("sequences: the keys handed over could not be stored; the slot is taken as after a crash")
+			again, err := cur.Take(ctx, []int{slot}, func(int, Record) (How, int64, bool) { return Crashed, 0, e.serves(slot) })
+			if err != nil {
+				return fmt.Errorf("take slot %d again: %w", slot, err)
+			}
+			e.table.DropSlot(slot)
+			rec = again[slot]
+			taken[slot] = rec
+		}
+		newGens[slot] = rec.Gen
+	}
+	if err := e.cfg.Store.SetSlotGens(ctx, newGens); err != nil {
+		return fmt.Errorf("record the slots taken: %w", err)
+	}
+	e.open(slices.Collect(maps.Keys(taken)))
+	var n [3]int
+	for slot := range taken {
+		n[decided[slot]]++
+	}
+	e.cfg.Log.Info().Int("current", n[Current]).Int("handed_over", n[HandedOver]).Int("crashed", n[Crashed]).
+		Msg("sequences: slots taken: those handed over or current continue each key exactly, the others above their ceilings")
+	return nil
+}
+
+// askAbsent asks the other live servers what they saw of the records of
+// list that etcd does not hold (revs 0), and has cur take each slot from
+// the higher of that and etcd's. A record deleted from etcd (by hand, or
+// the whole prefix) is put back by every server that saw it, but a take
+// may come first: this server may have seen nothing of it (a new dir),
+// and would otherwise take it from nothing (values of a key repeated so
+// from 2, under e2e TestClusterSequencesEtcdLosesData). A slot never used
+// is asked for too, and no server answers it.
+func (e *Engine) askAbsent(ctx context.Context, cur *Slots, list []int, revs []int64) {
+	var absent []int
+	asked := map[int]bool{}
+	for i, slot := range list {
+		if revs[i] == 0 {
+			absent, asked[slot] = append(absent, slot), true
+		}
+	}
+	if len(absent) == 0 || e.cfg.Ask == nil {
+		return
+	}
+	actx, cancel := context.WithTimeout(ctx, pullWait)
+	defer cancel()
+	for part := range slices.Chunk(absent, pullSlots) {
+		for _, answer := range e.cfg.Ask(actx, part) {
+			for slot, text := range answer {
+				rec, err := unmarshal([]byte(text))
+				if err != nil || !asked[slot] {
+					e.cfg.Log.Warn().Err(err).Int("slot", slot).Msg("sequences: a server's answer of what it saw of a slot is not one asked for; ignored")
+					continue
+				}
+				cur.seen(slot, rec, 0)
+			}
+		}
+	}
+}
+
+// bring puts slot's keys in the table as how says: kept (current),
+// loaded from the old owner's (handed over), or none (crashed: each
+// continues above the slot's floor).
+func (e *Engine) bring(ctx context.Context, slot int, how How, marks []sequence.Mark) error {
+	e.mu.Lock()
+	delete(e.released, slot)
+	e.mu.Unlock()
+	if how == Current {
+		return nil
+	}
+	e.table.DropSlot(slot)
+	if how == HandedOver {
+		return e.table.LoadSlot(ctx, marks)
+	}
+	return nil
+}
+
+// imports returns the previous version's marks of the slots of list that
+// no server ever took (no record), read once per engine (the first start
+// of this version on a cluster of the previous one takes every slot).
+func (e *Engine) imports(ctx context.Context, cur *Slots, list []int, recs []Record) (map[int][]sequence.Mark, error) {
+	out := map[int][]sequence.Mark{}
+	for i, slot := range list {
+		if recs[i].Gen != 0 {
+			continue
+		}
+		if !e.oldRead {
+			old, err := cur.readOldMarks(ctx)
+			if err != nil {
+				return nil, err
+			}
+			e.old, e.oldRead = old, true
+		}
+		if marks := e.old[slot]; len(marks) > 0 {
+			out[slot] = marks
+		}
+	}
+	return out, nil
+}
+
+// flagImported flags lost, in etcd, the previous version's marks of the
+// slots taken with them, and forgets them.
+func (e *Engine) flagImported(ctx context.Context, cur *Slots, imported map[int][]sequence.Mark, taken map[int]Record) error {
+	var marks []sequence.Mark
+	for slot := range taken {
+		marks = append(marks, imported[slot]...)
+	}
+	if len(marks) == 0 {
+		return nil
+	}
+	if err := cur.flagOldMarks(ctx, marks); err != nil {
+		return err
+	}
+	for slot := range taken {
+		delete(e.old, slot)
+	}
+	e.cfg.Log.Info().Int("keys", len(marks)).Msg("sequences: keys of the previous version (per-key marks in etcd) taken over, each above its mark; their marks are flagged lost for the previous version")
+	return nil
+}
+
+// serves reports whether the assignment gives slot to this server now:
+// a take of a slot that moved away meanwhile is not written (its new
+// owner takes it).
+func (e *Engine) serves(slot int) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.served[slot]
+}
+
+// open opens the slots taken that are still served; the others are let
+// go again.
+func (e *Engine) open(taken []int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, s := range taken {
+		if e.served[s] {
+			e.table.OpenSlot(s)
+		} else {
+			e.gate.drop(s)
+			e.released[s] = time.Now()
+		}
+	}
+}
+
+// pullAll pulls, from each live server that owned some of list at
+// their records' generation, those this server does not hold at it.
+func (e *Engine) pullAll(ctx context.Context, self int64, list []int, recs []Record, gens map[int]int64) map[int]sequence.Handed {
+	out := map[int]sequence.Handed{}
+	if e.cfg.Pull == nil {
+		return out
+	}
+	byOwner := map[int64][]int{}
+	for i, slot := range list {
+		r := recs[i]
+		if r.Owner >= 0 && r.Owner != self && (gens[slot] == 0 || gens[slot] != r.Gen) {
+			byOwner[r.Owner] = append(byOwner[r.Owner], slot)
+		}
+	}
+	for owner, list := range byOwner {
+		for part := range slices.Chunk(list, pullSlots) {
+			if err := e.pull(ctx, owner, part, out); err != nil {
+				e.cfg.Log.Info().Err(err).Int("slots", len(list)).Int64("owner", owner).Msg("sequences: slots not handed over; their keys continue above their ceilings")
+				break
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,417 @@
+package seqslots
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/idserver/idserver/internal/await"
+	"github.com/idserver/idserver/internal/testetcd"
+	"github.com/idserver/idserver/internal/testseed"
+	"github.com/idserver/idserver/sequence"
+)
+
+// A testCluster is servers' engines over one etcd, in this process, each
+// on its own directory, with the slots assigned by the test as the slot
+// keeper would (what moves is let go by its old owner first).
+type testCluster struct {
+	t     *testing.T
+	etcd  *testetcd.Server
+	steps Steps
+
+	mu     sync.Mutex
+	live   map[int64]*testNode
+	owners map[int]int64 // by slot
+	others []*Known      // servers that only follow the records, asked too
+}
+
+type testNode struct {
+	id     int64
+	dir    string
+	file   *sequence.File
+	table  *sequence.Table
+	known  *Known
+	eng    *Engine
+	cancel context.CancelFunc
+}
+
+func newTestCluster(t *testing.T, steps Steps) *testCluster {
+	return &testCluster{t: t, etcd: testetcd.Start(t), steps: steps, live: map[int64]*testNode{}, owners: map[int]int64{}}
+}
+
+// start starts server-id id on dir, serving what the assignment gives it.
+func (c *testCluster) start(id int64, dir string) *testNode {
+	c.t.Helper()
+	file, known, _, err := sequence.OpenFile(filepath.Join(dir, "seq"))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	gens := file.SlotGens()
+	known = slices.DeleteFunc(known, func(m sequence.Mark) bool { return gens[slotOf(m.Key)] == 0 })
+	gate := NewGate(file)
+	table := sequence.New(sequence.Options{}, gate, known)
+	ask := func(ctx context.Context, list []int) []map[int]string { return c.ask(id, list) }
+	eng := NewEngine(EngineConfig{Store: file, Pull: c.pull, Ask: ask, Wait: 10 * time.Second, Log: zerolog.Nop()}, table, gate)
+	cli := c.etcd.Client()
+	ctx, cancel := context.WithCancel(context.Background())
+	seen := NewKnown(nil, nil, zerolog.Nop())
+	s := New(Config{Client: cli, Prefix: "/t/", Owner: id, Steps: c.steps, Known: seen})
+	go s.Run(ctx)
+	eng.Attach(s)
+	n := &testNode{id: id, dir: dir, file: file, table: table, known: seen, eng: eng, cancel: func() { cancel(); cli.Close() }}
+	c.mu.Lock()
+	c.live[id] = n
+	c.mu.Unlock()
+	c.serve(n)
+	return n
+}
+
+// serve gives n what the assignment gives its id.
+func (c *testCluster) serve(n *testNode) {
+	c.mu.Lock()
+	served := make([]bool, 16384)
+	for s, id := range c.owners {
+		served[s] = id == n.id
+	}
+	c.mu.Unlock()
+	n.eng.Serve(served)
+}
+
+// stop stops n gracefully: its slots, given to others first, handed
+// over.
+func (c *testCluster) stop(n *testNode) {
+	c.mu.Lock()
+	delete(c.live, n.id)
+	c.mu.Unlock()
+	n.eng.Serve(nil)
+	n.eng.Stop()
+	if err := n.table.Stop(context.Background()); err != nil {
+		c.t.Error(err)
+	}
+	n.cancel()
+	n.file.Close()
+}
+
+// crash abandons n with its directory, as a server whose disk went with
+// it: no pull reaches it, and its raises stop.
+func (c *testCluster) crash(n *testNode) {
+	c.mu.Lock()
+	delete(c.live, n.id)
+	c.mu.Unlock()
+	n.eng.Serve(nil) // what it would serve no longer matters: no client reaches it
+	n.eng.Stop()
+	n.cancel()
+	c.t.Cleanup(func() { n.table.Stop(context.Background()); n.file.Close() })
+}
+
+// assign moves slot to id: let go by its old owner, then given.
+func (c *testCluster) assign(slot int, id int64) {
+	c.mu.Lock()
+	old, had := c.owners[slot]
+	c.owners[slot] = id
+	from, to := c.live[old], c.live[id]
+	c.mu.Unlock()
+	if had && from != nil {
+		c.serve(from)
+	}
+	if to != nil {
+		c.serve(to)
+	}
+}
+
+func (c *testCluster) pull(ctx context.Context, owner int64, list []int) ([]sequence.Handed, error) {
+	c.mu.Lock()
+	n := c.live[owner]
+	c.mu.Unlock()
+	if n == nil {
+		return nil, fmt.Errorf("server %d is not running", owner)
+	}
+	return n.eng.Handover(list), nil
+}
+
+// ask is what the live servers but self, and the others, saw of list.
+func (c *testCluster) ask(self int64, list []int) []map[int]string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []map[int]string
+	for id, n := range c.live {
+		if id != self {
+			out = append(out, n.known.Seen(list))
+		}
+	}
+	for _, k := range c.others {
+		out = append(out, k.Seen(list))
+	}
+	return out
+}
+
+// incr is a client's INCR of key on the owner of its slot, retried
+// while the slot moves.
+func (c *testCluster) incr(ctx context.Context, key string) (int64, error) {
+	for {
+		c.mu.Lock()
+		n := c.live[c.owners[slotOf(key)]]
+		c.mu.Unlock()
+		if n != nil {
+			v, err := n.table.Incr(key, 1)
+			if err == nil || !(errors.Is(err, sequence.ErrNotServed) || errors.Is(err, sequence.ErrNotReserved) || errors.Is(err, sequence.ErrStopped)) {
+				return v, err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("INCR %s: %w", key, ctx.Err())
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// keysOf returns n keys of each of slots.
+func keysOf(list []int, n int) []string {
+	var keys []string
+	left := map[int]int{}
+	for _, s := range list {
+		left[s] = n
+	}
+	for i := 0; len(keys) < n*len(list); i++ {
+		k := fmt.Sprintf("key:%d", i)
+		if left[slotOf(k)] > 0 {
+			left[slotOf(k)]--
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// TestEngineHandOversAreExact: slots moved back and forth between two
+// live servers, as at a rolling restart or a rebalance, and each server
+// stopped and started again on its own directory: every key's values
+// are 1, 2, 3, ... with none skipped and none twice.
+func TestEngineHandOversAreExact(t *testing.T) {
+	c := newTestCluster(t, Steps{Min: 16, Max: 64, Fast: time.Minute, Slow: 10 * time.Minute})
+	list := []int{3, 700, 16000}
+	for _, s := range list {
+		c.owners[s] = 0
+	}
+	dirs := []string{t.TempDir(), t.TempDir()}
+	nodes := []*testNode{c.start(0, dirs[0]), c.start(1, dirs[1])}
+	keys := keysOf(list, 10)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	want := map[string]int64{}
+	round := func() {
+		for range 50 {
+			for _, k := range keys {
+				v, err := c.incr(ctx, k)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want[k]++; v != want[k] {
+					t.Fatalf("INCR %s gave %d, want %d", k, v, want[k])
+				}
+			}
+		}
+	}
+	round()
+	for i := range 6 {
+		to := int64((i + 1) % 2)
+		for _, s := range list {
+			c.assign(s, to)
+		}
+		round()
+		if i%2 == 1 { // the server that let the slots go restarts on its directory
+			from := 1 - to
+			c.stop(nodes[from])
+			nodes[from] = c.start(from, dirs[from])
+		}
+	}
+}
+
+// TestEngineNeverRepeats: three servers, slots moved between them at
+// random, servers crashing with their disks (a new server-id on an empty
+// directory takes their place) or restarting on their directories,
+// while clients INCR keys of the slots. The oracle: each key's values
+// strictly increase in the order they were received, and none is handed
+// out twice. Seeded: the events and their order.
+func TestEngineNeverRepeats(t *testing.T) {
+	seed := testseed.Get(t)
+	rng := rand.New(rand.NewPCG(seed, 0))
+	c := newTestCluster(t, Steps{Min: 8, Max: 256, Fast: time.Minute, Slow: 10 * time.Minute})
+	list := []int{1, 2, 9000}
+	for _, s := range list {
+		c.owners[s] = int64(rng.IntN(3))
+	}
+	nodes := map[int64]*testNode{}
+	next := int64(0)
+	for ; next < 3; next++ {
+		nodes[next] = c.start(next, t.TempDir())
+	}
+	keys := keysOf(list, 5)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var mu sync.Mutex
+	got := map[string][]reply{}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for g := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(seed, uint64(g+1)))
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				k := keys[r.IntN(len(keys))]
+				sent := time.Now()
+				v, err := c.incr(ctx, k)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				got[k] = append(got[k], reply{v, sent, time.Now()})
+				mu.Unlock()
+			}
+		}()
+	}
+	for range 30 {
+		time.Sleep(time.Duration(rng.IntN(40)) * time.Millisecond)
+		ids := slices.Sorted(func(yield func(int64) bool) {
+			for id := range nodes {
+				if !yield(id) {
+					return
+				}
+			}
+		})
+		id := ids[rng.IntN(len(ids))]
+		switch rng.IntN(3) {
+		case 0: // a slot moves
+			c.assign(list[rng.IntN(len(list))], id)
+		case 1: // a crash with its disk: its slots go to a new server
+			c.crash(nodes[id])
+			delete(nodes, id)
+			nodes[next] = c.start(next, t.TempDir())
+			for _, s := range list {
+				if c.owners[s] == id {
+					c.assign(s, next)
+				}
+			}
+			next++
+		case 2: // a restart on its own directory, its slots kept
+			n := nodes[id]
+			c.stop(n)
+			nodes[id] = c.start(id, n.dir)
+		}
+	}
+	close(done)
+	wg.Wait()
+	total, jumps := 0, 0
+	for k, rs := range got {
+		total += len(rs)
+		jumps += checkReplies(t, k, rs)
+	}
+	if total < 1000 {
+		t.Fatalf("only %d values handed out", total)
+	}
+	t.Logf("%d values of %d keys; %d jumps (crash take-overs)", total, len(got), jumps)
+}
+
+// A reply is a value of a key a client had, and when.
+type reply struct {
+	v          int64
+	sent, recv time.Time
+}
+
+// checkReplies fails the test if a value of key came twice, or is not
+// above every value received before its request was sent; it returns
+// how many times the values, in order, jumped.
+func checkReplies(t *testing.T, key string, rs []reply) (jumps int) {
+	t.Helper()
+	byValue := slices.SortedFunc(slices.Values(rs), func(a, b reply) int { return cmp.Compare(a.v, b.v) })
+	for i := 1; i < len(byValue); i++ {
+		if byValue[i].v == byValue[i-1].v {
+			t.Errorf("%s: %d handed out twice", key, byValue[i].v)
+		} else if byValue[i].v != byValue[i-1].v+1 {
+			jumps++
+		}
+	}
+	bySent := slices.SortedFunc(slices.Values(rs), func(a, b reply) int { return a.sent.Compare(b.sent) })
+	byRecv := slices.SortedFunc(slices.Values(rs), func(a, b reply) int { return a.recv.Compare(b.recv) })
+	j, most := 0, int64(-1)
+	for _, r := range bySent {
+		for ; j < len(byRecv) && byRecv[j].recv.Before(r.sent); j++ {
+			most = max(most, byRecv[j].v)
+		}
+		if r.v <= most {
+			t.Errorf("%s: %d, sent at %s, not above %d received before it was sent", key, r.v, r.sent.Format("15:04:05.000000"), most)
+		}
+	}
+	return jumps
+}
+
+// TestEngineAsksWhatOthersSaw: a slot's owner crashes with its directory
+// and etcd loses the slot's record; a server on a new directory, which
+// saw nothing of it, takes it before any server puts the record back:
+// it asks the live servers what they saw (a server that followed the
+// records has the owner's last ceiling), and continues every key above
+// it, not from 1.
+func TestEngineAsksWhatOthersSaw(t *testing.T) {
+	c := newTestCluster(t, Steps{Min: 10, Max: 10, Fast: time.Minute, Slow: 10 * time.Minute})
+	ctx := context.Background()
+	const slot = 42
+	key := keysOf([]int{slot}, 1)[0]
+	c.assign(slot, 0)
+	a := c.start(0, t.TempDir())
+	var last int64
+	for range 200 { // twenty raises of a step of 10
+		v, err := c.incr(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = v
+	}
+	// A server that only follows the records, then stops following (it
+	// would put the record back, and the take is to come first).
+	follower := NewKnown(nil, nil, zerolog.Nop())
+	cli := c.etcd.Client()
+	defer cli.Close()
+	fctx, stopFollowing := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); follower.Follow(fctx, cli, "/t/") }()
+	await.True(t, time.Minute, "the follower sees the owner's last ceiling", func() bool {
+		rec, err := unmarshal([]byte(follower.Seen([]int{slot})[slot]))
+		return err == nil && rec.Ceil > last
+	})
+	stopFollowing()
+	<-done
+	c.mu.Lock()
+	c.others = append(c.others, follower)
+	c.mu.Unlock()
+	c.crash(a)
+	if _, err := cli.Delete(ctx, "/t/seqslot/"+strconv.Itoa(slot)); err != nil {
+		t.Fatal(err)
+	}
+	c.start(1, t.TempDir())
+	c.assign(slot, 1)
+	v, err := c.incr(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v <= last {
+		t.Fatalf("INCR %s after the take-over: %d, at or below %d handed out before", key, v, last)
+	}
+	t.Logf("INCR %s: %d before the crash, %d after the take-over", key, last, v)
+}

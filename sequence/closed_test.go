@@ -1,0 +1,127 @@
+package sequence
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idserver/idserver/internal/testseed"
+	"github.com/idserver/idserver/slots"
+)
+
+// TestCloseSlotIsABarrier: once CloseSlot returns, no INCR, INCRBY
+// (IncrAll) or SET of a key of the slot hands out or stores a value, new
+// keys included, and each key's value then is its last (what a hand-over
+// sends). Keys of other slots go on; OpenSlot serves the slot again from
+// there. Seeded: the keys and when the slot closes.
+func TestCloseSlotIsABarrier(t *testing.T) {
+	seed := testseed.Get(t)
+	rng := rand.New(rand.NewPCG(seed, 0))
+	tb := newTable(t, newMem(), Options{Wait: 200 * time.Millisecond}, nil) // an INCR of the closed slot waits that long
+	var in, out []string                                                    // keys of slot 0 and of other slots
+	for i := 0; len(in) < 20 || len(out) < 20; i++ {
+		k := fmt.Sprintf("k%d-%d", rng.IntN(1000), i)
+		if slots.Of([]byte(k)) == slots.Of([]byte("{x}")) {
+			in = append(in, k)
+		} else if len(out) < 20 {
+			out = append(out, k)
+		}
+		if i > 1<<22 {
+			t.Fatal("no keys of the slot found")
+		}
+	}
+	slot := slots.Of([]byte("{x}"))
+	in = append(in, "{x}a", "{x}b")
+	var stop atomic.Bool
+	var mu sync.Mutex
+	last := map[string]int64{}
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(seed, uint64(g+1)))
+			for !stop.Load() {
+				keys := in
+				if r.IntN(3) == 0 {
+					keys = out
+				}
+				k := keys[r.IntN(len(keys))]
+				v, err := tb.Incr(k, 1)
+				if errors.Is(err, ErrNotServed) {
+					continue
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				last[k] = max(last[k], v)
+				mu.Unlock()
+			}
+		}()
+	}
+	time.Sleep(time.Duration(20+rng.IntN(50)) * time.Millisecond)
+	tb.CloseSlot(slot)
+	mu.Lock()
+	at := map[string]int64{}
+	for _, k := range in {
+		at[k], _ = tb.Get(k)
+		if last[k] > at[k] {
+			t.Errorf("%s: %d handed out, above its value %d once closed", k, last[k], at[k])
+		}
+	}
+	mu.Unlock()
+	time.Sleep(50 * time.Millisecond)
+	if err := tb.Set("{x}new", 5, Always); !errors.Is(err, ErrNotServed) {
+		t.Errorf("SET of a new key of the closed slot: %v, want ErrNotServed", err)
+	}
+	if err := tb.IncrAll([]Want{{Key: in[0], N: 1}}); !errors.Is(err, ErrNotServed) {
+		t.Errorf("IncrAll of a key of the closed slot: %v, want ErrNotServed", err)
+	}
+	mu.Lock()
+	for _, k := range in {
+		if last[k] != at[k] {
+			t.Errorf("%s: %d handed out after the slot closed at %d", k, last[k], at[k])
+		}
+	}
+	mu.Unlock()
+	tb.OpenSlot(slot)
+	if v, err := tb.Incr(in[0], 1); err != nil || v != at[in[0]]+1 {
+		t.Errorf("INCR once open again: %d, %v; want %d", v, err, at[in[0]]+1)
+	}
+	stop.Store(true)
+	wg.Wait()
+}
+
+// TestClosedSlotWaits: an INCR or SET of a key of a closed slot waits
+// for OpenSlot (a take under way), up to its bound, rather than fail.
+func TestClosedSlotWaits(t *testing.T) {
+	tb := newTable(t, newMem(), Options{Wait: 5 * time.Second}, nil)
+	slot := slots.Of([]byte("{w}"))
+	tb.CloseSlot(slot)
+	type res struct {
+		v   int64
+		err error
+	}
+	incr, set := make(chan res, 1), make(chan error, 1)
+	go func() { v, err := tb.Incr("{w}a", 1); incr <- res{v, err} }()
+	go func() { set <- tb.Set("{w}b", 7, Always) }()
+	time.Sleep(100 * time.Millisecond)
+	select {
+	case r := <-incr:
+		t.Fatalf("INCR of a closed slot's key returned at once: %d, %v", r.v, r.err)
+	default:
+	}
+	tb.OpenSlot(slot)
+	if r := <-incr; r.err != nil || r.v != 1 {
+		t.Errorf("INCR once the slot opened: %d, %v; want 1", r.v, r.err)
+	}
+	if err := <-set; err != nil {
+		t.Errorf("SET once the slot opened: %v", err)
+	}
+}
