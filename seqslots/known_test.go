@@ -14,45 +14,62 @@ import (
 	"github.com/idserver/idserver/internal/testetcd"
 )
 
+// followedSlot is the slot followedThenLost's owner takes.
+const followedSlot = 7
+
+// followed is what followedThenLost made.
+type followed struct {
+	a          *Slots // the owner, server-id 0, on cliA
+	cliA, cliB *clientv3.Client
+	known      *Known // the follower, on cliB
+	ceil       int64  // the owner's last ceiling, seen by the follower
+}
+
+// followedThenLost has server-id 0 take followedSlot and raise its
+// ceiling above 5000 while a Known follows the records (until the test
+// ends), waits for the follower to see that ceiling, and deletes every
+// record.
+func followedThenLost(t *testing.T) followed {
+	t.Helper()
+	e := testetcd.Start(t)
+	ctx := context.Background()
+	f := followed{cliA: e.Client(), cliB: e.Client(), known: NewKnown(nil, nil, zerolog.Nop())}
+	t.Cleanup(func() { f.cliA.Close(); f.cliB.Close() })
+	f.a = New(Config{Client: f.cliA, Prefix: "/t/", Owner: 0, Steps: DefaultSteps})
+	run(t, f.a)
+	fctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	go f.known.Follow(fctx, f.cliB, "/t/")
+	if _, err := f.a.Take(ctx, []int{followedSlot}, crashed); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.a.Cover(ctx, followedSlot, 5000); err != nil {
+		t.Fatal(err)
+	}
+	f.ceil = stored(t, f.a, followedSlot).Ceil
+	await.True(t, 30*time.Second, "the follower to see the ceiling", func() bool {
+		r, _ := f.known.lift(followedSlot, Record{}, 0)
+		return r.Ceil == f.ceil
+	})
+	if _, err := f.cliA.Delete(ctx, "/t/seqslot/", clientv3.WithPrefix()); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
 // TestRecordDeletedTakenFromKnown: a slot's record deleted by hand (or
 // the prefix) while a server that followed it runs: that server's take
 // starts from what it saw, so the floor stays above every value the old
 // owner covered, and the generation does not go back.
 func TestRecordDeletedTakenFromKnown(t *testing.T) {
-	e := testetcd.Start(t)
-	ctx := context.Background()
-	cliA, cliB := e.Client(), e.Client()
-	defer cliA.Close()
-	defer cliB.Close()
-	a := New(Config{Client: cliA, Prefix: "/t/", Owner: 0, Steps: DefaultSteps})
-	run(t, a)
-	known := NewKnown(nil, nil, zerolog.Nop())
-	fctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go known.Follow(fctx, cliB, "/t/")
-	b := New(Config{Client: cliB, Prefix: "/t/", Owner: 1, Steps: DefaultSteps, Known: known})
-
-	const slot = 7
-	if _, err := a.Take(ctx, []int{slot}, crashed); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Cover(ctx, slot, 5000); err != nil {
-		t.Fatal(err)
-	}
-	ceil := stored(t, a, slot).Ceil
-	await.True(t, 30*time.Second, "the follower to see the ceiling", func() bool {
-		r, _ := known.lift(slot, Record{}, 0)
-		return r.Ceil == ceil
-	})
-	if _, err := cliA.Delete(ctx, "/t/seqslot/", clientv3.WithPrefix()); err != nil {
-		t.Fatal(err)
-	}
-	taken, err := b.Take(ctx, []int{slot}, crashed)
+	f := followedThenLost(t)
+	b := New(Config{Client: f.cliB, Prefix: "/t/", Owner: 1, Steps: DefaultSteps, Known: f.known})
+	taken, err := b.Take(context.Background(), []int{followedSlot}, crashed)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := taken[slot]; r.Floor < ceil || r.Gen < 2 {
-		t.Fatalf("taken after the record was deleted: %+v; want floor at least %d (the old owner's ceiling) and gen above 1", r, ceil)
+	if r := taken[followedSlot]; r.Floor < f.ceil || r.Gen < 2 {
+		t.Fatalf("taken after the record was deleted: %+v; want floor at least %d (the old owner's ceiling) and gen above 1", r, f.ceil)
 	}
 }
 
@@ -61,41 +78,15 @@ func TestRecordDeletedTakenFromKnown(t *testing.T) {
 // it saw, so that a server that saw nothing of it (a new dir) takes the
 // slot above the old owner's ceiling, not from nothing.
 func TestDeletedRecordPutBack(t *testing.T) {
-	e := testetcd.Start(t)
-	ctx := context.Background()
-	cliA, cliB := e.Client(), e.Client()
-	defer cliA.Close()
-	defer cliB.Close()
-	a := New(Config{Client: cliA, Prefix: "/t/", Owner: 0, Steps: DefaultSteps})
-	run(t, a)
-	known := NewKnown(nil, nil, zerolog.Nop())
-	fctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go known.Follow(fctx, cliB, "/t/")
-
-	const slot = 7
-	if _, err := a.Take(ctx, []int{slot}, crashed); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Cover(ctx, slot, 5000); err != nil {
-		t.Fatal(err)
-	}
-	ceil := stored(t, a, slot).Ceil
-	await.True(t, 30*time.Second, "the follower to see the ceiling", func() bool {
-		r, _ := known.lift(slot, Record{}, 0)
-		return r.Ceil == ceil
-	})
-	if _, err := cliA.Delete(ctx, "/t/seqslot/", clientv3.WithPrefix()); err != nil {
-		t.Fatal(err)
-	}
-	await.True(t, 30*time.Second, "the follower to put the record back", func() bool { return stored(t, a, slot).Gen > 0 })
-	fresh := New(Config{Client: cliA, Prefix: "/t/", Owner: 1, Steps: DefaultSteps}) // saw nothing
-	taken, err := fresh.Take(ctx, []int{slot}, crashed)
+	f := followedThenLost(t)
+	await.True(t, 30*time.Second, "the follower to put the record back", func() bool { return stored(t, f.a, followedSlot).Gen > 0 })
+	fresh := New(Config{Client: f.cliA, Prefix: "/t/", Owner: 1, Steps: DefaultSteps}) // saw nothing
+	taken, err := fresh.Take(context.Background(), []int{followedSlot}, crashed)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := taken[slot]; r.Floor < ceil {
-		t.Fatalf("taken by a server that saw nothing after the record was deleted: %+v; want floor at least %d (the old owner's ceiling)", r, ceil)
+	if r := taken[followedSlot]; r.Floor < f.ceil {
+		t.Fatalf("taken by a server that saw nothing after the record was deleted: %+v; want floor at least %d (the old owner's ceiling)", r, f.ceil)
 	}
 }
 

@@ -422,8 +422,8 @@ func (st Steps) adapt(step int64, lasted time.Duration) int64 {
 	return step
 }
 
-// raisedTo records that recs were written at rev, and wakes the waiters
-// their ceilings cover.
+// raisedTo records that recs were written at rev (keep has seen and
+// kept them), and wakes the waiters their ceilings cover.
 func (s *Slots) raisedTo(slots []int, recs []Record, rev int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -433,7 +433,6 @@ func (s *Slots) raisedTo(slots []int, recs []Record, rev int64) {
 			continue // dropped meanwhile
 		}
 		o.rec, o.rev, o.since, o.ahead = recs[i], rev, s.now(), false
-		s.seen(slot, recs[i], rev)
 		o.writes++
 		if o.covered() {
 			s.wake() // asked for more meanwhile
