@@ -311,7 +311,7 @@ func (m *clusterMode) startEngine(src *slotassign.Source) {
 	m.known = seqslots.KnownIn(m.seqFile, m.log)
 	gate := seqslots.NewGate(m.seqFile)
 	m.seqs = sequence.New(seqOptions(m.cfg, m.log), gate, known)
-	pullCfg := seqpull.Config{Password: m.cfg.RequirePass}
+	pullCfg := seqpull.Config{Password: m.cfg.RequirePass, MaxArgs: m.cfg.ProtoMaxMultibulkLen}
 	pull := func(ctx context.Context, owner int64, list []int) ([]sequence.Handed, error) {
 		n, ok := src.Node(owner)
 		if !ok {

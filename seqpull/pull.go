@@ -10,6 +10,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"time"
 
@@ -27,45 +28,64 @@ type Config struct {
 	Username, Password string
 	// TLS, if set, is used for nodes that announce only a TLS port.
 	TLS *tls.Config
+	// MaxArgs is the most arguments a command may have on the others
+	// (proto-max-multibulk-len, the same on every server of a cluster):
+	// a list of slots is sent in commands of at most that many.
+	MaxArgs int
+}
+
+// perCommand is the most slots one command carries: its reply (a slot
+// handed over may hold many keys) stays within a few slots' worth.
+const perCommand = 256
+
+// parts cuts list into the lists of slots, one per command.
+func (cfg Config) parts(list []int) [][]int {
+	n := perCommand
+	if cfg.MaxArgs > 2 {
+		n = min(n, cfg.MaxArgs-2) // CLUSTER <sub> and the slots
+	}
+	return slices.Collect(slices.Chunk(list, n))
 }
 
 // Pull asks node for the keys of list, once. It uses one connection,
 // closed before it returns.
 func Pull(ctx context.Context, cfg Config, node slots.Node, list []int) ([]sequence.Handed, error) {
-	v, err := ask(ctx, cfg, node, "seqhandover", list)
-	if err != nil {
-		return nil, err
-	}
-	return parse(v)
+	var out []sequence.Handed
+	err := ask(ctx, cfg, node, "seqhandover", list, func(v []any) error {
+		handed, err := parse(v)
+		out = append(out, handed...)
+		return err
+	})
+	return out, err
 }
 
 // Seen asks node what it saw of the records of list (CLUSTER SEQSEEN),
 // once: each record it saw, by slot, as it sent it.
 func Seen(ctx context.Context, cfg Config, node slots.Node, list []int) (map[int]string, error) {
-	v, err := ask(ctx, cfg, node, "seqseen", list)
-	if err != nil {
-		return nil, err
-	}
-	if len(v)%2 != 0 {
-		return nil, fmt.Errorf("seen: a reply of %d elements", len(v))
-	}
 	out := map[int]string{}
-	for i := 0; i < len(v); i += 2 {
-		slot, ok1 := v[i].(int64)
-		rec, ok2 := v[i+1].(string)
-		if !ok1 || !ok2 {
-			return nil, fmt.Errorf("seen: a slot's reply is %v %v", v[i], v[i+1])
+	err := ask(ctx, cfg, node, "seqseen", list, func(v []any) error {
+		if len(v)%2 != 0 {
+			return fmt.Errorf("seen: a reply of %d elements", len(v))
 		}
-		out[int(slot)] = rec
-	}
-	return out, nil
+		for i := 0; i < len(v); i += 2 {
+			slot, ok1 := v[i].(int64)
+			rec, ok2 := v[i+1].(string)
+			if !ok1 || !ok2 {
+				return fmt.Errorf("seen: a slot's reply is %v %v", v[i], v[i+1])
+			}
+			out[int(slot)] = rec
+		}
+		return nil
+	})
+	return out, err
 }
 
-// ask sends CLUSTER sub with list to node on a connection of its own,
-// closed before it returns, and returns the reply's array.
-func ask(ctx context.Context, cfg Config, node slots.Node, sub string, list []int) ([]any, error) {
+// ask sends CLUSTER sub with list, in parts (Config.parts), to node on
+// a connection of its own, closed before it returns, and has each reply's
+// array read by got.
+func ask(ctx context.Context, cfg Config, node slots.Node, sub string, list []int, got func([]any) error) error {
 	if node.IP == "" {
-		return nil, fmt.Errorf("node %s announces no address", node.ID)
+		return fmt.Errorf("node %s announces no address", node.ID)
 	}
 	// ctx bounds the whole call: without ContextTimeoutEnabled go-redis
 	// waits out its own 5 s socket timeouts on a node that accepts and
@@ -79,7 +99,7 @@ func ask(ctx context.Context, cfg Config, node slots.Node, sub string, list []in
 	case node.TLSPort != 0 && cfg.TLS != nil:
 		opts.Addr, opts.TLSConfig = net.JoinHostPort(node.IP, strconv.Itoa(node.TLSPort)), cfg.TLS
 	default:
-		return nil, fmt.Errorf("node %s announces no port this server can reach", node.ID)
+		return fmt.Errorf("node %s announces no port this server can reach", node.ID)
 	}
 	cli := redis.NewClient(opts)
 	defer cli.Close()
@@ -89,17 +109,22 @@ func ask(ctx context.Context, cfg Config, node slots.Node, sub string, list []in
 	err := cli.Ping(rctx).Err()
 	cancel()
 	if err != nil {
-		return nil, fmt.Errorf("cluster %s on %s: no answer to PING: %w", sub, opts.Addr, err)
+		return fmt.Errorf("cluster %s on %s: no answer to PING: %w", sub, opts.Addr, err)
 	}
-	args := []any{"cluster", sub}
-	for _, s := range list {
-		args = append(args, s)
+	for _, part := range cfg.parts(list) {
+		args := []any{"cluster", sub}
+		for _, s := range part {
+			args = append(args, s)
+		}
+		v, err := cli.Do(ctx, args...).Slice()
+		if err == nil {
+			err = got(v)
+		}
+		if err != nil {
+			return fmt.Errorf("cluster %s on %s: %w", sub, opts.Addr, err)
+		}
 	}
-	v, err := cli.Do(ctx, args...).Slice()
-	if err != nil {
-		return nil, fmt.Errorf("cluster %s on %s: %w", sub, opts.Addr, err)
-	}
-	return v, nil
+	return nil
 }
 
 func parse(v []any) ([]sequence.Handed, error) {

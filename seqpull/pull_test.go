@@ -3,6 +3,7 @@ package seqpull
 import (
 	"context"
 	"net"
+	"slices"
 	"testing"
 	"time"
 
@@ -45,5 +46,27 @@ func TestPullEndsWithItsContext(t *testing.T) {
 		}
 	case <-time.After(3 * time.Second):
 		t.Fatal("Pull from an owner that never answers outlived its context by 3 s")
+	}
+}
+
+// TestPartsWithinMaxArgs: a list of slots goes out in commands the other
+// servers accept: none longer than proto-max-multibulk-len (which may be
+// as low as 16), each slot once, in order.
+func TestPartsWithinMaxArgs(t *testing.T) {
+	list := make([]int, 1000)
+	for i := range list {
+		list[i] = i
+	}
+	for _, maxArgs := range []int{0, 16, 100, 1024, 1 << 20} {
+		var joined []int
+		for _, part := range (Config{MaxArgs: maxArgs}).parts(list) {
+			if args := 2 + len(part); (maxArgs > 0 && args > maxArgs) || len(part) > perCommand {
+				t.Fatalf("MaxArgs %d: a command of %d arguments", maxArgs, args)
+			}
+			joined = append(joined, part...)
+		}
+		if !slices.Equal(joined, list) {
+			t.Fatalf("MaxArgs %d: the parts join to %v", maxArgs, joined)
+		}
 	}
 }

@@ -39,14 +39,10 @@ type Store interface {
 type Puller func(ctx context.Context, owner int64, slots []int) ([]sequence.Handed, error)
 
 // An Asker asks every other live server what it saw of the records of
-// slots (Known.Seen on each; at most pullSlots slots), within ctx, and
-// returns each answer (a record by slot, as Seen gives it); a server that
-// does not answer is left out.
+// slots (Known.Seen on each), within ctx, and returns each answer (a
+// record by slot, as Seen gives it); a server that does not answer is
+// left out.
 type Asker func(ctx context.Context, slots []int) []map[int]string
-
-// pullSlots is the most slots one pull asks for: a command of that many
-// arguments is within every server's bound.
-const pullSlots = 256
 
 // pull pulls list from owner into out.
 func (e *Engine) pull(ctx context.Context, owner int64, list []int, out map[int]sequence.Handed) error {
@@ -70,8 +66,7 @@ func (e *Engine) pull(ctx context.Context, owner int64, list []int, out map[int]
 // of 51 MB (e2e TestBoundsHandover).
 const pullWait = 8 * time.Second
 
-// askWait bounds the ask of what the other servers saw of records etcd
-// lacks.
+// askWait bounds the ask of what the other servers saw of the records.
 const askWait = time.Second
 
 // EngineConfig configures an Engine.
@@ -358,11 +353,11 @@ func (e *Engine) take(ctx context.Context, list []int) error {
 		return fmt.Errorf("%d server(s) of the previous version (per-key marks in etcd) run on this etcd prefix: stop every one; sequences are served once none runs (docs/cluster.md, Upgrading from per-key marks)", n)
 	}
 	gens := e.cfg.Store.SlotGens()
-	recs, revs, err := cur.Read(ctx, list)
+	recs, _, err := cur.Read(ctx, list)
 	if err != nil {
 		return err
 	}
-	e.askAbsent(ctx, cur, list, revs)
+	e.askOthers(ctx, cur, list)
 	pulled := e.pullAll(ctx, cur.owner, list, recs, gens)
 	imported, err := e.imports(ctx, cur, list, recs)
 	if err != nil {
@@ -425,37 +420,34 @@ func (e *Engine) take(ctx context.Context, list []int) error {
 	return nil
 }
 
-// askAbsent asks the other live servers what they saw of the records of
-// list that etcd does not hold (revs 0), and has cur take each slot from
-// the higher of that and etcd's. A record deleted from etcd (by hand, or
-// the whole prefix) is put back by every server that saw it, but a take
-// may come first: this server may have seen nothing of it (a new dir),
-// and would otherwise take it from nothing (values of a key repeated so
-// from 2, under e2e TestClusterSequencesEtcdLosesData). A slot never used
-// is asked for too, and no server answers it.
-func (e *Engine) askAbsent(ctx context.Context, cur *Slots, list []int, revs []int64) {
-	var absent []int
-	asked := map[int]bool{}
-	for i, slot := range list {
-		if revs[i] == 0 {
-			absent, asked[slot] = append(absent, slot), true
-		}
-	}
-	if len(absent) == 0 || e.cfg.Ask == nil {
+// askOthers has cur take each slot of list from the highest record any
+// other live server saw of it, beside etcd's and this server's own:
+// etcd's may be below what was handed out (a record deleted by hand or
+// with the prefix, etcd restored from an older snapshot, or put back by
+// a server that saw less than another), and this server may have seen
+// nothing of it (a new dir) or less (it was down). A server that saw it
+// puts it back in etcd itself, but a take may come first: values of a
+// key were handed out twice so under e2e
+// TestClusterSequencesEtcdLosesData, from 2 after the prefix was deleted,
+// and from a stale record another server had put back.
+func (e *Engine) askOthers(ctx context.Context, cur *Slots, list []int) {
+	if e.cfg.Ask == nil {
 		return
+	}
+	asked := map[int]bool{}
+	for _, slot := range list {
+		asked[slot] = true
 	}
 	actx, cancel := context.WithTimeout(ctx, askWait)
 	defer cancel()
-	for part := range slices.Chunk(absent, pullSlots) {
-		for _, answer := range e.cfg.Ask(actx, part) {
-			for slot, text := range answer {
-				rec, err := unmarshal([]byte(text))
-				if err != nil || !asked[slot] {
-					e.cfg.Log.Warn().Err(err).Int("slot", slot).Msg("sequences: a server's answer of what it saw of a slot is not one asked for; ignored")
-					continue
-				}
-				cur.seen(slot, rec, 0)
+	for _, answer := range e.cfg.Ask(actx, list) {
+		for slot, text := range answer {
+			rec, err := unmarshal([]byte(text))
+			if err != nil || !asked[slot] {
+				e.cfg.Log.Warn().Err(err).Int("slot", slot).Msg("sequences: a server's answer of what it saw of a slot is not one asked for; ignored")
+				continue
 			}
+			cur.seen(slot, rec, 0)
 		}
 	}
 }
@@ -559,11 +551,8 @@ func (e *Engine) pullAll(ctx context.Context, self int64, list []int, recs []Rec
 		}
 	}
 	for owner, list := range byOwner {
-		for part := range slices.Chunk(list, pullSlots) {
-			if err := e.pull(ctx, owner, part, out); err != nil {
-				e.cfg.Log.Info().Err(err).Int("slots", len(list)).Int64("owner", owner).Msg("sequences: slots not handed over; their keys continue above their ceilings")
-				break
-			}
+		if err := e.pull(ctx, owner, list, out); err != nil {
+			e.cfg.Log.Info().Err(err).Int("slots", len(list)).Int64("owner", owner).Msg("sequences: slots not handed over; their keys continue above their ceilings")
 		}
 	}
 	return out

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/idserver/idserver/internal/await"
 	"github.com/idserver/idserver/internal/testetcd"
@@ -363,12 +364,29 @@ func checkReplies(t *testing.T, key string, rs []reply) (jumps int) {
 }
 
 // TestEngineAsksWhatOthersSaw: a slot's owner crashes with its directory
-// and etcd loses the slot's record; a server on a new directory, which
-// saw nothing of it, takes it before any server puts the record back:
-// it asks the live servers what they saw (a server that followed the
-// records has the owner's last ceiling), and continues every key above
-// it, not from 1.
+// and etcd loses the slot's record (deleted, or put back below by a server
+// that saw less, or restored from an older snapshot); a server on a new
+// directory, which saw nothing of it, takes it before any server puts the
+// record back: it asks the live servers what they saw (a server that
+// followed the records has the owner's last ceiling), and continues every
+// key above it, not from what etcd holds.
 func TestEngineAsksWhatOthersSaw(t *testing.T) {
+	lose := map[string]func(ctx context.Context, cli *clientv3.Client, key string) error{
+		"deleted": func(ctx context.Context, cli *clientv3.Client, key string) error {
+			_, err := cli.Delete(ctx, key)
+			return err
+		},
+		"below": func(ctx context.Context, cli *clientv3.Client, key string) error {
+			_, err := cli.Put(ctx, key, Record{Ceil: 20, Gen: 1, Owner: 0}.marshal())
+			return err
+		},
+	}
+	for name, lose := range lose {
+		t.Run(name, func(t *testing.T) { asksWhatOthersSaw(t, lose) })
+	}
+}
+
+func asksWhatOthersSaw(t *testing.T, lose func(ctx context.Context, cli *clientv3.Client, key string) error) {
 	c := newTestCluster(t, Steps{Min: 10, Max: 10, Fast: time.Minute, Slow: 10 * time.Minute})
 	ctx := context.Background()
 	const slot = 42
@@ -401,7 +419,7 @@ func TestEngineAsksWhatOthersSaw(t *testing.T) {
 	c.others = append(c.others, follower)
 	c.mu.Unlock()
 	c.crash(a)
-	if _, err := cli.Delete(ctx, "/t/seqslot/"+strconv.Itoa(slot)); err != nil {
+	if err := lose(ctx, cli, "/t/seqslot/"+strconv.Itoa(slot)); err != nil {
 		t.Fatal(err)
 	}
 	c.start(1, t.TempDir())

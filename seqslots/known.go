@@ -138,22 +138,32 @@ func (k *Known) Follow(ctx context.Context, cli *clientv3.Client, prefix string)
 	}
 }
 
-// readAll learns every record under prefix, and returns the revision
-// read at.
+// readAll learns every record under prefix, after writing back those
+// etcd holds below what this server saw (raiseBehind, read and tried
+// again until no other write comes first), and returns the revision read
+// at.
 func (k *Known) readAll(ctx context.Context, cli *clientv3.Client, prefix string) (int64, error) {
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	resp, err := cli.Get(rctx, prefix, clientv3.WithPrefix())
-	if err != nil {
-		return 0, err
-	}
-	inEtcd := make(map[int]*mvccpb.KeyValue, len(resp.Kvs))
-	for _, kv := range resp.Kvs {
-		if slot, err := strconv.Atoi(strings.TrimPrefix(string(kv.Key), prefix)); err == nil {
-			inEtcd[slot] = kv
+	var resp *clientv3.GetResponse
+	written := 0
+	for { // until no other write came first: each that did, made progress
+		var err error
+		if resp, err = cli.Get(rctx, prefix, clientv3.WithPrefix()); err != nil {
+			return 0, err
+		}
+		n, behind, err := k.raiseBehind(rctx, cli, prefix, resp.Kvs)
+		written += n
+		if err != nil {
+			k.log.Warn().Err(err).Msg("sequences: could not write back the slot records etcd holds below what this server saw")
+		}
+		if err != nil || !behind {
+			break
 		}
 	}
-	k.raiseBehind(rctx, cli, prefix, inEtcd)
+	if written > 0 {
+		k.log.Warn().Int("records", written).Msg("etcd lost data: slot records below what this server saw (or missing) written back")
+	}
 	for _, kv := range resp.Kvs {
 		k.learn(prefix, kv.Key, kv.Value, kv.ModRevision)
 	}
@@ -161,12 +171,21 @@ func (k *Known) readAll(ctx context.Context, cli *clientv3.Client, prefix string
 }
 
 // raiseBehind writes back, where no write came since, what this server
-// saw of the records etcd holds below it or not at all (lost while this
-// server did not watch: etcd restored from an older snapshot, or records
-// deleted while it was down), so that a server that saw nothing of them
-// (a new dir) does not take their slots from what is left. Each record
-// is compared with its revision as read (its absence with none).
-func (k *Known) raiseBehind(ctx context.Context, cli *clientv3.Client, prefix string, inEtcd map[int]*mvccpb.KeyValue) {
+// saw of the records etcd holds (kvs) below it or not at all (lost while
+// this server did not watch: etcd restored from an older snapshot, or
+// records deleted while it was down), so that a server that saw less of
+// them (a new dir) does not take their slots from what is left. Each
+// record is compared with its revision as read (its absence with none).
+// It returns how many it wrote, and whether some were not written for
+// another write came first (another server writing back what it saw, say:
+// read again and compare, else the lower of the two stays).
+func (k *Known) raiseBehind(ctx context.Context, cli *clientv3.Client, prefix string, kvs []*mvccpb.KeyValue) (written int, behind bool, err error) {
+	inEtcd := make(map[int]*mvccpb.KeyValue, len(kvs))
+	for _, kv := range kvs {
+		if slot, err := strconv.Atoi(strings.TrimPrefix(string(kv.Key), prefix)); err == nil {
+			inEtcd[slot] = kv
+		}
+	}
 	var cmps []clientv3.Cmp
 	var puts []clientv3.Op
 	k.mu.Lock()
@@ -188,21 +207,19 @@ func (k *Known) raiseBehind(ctx context.Context, cli *clientv3.Client, prefix st
 		}
 	}
 	k.mu.Unlock()
-	written := 0
 	for from := 0; from < len(puts); from += txnOps {
 		to := min(from+txnOps, len(puts))
 		resp, err := cli.Txn(ctx).If(cmps[from:to]...).Then(puts[from:to]...).Commit()
 		if err != nil {
-			k.log.Warn().Err(err).Msg("sequences: could not write back the slot records etcd holds below what this server saw")
-			return
+			return written, behind, err
 		}
 		if resp.Succeeded {
 			written += to - from
+		} else {
+			behind = true
 		}
 	}
-	if written > 0 {
-		k.log.Warn().Int("records", written).Msg("etcd lost data: slot records below what this server saw (or missing) written back")
-	}
+	return written, behind, nil
 }
 
 // learn records the record at key, written at revision rev, if it is one (a deletion is not: it

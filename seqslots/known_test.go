@@ -3,6 +3,9 @@ package seqslots
 import (
 	"context"
 	"maps"
+	"math/rand/v2"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +15,7 @@ import (
 
 	"github.com/idserver/idserver/internal/await"
 	"github.com/idserver/idserver/internal/testetcd"
+	"github.com/idserver/idserver/internal/testseed"
 )
 
 // followedSlot is the slot followedThenLost's owner takes.
@@ -127,5 +131,64 @@ func TestOwnWritesKeptBeforeUse(t *testing.T) {
 			t.Errorf("Cover(%d) returned: the file holds ceiling %d", last, r.Ceil)
 		}
 		mu.Unlock()
+	}
+}
+
+// TestWriteBacksConverge: servers start at once after etcd lost records
+// (deleted, or below), each with what it saw of them, and each writes
+// back what etcd holds below that. Whatever the order of their
+// transactions, etcd ends with every slot's record at least the highest
+// any of them saw: a server's write-back that lost a race to another's
+// lower one reads again and raises it (the lower one stayed before, and
+// a server that saw only it took the slot below values handed out, under
+// e2e TestClusterSequencesEtcdLosesData). Random records, seed logged.
+func TestWriteBacksConverge(t *testing.T) {
+	e := testetcd.Start(t)
+	ctx := context.Background()
+	rnd := rand.New(rand.NewPCG(testseed.Get(t), 2))
+	const servers, slotsUsed, rounds = 4, 40, 10
+	clis := make([]*clientv3.Client, servers)
+	for i := range clis {
+		clis[i] = e.Client()
+		defer clis[i].Close()
+	}
+	for round := range rounds {
+		prefix := "/t" + strconv.Itoa(round) + "/"
+		want := map[int]Record{}
+		knowns := make([]*Known, servers)
+		for i := range knowns {
+			loaded := map[int]Record{}
+			for range slotsUsed {
+				slot := rnd.IntN(slotsUsed)
+				ceil := rnd.Int64N(1e6) + 1
+				r := Record{Ceil: ceil, Gen: rnd.Int64N(5) + 1, Owner: int64(i), Floor: rnd.Int64N(ceil)}
+				loaded[slot] = higher(loaded[slot], r)
+				want[slot] = higher(want[slot], r)
+			}
+			knowns[i] = NewKnown(loaded, nil, zerolog.Nop())
+		}
+		var wg sync.WaitGroup
+		for i, k := range knowns {
+			wg.Go(func() {
+				if _, err := k.readAll(ctx, clis[i], prefix+"seqslot/"); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		resp, err := clis[0].Get(ctx, prefix+"seqslot/", clientv3.WithPrefix())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[int]Record{}
+		for _, kv := range resp.Kvs {
+			slot, _ := strconv.Atoi(strings.TrimPrefix(string(kv.Key), prefix+"seqslot/"))
+			got[slot], _ = unmarshal(kv.Value)
+		}
+		for slot, w := range want {
+			if g := got[slot]; g.Ceil < w.Ceil || g.Gen < w.Gen || g.Floor < w.Floor {
+				t.Fatalf("round %d, slot %d: etcd holds %+v after every server wrote back; the highest seen is %+v", round, slot, g, w)
+			}
+		}
 	}
 }
