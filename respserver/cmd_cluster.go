@@ -3,6 +3,7 @@ package respserver
 import (
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -49,9 +50,9 @@ var clusterCommands = []*command{
 		{name: "cluster|nodes", arity: 2, flags: []string{"stale"}, tips: nondeterministic, run: cmdClusterNodes, doc: doc{
 			summary: "Returns the cluster configuration for a node.", since: "3.0.0", group: "cluster", complexity: "O(N) where N is the total number of Cluster nodes",
 		}},
-		{name: "cluster|seqhandover", arity: -3, flags: []string{"admin", "stale"}, noMonitor: true, run: cmdClusterSeqHandover, doc: doc{
+		{name: "cluster|seqhandover", arity: -4, flags: []string{"admin", "stale"}, noMonitor: true, run: cmdClusterSeqHandover, doc: doc{
 			summary: "Hands the keys of hash slots this node let go to their new owner (idserver, between nodes).", since: "idserver", group: "cluster", complexity: "O(N) where N is the number of keys of the slots",
-			args: []arg{{name: "slot", typ: "integer", flags: multiple}},
+			args: []arg{{name: "from", typ: "integer"}, {name: "slot", typ: "integer", flags: multiple}},
 		}},
 		{name: "cluster|seqseen", arity: -3, flags: []string{"admin", "stale"}, noMonitor: true, run: cmdClusterSeqSeen, doc: doc{
 			summary: "Returns what this node saw of the sequence records of hash slots (idserver, between nodes).", since: "idserver", group: "cluster", complexity: "O(N) where N is the number of slots",
@@ -644,21 +645,28 @@ func slotArgs(args [][]byte) ([]int, error) {
 }
 
 // cmdClusterSeqHandover is a slot's new owner's pull of the keys of slots
-// this node let go: for each slot, its number, the generation at which
-// this node held it (0: it cannot hand it over) and each key with its
-// last value, flat.
+// this node let go, a page at a time (CLUSTER SEQHANDOVER from slot
+// [slot ...], from a place in the first slot's keys): for each slot in
+// turn, its number, the generation at which this node held it (0: it
+// cannot hand it over), each key with its last value (flat), and the
+// place its next page starts at (0: none); the slots past a page's end
+// are left out, and asked for again.
 func cmdClusterSeqHandover(s *Server, c *client, args [][]byte) error {
 	if s.opts.SeqHandover == nil {
 		return replyerr.New(replyerr.ERR, "this node hands over no sequences")
 	}
-	list, err := slotArgs(args[2:])
+	from, ok := parseInt(args[2])
+	if !ok || from < 0 || from > math.MaxInt32 {
+		return replyerr.New(replyerr.ERR, "the place to hand over from is not a non-negative integer")
+	}
+	list, err := slotArgs(args[3:])
 	if err != nil {
 		return err
 	}
-	handed := s.opts.SeqHandover(list)
+	handed := s.opts.SeqHandover(int(from), list, s.handoverPage())
 	c.writeArray(len(handed))
 	for _, h := range handed {
-		c.writeArray(3)
+		c.writeArray(4)
 		c.writeInt(h.Slot)
 		c.writeInt64(h.Gen)
 		c.writeArray(2 * len(h.Marks))
@@ -666,6 +674,20 @@ func cmdClusterSeqHandover(s *Server, c *client, args [][]byte) error {
 			c.writeBulkString(m.Key)
 			c.writeInt64(m.Value)
 		}
+		c.writeInt(h.Next)
 	}
 	return nil
+}
+
+// handoverPage is the budget of a CLUSTER SEQHANDOVER reply: 1 MiB at
+// most, and well within the client's output limits (the pull reads each
+// reply before it asks for the next), so that a slot of any size moves
+// (a slot of 100,000 keys of 512 bytes, 51 MB in one reply, closed the
+// pull's connection at the hard limit, and was taken as after a crash).
+func (s *Server) handoverPage() int {
+	page := min(1<<20, s.outputBound()/4)
+	if s.opts.Output.Soft > 0 {
+		page = min(page, s.opts.Output.Soft/2)
+	}
+	return page
 }

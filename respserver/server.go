@@ -118,8 +118,10 @@ type Options struct {
 	// and their commands are refused.
 	Sequences *sequence.Table
 	// SeqHandover answers a slot's new owner's pull of the slots' keys
-	// (CLUSTER SEQHANDOVER); nil: this server hands none over.
-	SeqHandover func(slots []int) []sequence.Handed
+	// (CLUSTER SEQHANDOVER), a page of about budget bytes from place from
+	// of the first slot's keys (seqslots.Engine.Handover); nil: this
+	// server hands none over.
+	SeqHandover func(from int, slots []int, budget int) []sequence.Handed
 	// SeqSeen answers a taker's question of what this server saw of the
 	// records of slots etcd lost (CLUSTER SEQSEEN): each it saw, by slot;
 	// nil: none.

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idserver/idserver/sequence"
 	"github.com/idserver/idserver/slots"
 )
 
@@ -59,7 +60,7 @@ func TestPartsWithinMaxArgs(t *testing.T) {
 	}
 	for _, maxArgs := range []int{0, 16, 100, 1024, 1 << 20} {
 		var joined []int
-		for _, part := range (Config{MaxArgs: maxArgs}).parts(list) {
+		for _, part := range (Config{MaxArgs: maxArgs}).parts(list, 2) {
 			if args := 2 + len(part); (maxArgs > 0 && args > maxArgs) || len(part) > perCommand {
 				t.Fatalf("MaxArgs %d: a command of %d arguments", maxArgs, args)
 			}
@@ -68,5 +69,42 @@ func TestPartsWithinMaxArgs(t *testing.T) {
 		if !slices.Equal(joined, list) {
 			t.Fatalf("MaxArgs %d: the parts join to %v", maxArgs, joined)
 		}
+	}
+}
+
+// TestGatherPages: slots gathered over pages come whole; a slot whose
+// generation changed between its pages (the old owner dropped it, or
+// served it again) comes with Gen 0, not handed over; a page that does
+// not move on is an error, not a loop.
+func TestGatherPages(t *testing.T) {
+	mark := func(k string) sequence.Mark { return sequence.Mark{Key: k, Value: 1, Born: true} }
+	pages := map[[2]int]sequence.Handed{ // by slot and place
+		{1, 0}: {Slot: 1, Gen: 5, Marks: []sequence.Mark{mark("a")}, Next: 1},
+		{1, 1}: {Slot: 1, Gen: 5, Marks: []sequence.Mark{mark("b")}},
+		{2, 0}: {Slot: 2, Gen: 7, Marks: []sequence.Mark{mark("c")}, Next: 1},
+		{2, 1}: {Slot: 2, Gen: 8, Marks: []sequence.Mark{mark("d")}},
+		{3, 0}: {Slot: 3, Gen: 0},
+	}
+	page := func(from int, list []int) ([]sequence.Handed, error) {
+		return []sequence.Handed{pages[[2]int{list[0], from}]}, nil // a slot a page
+	}
+	got, err := Gather([]int{1, 2, 3}, page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []sequence.Handed{{Slot: 1, Gen: 5, Marks: []sequence.Mark{mark("a"), mark("b")}}, {Slot: 2}, {Slot: 3}}
+	if len(got) != len(want) {
+		t.Fatalf("gathered %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i].Slot != want[i].Slot || got[i].Gen != want[i].Gen || !slices.Equal(got[i].Marks, want[i].Marks) {
+			t.Fatalf("gathered %+v, want %+v", got, want)
+		}
+	}
+	stuck := func(from int, list []int) ([]sequence.Handed, error) {
+		return []sequence.Handed{{Slot: list[0], Gen: 1, Next: max(from, 1)}}, nil
+	}
+	if _, err := Gather([]int{1}, stuck); err == nil {
+		t.Fatal("a page that does not move on: no error")
 	}
 }

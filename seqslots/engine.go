@@ -22,7 +22,7 @@ type Table interface {
 	CloseSlot(slot int)
 	OpenSlot(slot int)
 	DropSlot(slot int) int
-	SlotMarks(slot int) []sequence.Mark
+	SlotMarks(slot, from, budget int) (marks []sequence.Mark, next, used int)
 	LoadSlot(ctx context.Context, marks []sequence.Mark) error
 }
 
@@ -181,20 +181,35 @@ func (e *Engine) Detach() {
 	e.gate.Use(nil)
 }
 
-// Handover answers a pull of slots: for each that this server no longer
-// serves and holds, its keys' exact values and the generation at which
-// it held them; Gen 0 for the others.
-func (e *Engine) Handover(list []int) []sequence.Handed {
+// Handover answers a pull of slots, a page of at most about budget
+// bytes: for each slot of list in turn that this server no longer serves
+// and holds, its keys' exact values from place from in the first slot's
+// keys (the places after in the others'), and the generation at which it
+// held them; Gen 0 for the others. It stops at a slot whose keys pass
+// the budget (its Next says where its next page starts) or once the
+// budget is spent: the slots left out are asked for again
+// (seqpull.Gather).
+func (e *Engine) Handover(from int, list []int, budget int) []sequence.Handed {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	gens := e.cfg.Store.SlotGens()
-	out := make([]sequence.Handed, len(list))
-	for i, s := range list {
-		out[i].Slot = s
+	var out []sequence.Handed
+	for _, s := range list {
+		h := sequence.Handed{Slot: s}
 		if _, ok := e.released[s]; ok && !e.served[s] && gens[s] > 0 {
-			out[i].Gen, out[i].Marks = gens[s], e.table.SlotMarks(s)
-			delete(e.unpulled, s)
+			var used int
+			h.Gen = gens[s]
+			h.Marks, h.Next, used = e.table.SlotMarks(s, from, budget)
+			budget -= used
+			if h.Next == 0 {
+				delete(e.unpulled, s)
+			}
 		}
+		out = append(out, h)
+		if h.Next > 0 || budget <= 0 {
+			break
+		}
+		from = 0 // the next slot's keys from their first
 	}
 	return out
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/idserver/idserver/internal/await"
 	"github.com/idserver/idserver/internal/testetcd"
 	"github.com/idserver/idserver/internal/testseed"
+	"github.com/idserver/idserver/seqpull"
 	"github.com/idserver/idserver/sequence"
 )
 
@@ -137,7 +138,8 @@ func (c *testCluster) pull(ctx context.Context, owner int64, list []int) ([]sequ
 	if n == nil {
 		return nil, fmt.Errorf("server %d is not running", owner)
 	}
-	return n.eng.Handover(list), nil
+	// Pages of a few keys: every hand-over of the tests crosses pages.
+	return seqpull.Gather(list, func(from int, list []int) ([]sequence.Handed, error) { return n.eng.Handover(from, list, 100), nil })
 }
 
 // ask is what the live servers but self, and the others, saw of list.

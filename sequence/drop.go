@@ -21,6 +21,9 @@ type Handed struct {
 	Slot  int
 	Gen   int64
 	Marks []Mark // each key's last value handed out, exactly
+	// Next is the place in the slot's keys its next page starts at
+	// (Table.SlotMarks); 0: Marks ends the slot's keys.
+	Next int
 }
 
 // DropSlot removes every key of hash slot slot from the Table, and

@@ -8,7 +8,7 @@ import (
 )
 
 // A hash slot's keys, for a Redis Cluster node: what a graceful
-// hand-over sends (SlotMarks) and stores (LoadSlot), what CLUSTER
+// hand-over sends (SlotMarks, in pages) and stores (LoadSlot), what CLUSTER
 // COUNTKEYSINSLOT and GETKEYSINSLOT read. Each reads the slot's one list.
 
 // slotList is a copy of slot's list of entries.
@@ -18,25 +18,37 @@ func (t *Table) slotList(slot int) []*entry {
 	return slices.Clone(t.bySlot[slot])
 }
 
-// SlotMarks returns each key of hash slot slot that exists (a value of
-// it was handed out, or it was set), Value its exact last value handed
-// out, Born true: what a graceful hand-over sends the slot's new owner,
-// which continues each key at Value + 1. The caller sees to it that no
-// INCR or SET of the slot runs meanwhile (the slot is no longer served),
-// or a value handed out after may be missing.
-func (t *Table) SlotMarks(slot int) []Mark {
+// SlotMarks returns the keys of hash slot slot that exist (a value of
+// it was handed out, or it was set) from place from in the slot's list
+// (as SCAN's places: a list only grows), Value its exact last value
+// handed out, Born true: a page of what a graceful hand-over sends the
+// slot's new owner, which continues each key at Value + 1. It stops once
+// the keys and values given pass budget bytes (pageBytes each; at least
+// one is given), and returns the place the next page starts at (0: this
+// is the last) and the bytes it gave. The caller sees to it that no INCR
+// or SET of the slot runs meanwhile (the slot is no longer served), or a
+// value handed out after may be missing.
+func (t *Table) SlotMarks(slot, from, budget int) (marks []Mark, next, used int) {
 	list := t.slotList(slot)
-	marks := make([]Mark, 0, len(list))
-	for _, e := range list {
+	for i := from; i < len(list); i++ {
+		if used >= budget {
+			return marks, i, used
+		}
+		e := list[i]
 		sh := t.shardOfEntry(e)
 		sh.mu.Lock()
 		if !e.has(dropped) && (e.born || e.mayReply()) {
-			marks = append(marks, Mark{Key: e.key, Value: e.issued, Born: true})
+			m := Mark{Key: e.key, Value: e.issued, Born: true}
+			marks, used = append(marks, m), used+pageBytes(m)
 		}
 		sh.mu.Unlock()
 	}
-	return marks
+	return marks, 0, used
 }
+
+// pageBytes is what a mark counts against a page's budget: its key and
+// its value as a reply sends them, roughly.
+func pageBytes(m Mark) int { return len(m.Key) + 32 }
 
 // LoadSlot makes each mark's key present at exactly its Value, born and
 // durable, so that its next INCR gives Value + 1: a graceful hand-over's

@@ -14,7 +14,8 @@ import (
 
 // TestHandOver: a slot's keys go from one Table to another as a graceful
 // hand-over moves them: SlotMarks gives each existing key of the slot at
-// its exact last value (none of another slot, none only prepared);
+// its exact last value (none of another slot, none only prepared), once,
+// in pages each within its budget but for its last key;
 // LoadSlot over a File makes each present at that value, durably (a
 // restart from the file has it), its next INCR one more; a key the new
 // Table held lower is raised, one it held higher keeps its own; and
@@ -31,11 +32,26 @@ func TestHandOver(t *testing.T) {
 	old.Prepare([]byte(slotKey("h", -1)), 1) // only prepared: not a key
 	waitIdle(t, old, slotKey("h", -1))
 	slot := keySlot(slotKey("h", 0))
-	marks := old.SlotMarks(slot)
+	var marks []Mark
+	budget := 1 + rng.IntN(2000)
+	for from, pages := 0, 0; ; pages++ {
+		page, next, used := old.SlotMarks(slot, from, budget)
+		if overBudget := len(page) > 1 && used-pageBytes(page[len(page)-1]) >= budget; overBudget || len(page) == 0 && next != 0 {
+			t.Fatalf("page %d from %d (budget %d): %d marks, %d bytes, next %d", pages, from, budget, len(page), used, next)
+		}
+		marks = append(marks, page...)
+		if next == 0 {
+			break
+		}
+		from = next
+	}
 	got := map[string]int64{}
 	for _, m := range marks {
 		if !m.Born {
 			t.Fatalf("%s: not born", m.Key)
+		}
+		if _, twice := got[m.Key]; twice {
+			t.Fatalf("%s given twice", m.Key)
 		}
 		got[m.Key] = m.Value
 	}
