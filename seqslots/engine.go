@@ -133,6 +133,7 @@ func (e *Engine) Serve(now []bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var gained []int
+	var gens map[int]int64 // read once a slot is let go
 	for s := range slots.N {
 		on := now != nil && now[s]
 		switch {
@@ -142,7 +143,15 @@ func (e *Engine) Serve(now []bool) {
 			e.table.CloseSlot(s)
 			e.gate.drop(s)
 			e.released[s] = time.Now()
-			e.unpulled[s] = true
+			if gens == nil {
+				gens = e.cfg.Store.SlotGens()
+			}
+			// Only a slot this server holds keys of is pulled: one it was
+			// given and let go before it took it, none (a graceful stop
+			// waited 3 s so for the 8,192 slots a joiner took at once).
+			if gens[s] > 0 {
+				e.unpulled[s] = true
+			}
 		case on:
 			delete(e.unpulled, s)
 		}
@@ -232,10 +241,9 @@ func (e *Engine) Settling(slot int) bool {
 func (e *Engine) AwaitHandedOver(ctx context.Context) {
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
+	gens := e.cfg.Store.SlotGens()
 	for {
-		e.mu.Lock()
-		n := len(e.unpulled)
-		e.mu.Unlock()
+		n := e.awaiting(gens)
 		if n == 0 {
 			return
 		}
@@ -246,6 +254,25 @@ func (e *Engine) AwaitHandedOver(ctx context.Context) {
 		case <-tick.C:
 		}
 	}
+}
+
+// awaiting returns how many slots let go are still to be pulled by their
+// new owners. One that its new owner took without a pull (it failed, or
+// came after the owner's pull deadline), as the records this server
+// follows show (a generation above the one gens says it holds), is no
+// longer: its keys continue above its ceiling there.
+func (e *Engine) awaiting(gens map[int]int64) int {
+	cur := e.gate.cur.Load()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if cur != nil {
+		for s := range e.unpulled {
+			if cur.known.get(s).Gen > gens[s] {
+				delete(e.unpulled, s)
+			}
+		}
+	}
+	return len(e.unpulled)
 }
 
 // Stop ends the engine's work.

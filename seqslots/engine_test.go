@@ -35,6 +35,7 @@ type testCluster struct {
 	live   map[int64]*testNode
 	owners map[int]int64 // by slot
 	others []*Known      // servers that only follow the records, asked too
+	noPull bool          // every pull fails, as from an owner that does not answer
 }
 
 type testNode struct {
@@ -43,6 +44,7 @@ type testNode struct {
 	file   *sequence.File
 	table  *sequence.Table
 	known  *Known
+	slots  *Slots
 	eng    *Engine
 	cancel context.CancelFunc
 }
@@ -69,8 +71,9 @@ func (c *testCluster) start(id int64, dir string) *testNode {
 	seen := NewKnown(nil, nil, zerolog.Nop())
 	s := New(Config{Client: cli, Prefix: "/t/", Owner: id, Steps: c.steps, Known: seen})
 	go s.Run(ctx)
+	go seen.Follow(ctx, cli, "/t/")
 	eng.Attach(s)
-	n := &testNode{id: id, dir: dir, file: file, table: table, known: seen, eng: eng, cancel: func() { cancel(); cli.Close() }}
+	n := &testNode{id: id, dir: dir, file: file, table: table, known: seen, slots: s, eng: eng, cancel: func() { cancel(); cli.Close() }}
 	c.mu.Lock()
 	c.live[id] = n
 	c.mu.Unlock()
@@ -133,10 +136,10 @@ func (c *testCluster) assign(slot int, id int64) {
 
 func (c *testCluster) pull(ctx context.Context, owner int64, list []int) ([]sequence.Handed, error) {
 	c.mu.Lock()
-	n := c.live[owner]
+	n, noPull := c.live[owner], c.noPull
 	c.mu.Unlock()
-	if n == nil {
-		return nil, fmt.Errorf("server %d is not running", owner)
+	if n == nil || noPull {
+		return nil, fmt.Errorf("server %d does not answer", owner)
 	}
 	// Pages of a few keys: every hand-over of the tests crosses pages.
 	return seqpull.Gather(list, func(from int, list []int) ([]sequence.Handed, error) { return n.eng.Handover(from, list, 100), nil })
@@ -232,11 +235,57 @@ func TestEngineHandOversAreExact(t *testing.T) {
 			c.assign(s, to)
 		}
 		round()
+		old := nodes[1-to].eng
+		old.mu.Lock()
+		unpulled := len(old.unpulled)
+		old.mu.Unlock()
+		if unpulled > 0 {
+			t.Fatalf("the slots were pulled and their keys INCRed on their new owner; the old owner counts %d not pulled", unpulled)
+		}
 		if i%2 == 1 { // the server that let the slots go restarts on its directory
 			from := 1 - to
 			c.stop(nodes[from])
 			nodes[from] = c.start(from, dirs[from])
 		}
+	}
+}
+
+// TestEngineAwaitsOnlyWhatIsPulled: a graceful stop waits for the new
+// owners to pull the slots the server let go, but not for a slot it was
+// given and let go before it took it (it holds no keys of it: a stop
+// waited out its 3 s for the 8,192 slots a joiner took so), nor for one
+// the new owner took without a pull (it failed).
+func TestEngineAwaitsOnlyWhatIsPulled(t *testing.T) {
+	c := newTestCluster(t, Steps{Min: 16, Max: 64, Fast: time.Minute, Slow: 10 * time.Minute})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const taken, never = 3, 700
+	c.assign(taken, 0)
+	a := c.start(0, t.TempDir())
+	c.start(1, t.TempDir())
+	if _, err := c.incr(ctx, keysOf([]int{taken}, 1)[0]); err != nil {
+		t.Fatal(err)
+	}
+	// Given and let go at once: never taken, while the engine's takes
+	// fail (no server-id for a while).
+	a.eng.gate.Use(nil)
+	served := make([]bool, 16384)
+	served[taken], served[never] = true, true
+	a.eng.Serve(served)
+	served[never] = false
+	a.eng.Serve(served)
+	a.eng.Attach(a.slots)
+	// Taken by the other without a pull.
+	c.mu.Lock()
+	c.noPull = true
+	c.mu.Unlock()
+	c.assign(taken, 1)
+	if _, err := c.incr(ctx, keysOf([]int{taken}, 1)[0]); err != nil {
+		t.Fatal(err)
+	}
+	a.eng.AwaitHandedOver(ctx)
+	if ctx.Err() != nil {
+		t.Fatal("the stop waited for slots no new owner pulls, until its deadline")
 	}
 }
 

@@ -57,6 +57,16 @@ func (k *Known) see(slot int, r Record, rev int64) {
 	}
 }
 
+// get is what this server saw of slot's record (none: Gen 0).
+func (k *Known) get(slot int) Record {
+	if k == nil {
+		return Record{}
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.recs[slot]
+}
+
 // Seen returns what this server saw of the records of list (those it saw
 // any of), as a take elsewhere asks for them (Engine's Ask): a record
 // deleted from etcd stays here.
