@@ -56,7 +56,7 @@ func (t *Table) OpenSlot(slot int) {
 // moment; one that moved away stays closed, and the request fails at d
 // (the server's map sends the next ones to the new owner).
 func (t *Table) awaitOpen(d *deadline, key string) bool {
-	slot := keySlot(key)
+	slot := slotOf(key)
 	if !t.closedSlots[slot].Load() {
 		return true // opened since the request found it closed
 	}
@@ -88,14 +88,14 @@ func (t *Table) markSlot(slot int, mark func(*entry)) {
 	}
 }
 
-// slotClosed reports whether key's slot is closed: for a key being made.
-func slotClosed[K string | []byte](t *Table, key K) bool {
-	var b []byte
+// slotOf is key's hash slot, without copying it: computed once for a key
+// being made (its slot's closed bit, and its slot's list).
+func slotOf[K string | []byte](key K) int {
 	switch k := any(key).(type) {
 	case string:
-		b = unsafe.Slice(unsafe.StringData(k), len(k))
+		return slots.Of(unsafe.Slice(unsafe.StringData(k), len(k)))
 	case []byte:
-		b = k
+		return slots.Of(k)
 	}
-	return t.closedSlots[slots.Of(b)].Load()
+	panic("unreachable")
 }

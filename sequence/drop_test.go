@@ -52,7 +52,7 @@ func TestDropSlot(t *testing.T) {
 		}
 	}
 	bytes := tb.Stats().Bytes
-	if got := tb.DropSlot(keySlot(slotKey("a", 0))); got != counts["a"] {
+	if got := tb.DropSlot(slotOf(slotKey("a", 0))); got != counts["a"] {
 		t.Fatalf("DropSlot returned %d; the slot held %d keys", got, counts["a"])
 	}
 	if n := tb.Len(); n != total-counts["a"] {
@@ -80,7 +80,7 @@ func TestDropSlot(t *testing.T) {
 	if _, err := tb.Incr(slotKey("new", counts["a"]), 1); !errors.As(err, new(*LimitError)) {
 		t.Fatalf("a key past seq-max-keys after the drop: %v; want a LimitError", err)
 	}
-	tb.DropSlot(keySlot(slotKey("new", 0)))
+	tb.DropSlot(slotOf(slotKey("new", 0)))
 	k := slotKey("a", 0)
 	if v := incr(t, tb, k, 1); v != 1 {
 		t.Fatalf("INCR of a dropped key: %d; want 1 (memBackend takes above After)", v)
@@ -106,7 +106,7 @@ func TestDropSlotInFlight(t *testing.T) {
 	}
 	fz := &freezable{File: f}
 	tb := newTable(t, fz, Options{Wait: time.Minute}, nil)
-	slot := keySlot(slotKey("x", 0))
+	slot := slotOf(slotKey("x", 0))
 
 	entered := fz.hold()
 	done := make(chan error, 1)
@@ -202,7 +202,7 @@ func TestDroppedEntriesReused(t *testing.T) {
 		incr(t, tb, k, 1)
 	}
 	dropped := entriesOf(tb, old)
-	tb.DropSlot(keySlot(old[0]))
+	tb.DropSlot(slotOf(old[0]))
 	for _, k := range fresh {
 		incr(t, tb, k, 1)
 	}
@@ -211,7 +211,7 @@ func TestDroppedEntriesReused(t *testing.T) {
 			t.Fatalf("a new key %q was given a dropped key's entry at once", e.key)
 		}
 	}
-	tb.DropSlot(keySlot(fresh[0]))
+	tb.DropSlot(slotOf(fresh[0]))
 	clock.add(time.Minute + time.Second)
 	for _, k := range later {
 		incr(t, tb, k, 1)
@@ -244,9 +244,9 @@ func TestDroppedEntriesReused(t *testing.T) {
 	go tb.Incr("{taking}", 1)
 	waitTaking(t, tb, "{taking}")
 	taking := entriesOf(tb, []string{"{taking}"})
-	tb.DropSlot(keySlot("{taking}"))
+	tb.DropSlot(slotOf("{taking}"))
 	clock.add(time.Hour)
-	tb.DropSlot(keySlot(later[0])) // a minute ago, by the clock
+	tb.DropSlot(slotOf(later[0])) // a minute ago, by the clock
 	clock.add(2 * time.Minute)
 	for i := range 60 { // made, not served: the held take blocks the writer
 		if _, err := tryIncr(tb, []byte(slotKey("new", i)), 1); err == nil {
@@ -354,7 +354,7 @@ func TestDropSlotUnderLoad(t *testing.T) {
 	dropped := 0
 	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); {
 		time.Sleep(time.Duration(rng.IntN(10)) * time.Millisecond)
-		dropped += tb.DropSlot(keySlot(slotKey(tags[rng.IntN(len(tags))], 0)))
+		dropped += tb.DropSlot(slotOf(slotKey(tags[rng.IntN(len(tags))], 0)))
 	}
 	close(stop)
 	wg.Wait()
@@ -445,7 +445,7 @@ func TestFoldHoldsDroppedEntries(t *testing.T) {
 	incr(t, tb, "{a}", 1)
 	<-h.began
 	held := entriesOf(tb, []string{"{a}"})
-	tb.DropSlot(keySlot("{a}"))
+	tb.DropSlot(slotOf("{a}"))
 	clock.add(time.Minute)
 	tryIncr(tb, []byte("{b}"), 1)
 	for e := range entriesOf(tb, []string{"{b}"}) {

@@ -137,7 +137,7 @@ func (t *Table) load(m Mark) (made bool) {
 	defer sh.mu.Unlock()
 	e := find(&sh.index, h, m.Key)
 	if e == nil {
-		e, made = insert(t, h, m.Key, true), true
+		e, made = insert(t, h, m.Key, slotOf(m.Key), true), true
 	}
 	if e.issued < m.Value {
 		e.issued, e.limit, e.next, e.asked = m.Value, m.Value, segment{}, m.Value
@@ -185,5 +185,5 @@ func (t *Table) existing(slot int, f func(key string) bool) {
 // whose generation in the File is no longer etcd's (another server
 // served them since), before New.
 func KeepSlots(marks []Mark, keep func(slot int) bool) []Mark {
-	return slices.DeleteFunc(marks, func(m Mark) bool { return !keep(keySlot(m.Key)) })
+	return slices.DeleteFunc(marks, func(m Mark) bool { return !keep(slotOf(m.Key)) })
 }

@@ -31,7 +31,7 @@ func TestHandOver(t *testing.T) {
 	incr(t, old, slotKey("other", 0), 1)
 	old.Prepare([]byte(slotKey("h", -1)), 1) // only prepared: not a key
 	waitIdle(t, old, slotKey("h", -1))
-	slot := keySlot(slotKey("h", 0))
+	slot := slotOf(slotKey("h", 0))
 	var marks []Mark
 	budget := 1 + rng.IntN(2000)
 	for from, pages := 0, 0; ; pages++ {
@@ -199,7 +199,7 @@ func TestLoadSlotRefuses(t *testing.T) {
 // order.
 func TestKeepSlots(t *testing.T) {
 	marks := []Mark{{Key: slotKey("a", 1)}, {Key: slotKey("b", 1)}, {Key: slotKey("a", 2)}, {Key: slotKey("c", 1)}}
-	keep := keySlot(slotKey("a", 0))
+	keep := slotOf(slotKey("a", 0))
 	got := KeepSlots(marks, func(slot int) bool { return slot == keep })
 	if !slices.Equal(got, []Mark{{Key: slotKey("a", 1)}, {Key: slotKey("a", 2)}}) {
 		t.Fatalf("KeepSlots: %v", got)

@@ -414,7 +414,7 @@ func New(opts Options, backend Backend, known []Mark) *Table {
 	resume := t.resumes(known)
 	for _, m := range known {
 		_, h := t.shardOf(m.Key)
-		e := insert(t, h, m.Key, false)
+		e := insert(t, h, m.Key, slotOf(m.Key), false)
 		e.issued, e.limit, e.born = m.Value, m.Value, true
 		t.settle(e)
 		if resume {
@@ -468,13 +468,9 @@ const EntryBytes = 224
 // of seq-max-keys keys (conf.Config.Memory).
 func KeyBytes(maxKeyBytes int) int64 { return int64(maxKeyBytes) + EntryBytes }
 
-// keySlot is key's hash slot, without copying it.
-func keySlot(key string) int { return slots.Of(unsafe.Slice(unsafe.StringData(key), len(key))) }
-
 // remember adds a new key to its slot's list, and counts it unless it
 // was counted before (reserved: LoadSlot).
-func (t *Table) remember(e *entry, reserved bool) {
-	s := keySlot(e.key)
+func (t *Table) remember(e *entry, s int, reserved bool) {
 	t.bySlotMu.Lock()
 	t.bySlot[s] = append(t.bySlot[s], e)
 	if !reserved {
@@ -600,17 +596,19 @@ func create[K string | []byte](t *Table, h uint64, key K) (*entry, error) {
 		return nil, &LimitError{Key: string(key), What: fmt.Sprintf("the key is %d bytes, longer than seq-max-key-bytes %d", len(key), t.opts.MaxKeyBytes)}
 	case t.entries() >= t.opts.MaxKeys:
 		return nil, &LimitError{Key: string(key), What: fmt.Sprintf("there are seq-max-keys %d sequences already (existing keys keep working)", t.opts.MaxKeys)}
-	case slotClosed(t, key):
+	}
+	slot := slotOf(key)
+	if t.closedSlots[slot].Load() {
 		return nil, ErrNotServed
 	}
-	return insert(t, h, key, false), nil
+	return insert(t, h, key, slot, false), nil
 }
 
 // insert adds key, new, whose hash is h, to its shard (locked, or not
 // yet shared) and to SCAN's order, without the bounds: create checks
 // them, the keys a restart loads came within them, and LoadSlot counted
 // its keys before (reserved).
-func insert[K string | []byte](t *Table, h uint64, key K, reserved bool) *entry {
+func insert[K string | []byte](t *Table, h uint64, key K, slot int, reserved bool) *entry {
 	e := t.reuse(classOf(len(key)))
 	if e != nil {
 		setKey(e, key)
@@ -618,12 +616,12 @@ func insert[K string | []byte](t *Table, h uint64, key K, reserved bool) *entry 
 		e = newEntry(&t.alloc, key)
 	}
 	e.seg, e.shard = 1, shardIndex(h)
-	if slotClosed(t, key) { // loaded into a slot not served yet
+	if t.closedSlots[slot].Load() { // loaded into a slot not served yet
 		e.bits |= closed
 	}
 	e.relow()
 	t.shards[e.shard].add(h, e, &t.alloc.slots)
-	t.remember(e, reserved)
+	t.remember(e, slot, reserved)
 	return e
 }
 

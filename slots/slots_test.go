@@ -168,9 +168,43 @@ func TestLoadID(t *testing.T) {
 	}
 }
 
+// TestCRC16Sliced: the CRC eight bytes at a time is the CRC a byte at a
+// time (Redis's src/crc16.c), on random bytes of every length up to 300.
+func TestCRC16Sliced(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(testseed.Get(t), 3))
+	bytewise := func(b []byte) uint16 {
+		var crc uint16
+		for _, c := range b {
+			crc = crc<<8 ^ crc16Tables[0][byte(crc>>8)^c]
+		}
+		return crc
+	}
+	for n := range 300 {
+		for range 20 {
+			b := make([]byte, n)
+			for i := range b {
+				b[i] = byte(rnd.UintN(256))
+			}
+			if got, want := crc16(b), bytewise(b); got != want {
+				t.Fatalf("crc16 of %x: %#x, want %#x", b, got, want)
+			}
+		}
+	}
+}
+
 func BenchmarkOf(b *testing.B) {
 	key := []byte("{user1000}.following")
 	b.ReportAllocs()
+	for b.Loop() {
+		Of(key)
+	}
+}
+
+// BenchmarkOfLong: a key of 512 bytes without a tag (TestBounds's).
+func BenchmarkOfLong(b *testing.B) {
+	key := []byte(strings.Repeat("x", 512))
+	b.ReportAllocs()
+	b.SetBytes(int64(len(key)))
 	for b.Loop() {
 		Of(key)
 	}
