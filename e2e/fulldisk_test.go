@@ -20,6 +20,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idserver/idserver/internal/await"
+	"github.com/idserver/idserver/internal/testetcd"
 	"github.com/idserver/idserver/internal/testseed"
 )
 
@@ -53,6 +55,28 @@ func shortKey(key string) string {
 // sent a command for. Rounds on the same dir (FULLDISK_ROUNDS, default
 // 3), each with the disk filled again; TEST_SEED replays one.
 func TestFullDiskNoValueTwice(t *testing.T) {
+	t.Run("single", func(t *testing.T) {
+		fullDiskNoValueTwice(t, func(dir string) *process { return start(t, nil, "--dir", dir) })
+	})
+	// The one server over etcd: a new key's values come from the same
+	// file, under its slot's ceiling in etcd (plain clients: its multi-key
+	// commands span slots).
+	t.Run("etcd", func(t *testing.T) {
+		e := testetcd.Start(t)
+		fullDiskNoValueTwice(t, func(dir string) *process {
+			p := member(t, e, "--dir", dir)
+			waitHolding(t, p, time.Minute)
+			c := redis.NewClient(&redis.Options{Addr: p.Addr})
+			defer c.Close()
+			await.True(t, time.Minute, "the slots taken", func() bool { return c.Get(context.Background(), "no key").Err() == redis.Nil })
+			return p
+		})
+	})
+}
+
+// fullDiskNoValueTwice is TestFullDiskNoValueTwice on the servers serve
+// starts on dir.
+func fullDiskNoValueTwice(t *testing.T, serve func(dir string) *process) {
 	seed := testseed.Get(t)
 	rnd := rand.New(rand.NewPCG(seed, 0))
 	rounds := 3
@@ -66,7 +90,7 @@ func TestFullDiskNoValueTwice(t *testing.T) {
 	dir := smallDisk(t, "16m")
 	filler := filepath.Join(dir, "filler")
 	l := newFullDiskLoad()
-	p := start(t, nil, "--dir", dir)
+	p := serve(dir)
 	c := redis.NewClient(&redis.Options{Addr: p.Addr})
 	for i := range fullDiskOld {
 		key := oldKey(i)
@@ -122,7 +146,7 @@ func TestFullDiskNoValueTwice(t *testing.T) {
 		if err := os.Remove(filler); err != nil {
 			t.Fatal(err)
 		}
-		p = start(t, nil, "--dir", dir)
+		p = serve(dir)
 		after := dbSize(t, p.Addr)
 		received, keys := l.roundValues()
 		t.Logf("round %d: %d pages freed after the fill; killed after %v of load; %d values received of %d keys; SCAN listed %d keys, DBSIZE %d before the kill, %d after the restart",
