@@ -307,10 +307,11 @@ func (m *clusterMode) joinSlots(lns *listeners) (*slotassign.Source, error) {
 // (package seqpull) from src's announced address.
 func (m *clusterMode) startEngine(src *slotassign.Source) {
 	gens := m.seqFile.SlotGens()
-	known := sequence.KeepSlots(m.seqKnown, func(slot int) bool { return gens[slot] > 0 })
 	m.known = seqslots.KnownIn(m.seqFile, m.log)
 	gate := seqslots.NewGate(m.seqFile)
-	m.seqs = sequence.New(seqOptions(m.cfg, m.log), gate, known)
+	opts := seqOptions(m.cfg, m.log)
+	opts.KeepSlot = func(slot int) bool { return gens[slot] > 0 }
+	m.seqs = sequence.New(opts, gate, m.seqKnown)
 	pullCfg := seqpull.Config{Password: m.cfg.RequirePass, MaxArgs: m.cfg.ProtoMaxMultibulkLen}
 	pull := func(ctx context.Context, owner int64, list []int) ([]sequence.Handed, error) {
 		n, ok := src.Node(owner)

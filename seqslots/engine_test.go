@@ -61,9 +61,8 @@ func (c *testCluster) start(id int64, dir string) *testNode {
 		c.t.Fatal(err)
 	}
 	gens := file.SlotGens()
-	known = slices.DeleteFunc(known, func(m sequence.Mark) bool { return gens[slotOf(m.Key)] == 0 })
 	gate := NewGate(file)
-	table := sequence.New(sequence.Options{}, gate, known)
+	table := sequence.New(sequence.Options{KeepSlot: func(slot int) bool { return gens[slot] > 0 }}, gate, known)
 	ask := func(ctx context.Context, list []int) []map[int]string { return c.ask(id, list) }
 	eng := NewEngine(EngineConfig{Store: file, Pull: c.pull, Ask: ask, Wait: 10 * time.Second, Log: zerolog.Nop()}, table, gate)
 	cli := c.etcd.Client()

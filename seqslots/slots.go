@@ -7,10 +7,13 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/rs/zerolog"
 
@@ -21,6 +24,12 @@ import (
 // transaction of more than --max-txn-ops (128 by default) comparisons or
 // operations.
 const txnOps = 128
+
+// swapsAtOnce is how many of a take's transactions are in flight at
+// once: etcd commits those that come together in one write to its disk
+// (a take of every slot, 128 transactions one after another, took 0.65 s
+// of a restart).
+const swapsAtOnce = 16
 
 // Steps bounds how far ahead of use a slot's ceiling is raised. A step
 // doubles when the ceiling it made lasted under Fast, and halves when it
@@ -151,31 +160,62 @@ func (s *Slots) Read(ctx context.Context, slots []int) ([]Record, []int64, error
 // its record was read at.
 func (s *Slots) read(ctx context.Context, slots []int) (recs []Record, revs, at []int64, err error) {
 	recs, revs, at = make([]Record, len(slots)), make([]int64, len(slots)), make([]int64, len(slots))
-	for from := 0; from < len(slots); from += txnOps {
-		part := slots[from:min(from+txnOps, len(slots))]
-		ops := make([]clientv3.Op, len(part))
-		for i, slot := range part {
-			ops[i] = clientv3.OpGet(s.key(slot))
-		}
-		resp, err := s.txn(ctx, nil, ops)
+	if len(slots) > txnOps {
+		// Many: every record in one read, not a transaction of txnOps
+		// reads after another (a take of every slot read 16,384 records
+		// in 128 of them, 0.28 s of a restart).
+		resp, err := s.txn(ctx, nil, []clientv3.Op{clientv3.OpGet(s.prefix, clientv3.WithPrefix())})
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("read slot records: %w", err)
 		}
-		for i, r := range resp.Responses {
-			at[from+i] = resp.Header.Revision
-			kvs := r.GetResponseRange().Kvs
-			if len(kvs) == 0 {
-				recs[from+i] = Record{Owner: -1}
-				continue
+		bySlot := map[int]*mvccpb.KeyValue{}
+		for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
+			if slot, err := strconv.Atoi(strings.TrimPrefix(string(kv.Key), s.prefix)); err == nil {
+				bySlot[slot] = kv
 			}
-			rec, err := unmarshal(kvs[0].Value)
-			if err != nil {
+		}
+		for i, slot := range slots {
+			if err := fill(&recs[i], &revs[i], bySlot[slot]); err != nil {
 				return nil, nil, nil, err
 			}
-			recs[from+i], revs[from+i] = rec, kvs[0].ModRevision
+			at[i] = resp.Header.Revision
 		}
+		return recs, revs, at, nil
+	}
+	ops := make([]clientv3.Op, len(slots))
+	for i, slot := range slots {
+		ops[i] = clientv3.OpGet(s.key(slot))
+	}
+	resp, err := s.txn(ctx, nil, ops)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("read slot records: %w", err)
+	}
+	for i, r := range resp.Responses {
+		var kv *mvccpb.KeyValue
+		if kvs := r.GetResponseRange().Kvs; len(kvs) > 0 {
+			kv = kvs[0]
+		}
+		if err := fill(&recs[i], &revs[i], kv); err != nil {
+			return nil, nil, nil, err
+		}
+		at[i] = resp.Header.Revision
 	}
 	return recs, revs, at, nil
+}
+
+// fill sets rec and rev from kv, a slot's record as read (nil: none, its
+// owner -1 and its revision 0).
+func fill(rec *Record, rev *int64, kv *mvccpb.KeyValue) error {
+	if kv == nil {
+		*rec = Record{Owner: -1}
+		return nil
+	}
+	r, err := unmarshal(kv.Value)
+	if err != nil {
+		return err
+	}
+	*rec, *rev = r, kv.ModRevision
+	return nil
 }
 
 // Take makes this server the owner of slots, each the way how(slot,
@@ -208,25 +248,33 @@ func (s *Slots) Take(ctx context.Context, slots []int, how func(slot int, prev R
 				todo, todoRevs, nexts = append(todo, slot), append(todoRevs, revs[i]), append(nexts, r)
 			}
 		}
-		var again []int
+		var again []int // under s.mu, as taken
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(swapsAtOnce)
 		for from := 0; from < len(todo); from += txnOps {
 			to := min(from+txnOps, len(todo))
-			resp, err := s.swap(ctx, todo[from:to], todoRevs[from:to], nexts[from:to])
-			if err != nil {
-				return taken, err
-			}
-			if !resp.Succeeded {
-				again = append(again, todo[from:to]...)
-				continue
-			}
-			s.mu.Lock()
-			for i, slot := range todo[from:to] {
-				rec := nexts[from+i]
-				s.seen(slot, rec, resp.Header.Revision)
-				taken[slot] = rec
-				s.owned[slot] = &owned{rec: rec, rev: resp.Header.Revision, step: s.steps.Min, since: s.now()}
-			}
-			s.mu.Unlock()
+			g.Go(func() error {
+				resp, err := s.swap(gctx, todo[from:to], todoRevs[from:to], nexts[from:to])
+				if err != nil {
+					return err
+				}
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				if !resp.Succeeded {
+					again = append(again, todo[from:to]...)
+					return nil
+				}
+				for i, slot := range todo[from:to] {
+					rec := nexts[from+i]
+					s.seen(slot, rec, resp.Header.Revision)
+					taken[slot] = rec
+					s.owned[slot] = &owned{rec: rec, rev: resp.Header.Revision, step: s.steps.Min, since: s.now()}
+				}
+				return nil
+			})
+		}
+		if err := g.Wait(); err != nil {
+			return taken, err
 		}
 		left = again
 	}

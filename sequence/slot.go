@@ -179,11 +179,3 @@ func (t *Table) existing(slot int, f func(key string) bool) {
 	}
 }
 
-// KeepSlots returns the marks of the keys whose hash slot keep is true
-// for, in marks' place (marks is not to be used after): at a restart of
-// a Redis Cluster node, the marks OpenFile returned less those of slots
-// whose generation in the File is no longer etcd's (another server
-// served them since), before New.
-func KeepSlots(marks []Mark, keep func(slot int) bool) []Mark {
-	return slices.DeleteFunc(marks, func(m Mark) bool { return !keep(slotOf(m.Key)) })
-}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"math/rand/v2"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
@@ -195,13 +194,18 @@ func TestLoadSlotRefuses(t *testing.T) {
 	}
 }
 
-// TestKeepSlots: KeepSlots keeps the marks of the slots asked for, in
-// order.
-func TestKeepSlots(t *testing.T) {
-	marks := []Mark{{Key: slotKey("a", 1)}, {Key: slotKey("b", 1)}, {Key: slotKey("a", 2)}, {Key: slotKey("c", 1)}}
+// TestKeepSlot: New keeps the keys of the slots Options.KeepSlot says,
+// and only those.
+func TestKeepSlot(t *testing.T) {
+	marks := []Mark{{Key: slotKey("a", 1), Value: 1}, {Key: slotKey("b", 1), Value: 2}, {Key: slotKey("a", 2), Value: 3}, {Key: slotKey("c", 1), Value: 4}}
 	keep := slotOf(slotKey("a", 0))
-	got := KeepSlots(marks, func(slot int) bool { return slot == keep })
-	if !slices.Equal(got, []Mark{{Key: slotKey("a", 1)}, {Key: slotKey("a", 2)}}) {
-		t.Fatalf("KeepSlots: %v", got)
+	tb := newTable(t, newMem(), Options{KeepSlot: func(slot int) bool { return slot == keep }}, marks)
+	for _, m := range marks {
+		if _, ok := tb.Get(m.Key); ok != (slotOf(m.Key) == keep) {
+			t.Errorf("%s: present %v, its slot kept %v", m.Key, ok, slotOf(m.Key) == keep)
+		}
+	}
+	if tb.Len() != 2 {
+		t.Errorf("DBSIZE %d, want the 2 keys kept", tb.Len())
 	}
 }

@@ -15,7 +15,7 @@ import (
 // slot's keys exactly (a Redis Cluster node's slot record in etcd counts
 // its changes of owner): at a restart, a slot whose generation is still
 // etcd's was served by no other server meanwhile, and its keys continue
-// from the File; the keys of any other are dropped (KeepSlots). The
+// from the File; the keys of any other are dropped (Options.KeepSlot). The
 // gens are a small bucket of their own, written in place (one
 // transaction, fsynced: at most 16384 pairs of 10 bytes), copied by a
 // fold into its new file (the last time under the fold's lock, so that

@@ -173,7 +173,14 @@ type Options struct {
 	MaxSegment  int64         // the largest segment (but for one INCRBY); zero means 1000000
 	// Wait bounds how long Incr waits for a segment; zero means 5 s.
 	Wait time.Duration
-	Log  zerolog.Logger
+	// KeepSlot, if set, says which hash slots' keys New keeps of those
+	// it is given: at a restart of a Redis Cluster node, not those of
+	// slots whose generation in the File is no longer etcd's (another
+	// server served them since). Asked as each key is loaded, its slot
+	// computed once (filtered before, a million keys of 512 bytes took
+	// 0.5 s more of the start).
+	KeepSlot func(slot int) bool
+	Log      zerolog.Logger
 
 	now func() time.Time // tests move it
 }
@@ -413,8 +420,12 @@ func New(opts Options, backend Backend, known []Mark) *Table {
 		wake: make(chan struct{}, 1), urgent: make(chan struct{}, 1), setWake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	resume := t.resumes(known)
 	for _, m := range known {
+		slot := slotOf(m.Key)
+		if opts.KeepSlot != nil && !opts.KeepSlot(slot) {
+			continue
+		}
 		_, h := t.shardOf(m.Key)
-		e := insert(t, h, m.Key, slotOf(m.Key), false)
+		e := insert(t, h, m.Key, slot, false)
 		e.issued, e.limit, e.born = m.Value, m.Value, true
 		t.settle(e)
 		if resume {
