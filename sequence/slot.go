@@ -178,4 +178,3 @@ func (t *Table) existing(slot int, f func(key string) bool) {
 		}
 	}
 }
-
