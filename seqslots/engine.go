@@ -62,8 +62,8 @@ func (e *Engine) pull(ctx context.Context, owner int64, list []int, out map[int]
 
 // pullWait bounds a pull from one old owner that answers (the Puller
 // gives up within a second on one that does not): past it, its slots are
-// taken as after a crash. A slot of 100,000 keys of 512 bytes is a reply
-// of 51 MB (e2e TestBoundsHandover).
+// taken as after a crash. A slot of 100,000 keys of 512 bytes is 51 MB,
+// in pages (e2e TestBoundsHandover).
 const pullWait = 8 * time.Second
 
 // askWait bounds the ask of what the other servers saw of the records.
