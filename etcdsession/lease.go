@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -44,9 +45,14 @@ type Lease struct {
 	horizon time.Duration // Horizon, or the TTL if shorter
 	timeout time.Duration // of one renewal
 
+	// horizonEnd is when the request of its last renewal (or its grant)
+	// was sent, plus horizon, in nanoseconds of the monotonic clock
+	// since clockBase: HorizonLeft reads it on every request of a
+	// slot owner's, without the lock.
+	horizonEnd atomic.Int64
+
 	mu       sync.Mutex
 	deadline time.Time // when etcd may expire it unless renewed
-	sent     time.Time // the request of its last renewal (or its grant)
 	lost     chan struct{}
 	why      string // why it is lost, once lost is closed
 }
@@ -61,7 +67,8 @@ func Grant(ctx context.Context, cli *clientv3.Client, ttl, timeout time.Duration
 	}
 	l := &Lease{cli: cli, id: resp.ID, ttl: time.Duration(resp.TTL) * time.Second, timeout: timeout, lost: make(chan struct{})}
 	l.horizon = min(Horizon, l.ttl)
-	l.deadline, l.sent = sent.Add(l.ttl), sent
+	l.deadline = sent.Add(l.ttl)
+	l.horizonEnd.Store(int64(sent.Add(l.horizon).Sub(clockBase)))
 	return l, nil
 }
 
@@ -121,7 +128,8 @@ func (l *Lease) renew(ctx context.Context, left time.Duration) time.Duration {
 		return min(left, l.ttl/20) // another try, perhaps through another member
 	}
 	l.mu.Lock()
-	l.deadline, l.sent = sent.Add(time.Duration(resp.TTL)*time.Second), sent
+	l.deadline = sent.Add(time.Duration(resp.TTL) * time.Second)
+	l.horizonEnd.Store(int64(sent.Add(l.horizon).Sub(clockBase)))
 	l.mu.Unlock()
 	return 0
 }
@@ -153,10 +161,12 @@ func (l *Lease) Left() time.Duration {
 // shorter) after the request of its last successful renewal was sent
 // (see Lease).
 func (l *Lease) HorizonLeft() time.Duration {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return time.Until(l.sent.Add(l.horizon))
+	return time.Duration(l.horizonEnd.Load()) - time.Since(clockBase)
 }
+
+// clockBase is where horizonEnd's clock starts: its readings are
+// monotonic, so that a step of the wall clock moves no horizon.
+var clockBase = time.Now()
 
 // Why is why l was lost, once Lost is closed.
 func (l *Lease) Why() string {
