@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/idserver/idserver/internal/testetcd"
 )
 
 // peakMB is the peak resident memory of pid so far (VmHWM), in MiB.
@@ -171,6 +173,19 @@ var (
 	}
 )
 
+// hostileTarget starts the server the attacks go to: the binary on its
+// defaults, or with HOSTILE_ETCD set (scripts/hostile.sh) a Redis
+// Cluster node over etcd owning every slot, whose keys' values come from
+// the sequence engine.
+func hostileTarget(t *testing.T) *process {
+	if os.Getenv("HOSTILE_ETCD") == "" {
+		return start(t, nil)
+	}
+	p := member(t, testetcd.Start(t), "--cluster-enabled", "yes")
+	awaitClusterOK(t, []*process{p})
+	return p
+}
+
 // TestHostileClientsMemory runs each attack of issue 19 against the
 // binary on its defaults: 4 clients that never read, 20 MULTI floods, 10
 // unfinished 64 MiB commands, 2 clients of hostile CONFIG GETs. Each
@@ -192,7 +207,7 @@ func TestHostileClientsMemory(t *testing.T) {
 		{"bracket-set CONFIG GETs", 2, bracketSets, 400},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			p := start(t, nil)
+			p := hostileTarget(t)
 			peak, worst, closed := underAttack(t, p, tt.n, 4*time.Second, tt.a)
 			t.Logf("%d clients: peak RSS %d MiB, worst PING %v, %d closes logged (rate-limited), evicted_clients %s",
 				tt.n, peak, worst.Round(time.Millisecond), closed, processInfo(p, "stats", "evicted_clients"))

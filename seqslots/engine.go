@@ -48,16 +48,30 @@ type Asker func(ctx context.Context, slots []int) []map[int]string
 func (e *Engine) pull(ctx context.Context, owner int64, list []int, out map[int]sequence.Handed) error {
 	pctx, cancel := context.WithTimeout(ctx, pullWait)
 	defer cancel()
-	handed, err := e.cfg.Pull(pctx, owner, list)
-	if err != nil {
-		return err
-	}
-	for _, h := range handed {
-		if h.Gen > 0 {
-			out[h.Slot] = h
+	for {
+		handed, err := e.cfg.Pull(pctx, owner, list)
+		if err != nil {
+			return err
+		}
+		var again []int
+		for _, h := range handed {
+			switch {
+			case h.Gen > 0:
+				out[h.Slot] = h
+			case h.Gen == sequence.GenTaking:
+				again = append(again, h.Slot)
+			}
+		}
+		if len(again) == 0 {
+			return nil
+		}
+		// The old owner's own take of them is not recorded yet: it
+		// answers once it is (within its take, under a second).
+		list = again
+		if !sleep(pctx, 20*time.Millisecond) {
+			return fmt.Errorf("%d slots still being taken by their old owner after %v", len(again), pullWait)
 		}
 	}
-	return nil
 }
 
 // pullWait bounds a pull from one old owner that answers (the Puller
@@ -95,6 +109,7 @@ type Engine struct {
 	served   []bool            // what the assignment gives this server
 	released map[int]time.Time // slots let go whose keys are kept for a pull
 	unpulled map[int]bool      // slots this run let go whose keys no new owner pulled yet
+	taking   map[int]bool      // slots this server's take is under way of (setTaking)
 	jobs     chan []int        // slots to take, one batch at a time
 	// old is the previous version's marks by slot, once read (oldRead),
 	// less those taken over: the run goroutine's.
@@ -112,7 +127,7 @@ const releaseKeep = 30 * time.Second
 // assignment gives it to this server and it is taken. The slots whose
 // keys the store holds are kept for a pull, as if just let go.
 func NewEngine(cfg EngineConfig, table Table, gate *Gate) *Engine {
-	e := &Engine{cfg: cfg, table: table, gate: gate, served: make([]bool, slots.N), released: map[int]time.Time{}, unpulled: map[int]bool{},
+	e := &Engine{cfg: cfg, table: table, gate: gate, served: make([]bool, slots.N), released: map[int]time.Time{}, unpulled: map[int]bool{}, taking: map[int]bool{},
 		jobs: make(chan []int, 64), stop: make(chan struct{}), done: make(chan struct{})}
 	for s := range slots.N {
 		table.CloseSlot(s)
@@ -194,7 +209,8 @@ func (e *Engine) Detach() {
 // bytes: for each slot of list in turn that this server no longer serves
 // and holds, its keys' exact values from place from in the first slot's
 // keys (the places after in the others'), and the generation at which it
-// held them; Gen 0 for the others. It stops at a slot whose keys pass
+// held them; Gen 0 for the others, sequence.GenTaking for those its own
+// take is under way of (ask again). It stops at a slot whose keys pass
 // the budget (its Next says where its next page starts) or once the
 // budget is spent: the slots left out are asked for again
 // (seqpull.Gather).
@@ -205,7 +221,9 @@ func (e *Engine) Handover(from int, list []int, budget int) []sequence.Handed {
 	var out []sequence.Handed
 	for _, s := range list {
 		h := sequence.Handed{Slot: s}
-		if _, ok := e.released[s]; ok && !e.served[s] && gens[s] > 0 {
+		if e.taking[s] {
+			h.Gen = sequence.GenTaking
+		} else if _, ok := e.released[s]; ok && !e.served[s] && gens[s] > 0 {
 			var used int
 			h.Gen = gens[s]
 			h.Marks, h.Next, used = e.table.SlotMarks(s, from, budget)
@@ -389,6 +407,8 @@ func (e *Engine) take(ctx context.Context, list []int) error {
 	if cur == nil {
 		return errors.New("this server holds no server-id")
 	}
+	e.setTaking(list, true)
+	defer e.setTaking(list, false)
 	if n, err := cur.oldServers(ctx); err != nil {
 		return err
 	} else if n > 0 {
@@ -400,6 +420,14 @@ func (e *Engine) take(ctx context.Context, list []int) error {
 		return err
 	}
 	e.askOthers(ctx, cur, list)
+	// Whom to pull from, and how to take, is decided on the highest
+	// record seen of each slot; the take writes only if it is still that
+	// (decidedOn, below).
+	decidedOn := map[int]int64{}
+	for i, slot := range list {
+		recs[i] = higher(recs[i], cur.known.get(slot))
+		decidedOn[slot] = recs[i].Gen
+	}
 	pulled := e.pullAll(ctx, cur.owner, list, recs, gens)
 	imported, err := e.imports(ctx, cur, list, recs)
 	if err != nil {
@@ -423,6 +451,14 @@ func (e *Engine) take(ctx context.Context, list []int) error {
 			for _, m := range p.Marks {
 				ceil = max(ceil, m.Value+1)
 			}
+		}
+		if how == Crashed && prev.Gen != decidedOn[slot] {
+			// Another server took the slot since the pull was decided (a
+			// joiner read no record, pulled nothing, and took the slot as
+			// after a crash from the record the first owner had just
+			// written: its keys at 1001): looked at again (unowned), not
+			// taken so.
+			return how, 0, false
 		}
 		decided[slot] = how
 		return how, ceil, e.serves(slot)
@@ -460,6 +496,24 @@ func (e *Engine) take(ctx context.Context, list []int) error {
 	e.cfg.Log.Info().Int("current", n[Current]).Int("handed_over", n[HandedOver]).Int("crashed", n[Crashed]).
 		Msg("sequences: slots taken: those handed over or current continue each key exactly, the others above their ceilings")
 	return nil
+}
+
+// setTaking records that this server's take of list is under way (on),
+// or over: a pull of one of them meanwhile is asked to come again
+// (Handover), for the take has written the slot's record in etcd, naming
+// this server its owner, before its file records the keys' generation
+// (a joiner pulled then, was answered "none", and took the slot as after
+// a crash: a new key's first INCR gave 1001).
+func (e *Engine) setTaking(list []int, on bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, s := range list {
+		if on {
+			e.taking[s] = true
+		} else {
+			delete(e.taking, s)
+		}
+	}
 }
 
 // askOthers has cur take each slot of list from the highest record any

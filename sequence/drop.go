@@ -16,7 +16,8 @@ var ErrNotServed = errors.New("the key's hash slot is not this server's")
 
 // Handed is a hash slot's keys as their old owner hands them over to the
 // slot's new owner, with the generation at which it held them (0: it
-// cannot hand them over: it still serves the slot, or holds none).
+// cannot hand them over: it still serves the slot, or holds none;
+// GenTaking: ask again).
 type Handed struct {
 	Slot  int
 	Gen   int64
@@ -25,6 +26,10 @@ type Handed struct {
 	// (Table.SlotMarks); 0: Marks ends the slot's keys.
 	Next int
 }
+
+// GenTaking is Handed.Gen of a slot its old owner is still taking
+// itself (its keys' generation not recorded yet): the pull asks again.
+const GenTaking = -1
 
 // DropSlot removes every key of hash slot slot from the Table, and
 // returns how many: a slot that moved to another server, or whose keys
