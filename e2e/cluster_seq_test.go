@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/idserver/idserver/internal/await"
@@ -258,8 +259,20 @@ func TestClusterSequencesEtcdLosesData(t *testing.T) {
 				t.Fatal(err)
 			}
 			backup := e.Backup()
+			after, err := cli.Get(ctx, "backup")
+			if err != nil {
+				t.Fatal(err)
+			}
 			await.True(t, time.Minute, "every server saw etcd past the backup", func() bool {
 				return !slices.ContainsFunc(dirs, func(dir string) bool { return historyRevision(dir) <= resp.Header.Revision })
+			})
+			// And wrote its guard key since: a server that wrote none
+			// after the backup finds the restore only by the revision,
+			// which the others' writes may have moved past what it saw
+			// (one never found it so, on a fault at the start).
+			await.True(t, time.Minute, "every server wrote its guard key past the backup", func() bool {
+				g, err := cli.Get(ctx, "/idserver/guard/", clientv3.WithPrefix())
+				return err == nil && len(slices.DeleteFunc(g.Kvs, func(kv *mvccpb.KeyValue) bool { return kv.ModRevision <= after.Header.Revision })) >= len(servers.all())
 			})
 			progress("after a backup")
 			// A second restore (the order may repeat a fault) is found
