@@ -48,6 +48,7 @@ type Asker func(ctx context.Context, slots []int) []map[int]string
 func (e *Engine) pull(ctx context.Context, owner int64, list []int, out map[int]sequence.Handed) error {
 	pctx, cancel := context.WithTimeout(ctx, pullWait)
 	defer cancel()
+	askAgainUntil := time.Now().Add(askWait) // a take's writes last well under it
 	for {
 		handed, err := e.cfg.Pull(pctx, owner, list)
 		if err != nil {
@@ -68,8 +69,8 @@ func (e *Engine) pull(ctx context.Context, owner int64, list []int, out map[int]
 		// The old owner's own take of them is not recorded yet: it
 		// answers once it is (within its take, under a second).
 		list = again
-		if !sleep(pctx, 20*time.Millisecond) {
-			return fmt.Errorf("%d slots still being taken by their old owner after %v", len(again), pullWait)
+		if time.Now().After(askAgainUntil) || !sleep(pctx, 20*time.Millisecond) {
+			return fmt.Errorf("%d slots still being taken by their old owner after %v", len(again), askWait)
 		}
 	}
 }
@@ -407,8 +408,6 @@ func (e *Engine) take(ctx context.Context, list []int) error {
 	if cur == nil {
 		return errors.New("this server holds no server-id")
 	}
-	e.setTaking(list, true)
-	defer e.setTaking(list, false)
 	if n, err := cur.oldServers(ctx); err != nil {
 		return err
 	} else if n > 0 {
@@ -437,6 +436,11 @@ func (e *Engine) take(ctx context.Context, list []int) error {
 		pulled[slot] = sequence.Handed{Slot: slot, Marks: marks} // Gen 0: taken as handed over if still never taken
 	}
 	decided := map[int]How{}
+	// From the write of the records to that of the generations, not
+	// before: a take waits for its pulls, and two servers each pulling
+	// from the other while marked would wait each other out.
+	e.setTaking(list, true)
+	defer e.setTaking(list, false)
 	taken, err := cur.Take(ctx, list, func(slot int, prev Record) (How, int64, bool) {
 		how, ceil := Crashed, int64(0)
 		switch p, ok := pulled[slot]; {
@@ -498,8 +502,8 @@ func (e *Engine) take(ctx context.Context, list []int) error {
 	return nil
 }
 
-// setTaking records that this server's take of list is under way (on),
-// or over: a pull of one of them meanwhile is asked to come again
+// setTaking records that this server's take of list is writing (on), or
+// is over: a pull of one of them meanwhile is asked to come again
 // (Handover), for the take has written the slot's record in etcd, naming
 // this server its owner, before its file records the keys' generation
 // (a joiner pulled then, was answered "none", and took the slot as after
