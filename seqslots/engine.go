@@ -110,7 +110,7 @@ type Engine struct {
 	served   []bool            // what the assignment gives this server
 	released map[int]time.Time // slots let go whose keys are kept for a pull
 	unpulled map[int]bool      // slots this run let go whose keys no new owner pulled yet
-	taking   map[int]bool      // slots this server's take is under way of (setTaking)
+	taking   map[int]bool      // slots this server's take is writing (setTaking)
 	jobs     chan []int        // slots to take, one batch at a time
 	// old is the previous version's marks by slot, once read (oldRead),
 	// less those taken over: the run goroutine's.
@@ -211,7 +211,7 @@ func (e *Engine) Detach() {
 // and holds, its keys' exact values from place from in the first slot's
 // keys (the places after in the others'), and the generation at which it
 // held them; Gen 0 for the others, sequence.GenTaking for those its own
-// take is under way of (ask again). It stops at a slot whose keys pass
+// take is writing (ask again: setTaking). It stops at a slot whose keys pass
 // the budget (its Next says where its next page starts) or once the
 // budget is spent: the slots left out are asked for again
 // (seqpull.Gather).
