@@ -395,8 +395,9 @@ func (m *clusterMode) handOver() {
 // a slot.
 func othersServe(src *slotassign.Source) bool {
 	m, self := src.Map(), src.Self()
+	me := m.Node(self)
 	for slot := range slots.N {
-		if v, n := m.Route(self, slot); v == slots.Moved && n.ID != self {
+		if v, n := m.RouteNode(me, slot); v == slots.Moved && n.ID != self {
 			return true
 		}
 	}

@@ -102,6 +102,32 @@ type batch struct {
 	// monotonic one) counts their busy time.
 	start time.Time
 	at    time.Duration
+
+	// routing is the cluster view the batch's keys are routed by, read
+	// once for the batch (reading the map checks the lease, a clock
+	// reading) and again when it is viewFresh old: viewStart is the batch
+	// it was read for, viewAt when, since that batch's start.
+	routing   view
+	viewStart time.Time
+	viewAt    time.Duration
+}
+
+// viewFresh is how long a batch routes by the view it read: a lease lost
+// or a slot moved meanwhile is seen at most this late, as if the batch
+// had run that much sooner.
+const viewFresh = time.Millisecond
+
+// view is the view to route the batch that began at start by, read
+// again from read if none was read for it or it is viewFresh old.
+func (b *batch) view(start time.Time, read func() view) *view {
+	at := b.at // since start, as of its last command (lap)
+	if b.start != start {
+		at = 0 // its first command
+	}
+	if b.routing.m == nil || b.viewStart != start || at-b.viewAt > viewFresh {
+		b.routing, b.viewStart, b.viewAt = read(), start, at
+	}
+	return &b.routing
 }
 
 // lap is the time since the last command of the batch that began at
@@ -130,8 +156,9 @@ func (b *batch) add(cmd *command) {
 }
 
 // observe counts the batch's latency on s, since start, for each command
-// in it, and empties it.
+// in it, and empties it (its view too: an idle client keeps no old map).
 func (b *batch) observe(s *Server, start time.Time) {
+	b.routing = view{}
 	if len(b.ran) == 0 {
 		return
 	}

@@ -375,3 +375,64 @@ func withoutFlags(specs any) any {
 	}
 	return out
 }
+
+// countingSource counts the reads of its map.
+type countingSource struct {
+	*slots.Static
+	reads int
+}
+
+func (c *countingSource) Map() *slots.Map { c.reads++; return c.Static.Map() }
+
+// TestRouteReadsTheMapOncePerBatch checks that the keys of a pipeline are
+// routed by one read of the map (a read checks the lease: a clock
+// reading), read again only once viewFresh has passed, and that the next
+// batch reads it again: a slot moved between two batches is answered
+// -MOVED by the second.
+func TestRouteReadsTheMapOncePerBatch(t *testing.T) {
+	id := strings.Repeat("5e", 20)
+	self := slots.Node{ID: id, IP: "127.0.0.1", Port: 6551}
+	src := &countingSource{Static: slots.NewStatic(id, slots.Single(self))}
+	s := New(withSequences(t, Options{Slots: src}))
+	p := testPipe(s)
+	defer p.Close()
+	const n = 1000
+	batch := []byte(strings.Repeat(encode("GET", "{a}x"), n))
+	start := time.Now()
+	p.Send(batch)
+	elapsed := time.Since(start)
+	if got, want := string(p.Written()), strings.Repeat("$-1\r\n", n); got != want {
+		t.Fatalf("got %.100q, want %d nil replies", got, n)
+	}
+	if most := 1 + int(elapsed/viewFresh); src.reads < 1 || src.reads > most {
+		t.Fatalf("%d GETs in one batch (%v) read the map %d times, want 1 to %d", n, elapsed, src.reads, most)
+	}
+	other := slots.Node{ID: strings.Repeat("6f", 20), IP: "127.0.0.2", Port: 6552}
+	m, err := slots.NewMap(0, []slots.Node{self, other}, []slots.Range{{First: 0, Last: slots.N - 1, Owner: other.ID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.Set(m)
+	p.Reset()
+	p.Send([]byte(encode("GET", "{a}x")))
+	if got, want := string(p.Written()), fmt.Sprintf("-MOVED %d 127.0.0.2:6552\r\n", slots.Of([]byte("a"))); got != want {
+		t.Fatalf("the next batch, the slot moved: got %q, want %q", got, want)
+	}
+}
+
+// BenchmarkClusterIncr is BenchmarkHandle's INCR on a node with
+// cluster-enabled yes: the key's slot checked against the map.
+func BenchmarkClusterIncr(b *testing.B) {
+	id := strings.Repeat("5e", 20)
+	s := New(withSequences(b, Options{Slots: slots.NewStatic(id, slots.Single(slots.Node{ID: id}))}))
+	if _, err := s.opts.Sequences.Incr("counter", 1); err != nil { // its first segment
+		b.Fatal(err)
+	}
+	p := testPipe(s)
+	cmd := []byte(encode("INCR", "counter"))
+	b.ReportAllocs()
+	for b.Loop() {
+		p.Send(cmd)
+		p.Reset()
+	}
+}

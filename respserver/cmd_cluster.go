@@ -85,7 +85,8 @@ var errClusterDisabled = replyerr.New(replyerr.ERR, "This instance has cluster s
 type view struct {
 	m    *slots.Map
 	self string
-	tls  bool // the client speaks TLS: it is told the nodes' TLS ports
+	me   *slots.Node // self in m, nil if m does not list it
+	tls  bool        // the client speaks TLS: it is told the nodes' TLS ports
 	// settling, if set, says which slots that moved away are answered
 	// -TRYAGAIN rather than -MOVED (Options.SeqSettling).
 	settling func(slot int) bool
@@ -97,7 +98,13 @@ func (s *Server) cluster(c *client) (view, error) {
 	if s.opts.Slots == nil {
 		return view{}, errClusterDisabled
 	}
-	return view{m: s.opts.Slots.Map(), self: s.opts.Slots.Self(), tls: c.TLS()}, nil
+	return s.viewOf(c), nil
+}
+
+// viewOf is the cluster as c sees it now.
+func (s *Server) viewOf(c *client) view {
+	m, self := s.opts.Slots.Map(), s.opts.Slots.Self()
+	return view{m: m, self: self, me: m.Node(self), tls: c.TLS(), settling: s.opts.SeqSettling}
 }
 
 func cmdClusterOK(s *Server, c *client, args [][]byte) error {
@@ -254,7 +261,7 @@ func (s *Server) listing(c *client, write func(v view)) error {
 		},
 		then: func(c *client, err error) error {
 			if err == nil {
-				write(view{m: s.opts.Slots.Map(), self: s.opts.Slots.Self(), tls: c.TLS()})
+				write(s.viewOf(c))
 			}
 			return err
 		},
@@ -508,7 +515,7 @@ func (v view) route(cmd *command, args [][]byte, slot *int) error {
 	if *slot == -1 {
 		return nil
 	}
-	switch verdict, n := v.m.Route(v.self, *slot); verdict {
+	switch verdict, n := v.m.RouteNode(v.me, *slot); verdict {
 	case slots.Moved:
 		if v.settling != nil && v.settling(*slot) {
 			return errTryAgain
@@ -537,7 +544,7 @@ func (s *Server) route(c *client, cmd *command, args [][]byte) error {
 		return nil
 	}
 	slot := -1
-	return view{m: s.opts.Slots.Map(), self: s.opts.Slots.Self(), tls: c.TLS(), settling: s.opts.SeqSettling}.route(cmd, args, &slot)
+	return c.batch.view(c.Start(), func() view { return s.viewOf(c) }).route(cmd, args, &slot)
 }
 
 // routeTransaction is EXEC's check of every queued command's keys
@@ -546,7 +553,7 @@ func (s *Server) routeTransaction(c *client, tx *transaction) error {
 	if s.opts.Slots == nil {
 		return nil
 	}
-	v := view{m: s.opts.Slots.Map(), self: s.opts.Slots.Self(), tls: c.TLS(), settling: s.opts.SeqSettling}
+	v := s.viewOf(c)
 	slot := -1
 	var scratch [][]byte
 	for _, q := range tx.cmds {

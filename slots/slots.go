@@ -229,14 +229,19 @@ const (
 
 // Route says what node self does with a command on slot, and for Moved,
 // where the slot is.
-func (m *Map) Route(self string, slot int) (Verdict, *Node) {
+func (m *Map) Route(self string, slot int) (Verdict, *Node) { return m.RouteNode(m.Node(self), slot) }
+
+// RouteNode is Route for self given as its node in m (Node: nil if m
+// does not list it), for a caller that routes many commands by one map:
+// nodes are then told apart by address, not by ID.
+func (m *Map) RouteNode(self *Node, slot int) (Verdict, *Node) {
 	owner := m.Owner(slot)
 	switch {
 	case owner == nil || m.down[slot/64]&(1<<(slot%64)) != 0:
 		return Unassigned, nil
 	case m.Moving(slot):
 		return TryAgain, owner
-	case owner.ID != self:
+	case owner != self:
 		return Moved, owner
 	}
 	return Serve, owner
