@@ -69,6 +69,7 @@ type testNode struct {
 	slots  *Slots
 	eng    *Engine
 	cancel context.CancelFunc
+	gone   chan struct{} // closed when it crashes
 }
 
 func newTestCluster(t *testing.T, steps Steps) *testCluster {
@@ -102,7 +103,7 @@ func (c *testCluster) start(id int64, dir string) *testNode {
 		go seen.Follow(ctx, cli, "/t/")
 	}
 	eng.Attach(s)
-	n := &testNode{id: id, dir: dir, file: file, table: table, known: seen, slots: s, eng: eng, cancel: func() { cancel(); cli.Close() }}
+	n := &testNode{id: id, dir: dir, file: file, table: table, known: seen, slots: s, eng: eng, cancel: func() { cancel(); cli.Close() }, gone: make(chan struct{})}
 	c.mu.Lock()
 	c.live[id] = n
 	c.mu.Unlock()
@@ -142,6 +143,7 @@ func (c *testCluster) crash(n *testNode) {
 	c.mu.Lock()
 	delete(c.live, n.id)
 	c.mu.Unlock()
+	close(n.gone)
 	n.eng.Serve(nil) // what it would serve no longer matters: no client reaches it
 	n.eng.Stop()
 	n.cancel()
@@ -198,8 +200,8 @@ func (c *testCluster) incr(ctx context.Context, key string) (int64, error) {
 		n := c.live[c.owners[slotOf(key)]]
 		c.mu.Unlock()
 		if n != nil {
-			v, err := n.table.Incr(key, 1)
-			if err == nil || !(errors.Is(err, sequence.ErrNotServed) || errors.Is(err, sequence.ErrNotReserved) || errors.Is(err, sequence.ErrStopped)) {
+			v, lost, err := n.incr(key)
+			if !lost && (err == nil || !(errors.Is(err, sequence.ErrNotServed) || errors.Is(err, sequence.ErrNotReserved) || errors.Is(err, sequence.ErrStopped))) {
 				return v, err
 			}
 		}
@@ -208,6 +210,28 @@ func (c *testCluster) incr(ctx context.Context, key string) (int64, error) {
 			return 0, fmt.Errorf("INCR %s: %w", key, ctx.Err())
 		case <-time.After(time.Millisecond):
 		}
+	}
+}
+
+// incr is an INCR of key on n as a client connected to n sees it: if n
+// crashes while the INCR waits, its reply is lost with the connection
+// (the client tries again elsewhere at once, as a cluster client does),
+// rather than waiting out the table's Wait in a server no one reaches.
+func (n *testNode) incr(key string) (v int64, lost bool, err error) {
+	type result struct {
+		v   int64
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		v, err := n.table.Incr(key, 1)
+		done <- result{v, err}
+	}()
+	select {
+	case r := <-done:
+		return r.v, false, r.err
+	case <-n.gone:
+		return 0, true, nil
 	}
 }
 
