@@ -38,16 +38,19 @@ func (g *Gate) owned(slot int) (Record, bool) {
 // Take reserves each segment in the File once its slot's ceiling covers
 // it. A key of a slot this server does not own gets sequence.ErrNotServed.
 func (g *Gate) Take(ctx context.Context, ts []sequence.Take) {
+	list := make([]int, len(ts))
+	for i := range ts {
+		list[i] = slotOf(ts[i].Key)
+	}
+	recs, owned := g.ownedEach(list)
 	need := map[int]int64{} // by slot, the highest last value to cover
 	for i := range ts {
-		t := &ts[i]
-		s := slotOf(t.Key)
-		rec, ok := g.owned(s)
-		if !ok {
+		t, s := &ts[i], list[i]
+		if !owned[i] {
 			t.Err = sequence.ErrNotServed
 			continue
 		}
-		t.After = max(t.After, rec.Floor)
+		t.After = max(t.After, recs[i].Floor)
 		if t.After > maxValue-t.N {
 			continue // the File refuses it: ErrOverflow
 		}
@@ -55,7 +58,7 @@ func (g *Gate) Take(ctx context.Context, ts []sequence.Take) {
 	}
 	g.cover(ctx, need, func(slot int, err error) {
 		for i := range ts {
-			if ts[i].Err == nil && slotOf(ts[i].Key) == slot {
+			if ts[i].Err == nil && list[i] == slot {
 				ts[i].Err = err
 			}
 		}
@@ -67,28 +70,40 @@ func (g *Gate) Take(ctx context.Context, ts []sequence.Take) {
 // value below the slot's floor: a key this server does not know may have
 // had any value up to it under an owner before a crash take-over.
 func (g *Gate) Set(ctx context.Context, ss []sequence.Setting) {
+	list := make([]int, len(ss))
+	for i := range ss {
+		list[i] = slotOf(ss[i].Key)
+	}
+	recs, owned := g.ownedEach(list)
 	need := map[int]int64{}
 	for i := range ss {
-		s := &ss[i]
-		slot := slotOf(s.Key)
-		rec, ok := g.owned(slot)
+		s, slot := &ss[i], list[i]
 		switch {
-		case !ok:
+		case !owned[i]:
 			s.Err = sequence.ErrNotServed
-		case s.Value < rec.Floor:
-			s.Err = &sequence.BelowError{Key: s.Key, At: rec.Floor}
+		case s.Value < recs[i].Floor:
+			s.Err = &sequence.BelowError{Key: s.Key, At: recs[i].Floor}
 		default:
 			need[slot] = max(need[slot], s.Value)
 		}
 	}
 	g.cover(ctx, need, func(slot int, err error) {
 		for i := range ss {
-			if ss[i].Err == nil && slotOf(ss[i].Key) == slot {
+			if ss[i].Err == nil && list[i] == slot {
 				ss[i].Err = err
 			}
 		}
 	})
 	g.File.Set(ctx, ss)
+}
+
+// ownedEach is the record of each slot of list if this server owns it
+// now: recs[i] and ok[i] are list[i]'s.
+func (g *Gate) ownedEach(list []int) (recs []Record, ok []bool) {
+	if s := g.cur.Load(); s != nil {
+		return s.ownedEach(list)
+	}
+	return make([]Record, len(list)), make([]bool, len(list))
 }
 
 // cover waits, for every slot of need, for a stored ceiling above its
@@ -109,13 +124,9 @@ func (g *Gate) cover(ctx context.Context, need map[int]int64, failed func(slot i
 		}
 		return
 	}
-	waits := map[int]<-chan error{}
-	for slot, last := range need { // every raise asked before any is waited for
-		if done, err := cur.ask(slot, last); done != nil {
-			waits[slot] = done
-		} else if err != nil {
-			fail(slot, err)
-		}
+	waits, asked := cur.askEach(need) // every raise asked before any is waited for
+	for slot, err := range asked {
+		fail(slot, err)
 	}
 	for slot, done := range waits {
 		if err := cur.await(ctx, slot, need[slot], done); err != nil {

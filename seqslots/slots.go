@@ -18,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/idserver/idserver/etcdsession"
+	"github.com/idserver/idserver/slots"
 )
 
 // txnOps is the most records one transaction writes: etcd refuses a
@@ -63,9 +64,9 @@ type Slots struct {
 	now    func() time.Time
 
 	mu     sync.Mutex
-	owned  map[int]*owned
-	onLost func([]int)   // OnLost's
-	due    chan struct{} // wakes raise
+	owned  *[slots.N]*owned // by slot; nil: not owned
+	onLost func([]int)      // OnLost's
+	due    chan struct{}    // wakes raise
 }
 
 // owned is a slot this server owns.
@@ -106,7 +107,7 @@ type Config struct {
 func New(cfg Config) *Slots {
 	return &Slots{cli: cfg.Client, root: cfg.Prefix, prefix: cfg.Prefix + "seqslot/", owner: cfg.Owner, steps: cfg.Steps,
 		hist: cfg.Hist, known: cfg.Known, log: cfg.Log, now: time.Now,
-		owned: map[int]*owned{}, due: make(chan struct{}, 1)}
+		owned: new([slots.N]*owned), due: make(chan struct{}, 1)}
 }
 
 // txn commits a transaction of ops, if cmps hold, and checks where etcd
@@ -306,20 +307,34 @@ func (s *Slots) swap(ctx context.Context, slots []int, revs []int64, recs []Reco
 func (s *Slots) Owned(slot int) (Record, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	o, ok := s.owned[slot]
-	if !ok {
+	o := s.owned[slot]
+	if o == nil {
 		return Record{}, false
 	}
 	return o.rec, true
+}
+
+// ownedEach is Owned of each slot of list, under one lock: recs[i] and
+// ok[i] are list[i]'s.
+func (s *Slots) ownedEach(list []int) (recs []Record, ok []bool) {
+	recs, ok = make([]Record, len(list)), make([]bool, len(list))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, slot := range list {
+		if o := s.owned[slot]; o != nil {
+			recs[i], ok[i] = o.rec, true
+		}
+	}
+	return recs, ok
 }
 
 // Drop forgets slot: this server serves it no more.
 func (s *Slots) Drop(slot int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if o, ok := s.owned[slot]; ok {
+	if o := s.owned[slot]; o != nil {
 		o.fail(fmt.Errorf("slot %d: %w: it moved", slot, ErrNotOwner))
-		delete(s.owned, slot)
+		s.owned[slot] = nil
 	}
 }
 
@@ -362,7 +377,35 @@ func (s *Slots) Cover(ctx context.Context, slot int, last int64) error {
 func (s *Slots) ask(slot int, last int64) (<-chan error, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	o, ok := s.owned[slot]
+	return s.askLocked(slot, last)
+}
+
+// askEach is ask of each slot of need (its last value to cover), under
+// one lock: the raises to wait for (await), and the slots it could not
+// ask for, with why.
+func (s *Slots) askEach(need map[int]int64) (waits map[int]<-chan error, failed map[int]error) {
+	waits, failed = map[int]<-chan error{}, map[int]error{}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for slot, last := range need {
+		if done, err := s.askLocked(slot, last); done != nil {
+			waits[slot] = done
+		} else if err != nil {
+			failed[slot] = err
+		}
+	}
+	return waits, failed
+}
+
+// get is slot's state if this server owns it, under s.mu.
+func (s *Slots) get(slot int) (*owned, bool) {
+	o := s.owned[slot]
+	return o, o != nil
+}
+
+// askLocked is ask, under s.mu.
+func (s *Slots) askLocked(slot int, last int64) (<-chan error, error) {
+	o, ok := s.get(slot)
 	if !ok {
 		return nil, fmt.Errorf("slot %d: %w", slot, ErrNotOwner)
 	}
@@ -444,9 +487,8 @@ func (s *Slots) raiseDue(ctx context.Context) bool {
 func (s *Slots) dueRaises() (slots []int, revs []int64, recs []Record) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, slot := range slices.Sorted(maps.Keys(s.owned)) {
-		o := s.owned[slot]
-		if len(o.wait) == 0 && !o.ahead {
+	for slot, o := range s.owned { // in order of slots, as each raise's transaction
+		if o == nil || len(o.wait) == 0 && !o.ahead {
 			continue
 		}
 		o.step = s.steps.adapt(o.step, s.now().Sub(o.since))
@@ -476,7 +518,7 @@ func (s *Slots) raisedTo(slots []int, recs []Record, rev int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, slot := range slots {
-		o, ok := s.owned[slot]
+		o, ok := s.get(slot)
 		if !ok {
 			continue // dropped meanwhile
 		}
@@ -493,7 +535,7 @@ func (s *Slots) failAll(slots []int, revs []int64, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, slot := range slots {
-		if o, ok := s.owned[slot]; ok && o.rev == revs[i] {
+		if o, ok := s.get(slot); ok && o.rev == revs[i] {
 			o.fail(err)
 			o.ahead = false
 		}
@@ -511,9 +553,9 @@ func (s *Slots) lost(ctx context.Context, slots []int, revs []int64) {
 	var gone []int
 	s.mu.Lock()
 	for i, slot := range slots {
-		if o, ok := s.owned[slot]; ok && now[i] != revs[i] {
+		if o, ok := s.get(slot); ok && now[i] != revs[i] {
 			o.fail(fmt.Errorf("slot %d: %w: another server took it", slot, ErrNotOwner))
-			delete(s.owned, slot)
+			s.owned[slot] = nil
 			gone = append(gone, slot)
 		}
 	}
@@ -537,7 +579,7 @@ func (s *Slots) OnLost(lost func(slots []int)) {
 func (s *Slots) Writes(slot int) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if o, ok := s.owned[slot]; ok {
+	if o, ok := s.get(slot); ok {
 		return o.writes
 	}
 	return 0
