@@ -104,8 +104,9 @@ func TestDocsNode(t *testing.T) {
 }
 
 // TestDocsGo runs the Go programs of docs/clients.md in a module of
-// their own, with this module's requirements (go-redis among them) from
-// the module cache: no network.
+// their own, with the server module's requirements (go-redis v9 among
+// them; this module's go.mod points at the server by a relative replace)
+// from the module cache: no network.
 func TestDocsGo(t *testing.T) {
 	files := map[string][]byte{}
 	for _, name := range []string{"go.mod", "go.sum"} {

@@ -23,6 +23,10 @@
 // php-cli with php-redis and php-predis, and libredis-perl;
 // scripts/test.sh installs all of it. Without them a test is skipped,
 // except under CI=true, where a missing client fails the suite.
+//
+// clients is a module of its own, so that the libraries only it uses
+// stay out of the server's go.mod; TestMain builds the server in the
+// repository's root, by the root's go.mod.
 package clients
 
 import (

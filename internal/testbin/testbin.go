@@ -27,6 +27,9 @@ import (
 // path in *binary, removes it, and exits with the tests' code. For
 // TestMain. If the environment variable reuse names a binary already
 // built (a copy of the tests started by the tests), it is used instead.
+// The build runs in dir, so dir's own module (its go.mod and go.sum)
+// builds it: a test package of another module (clients/) tests the
+// server as it ships.
 func Run(m *testing.M, dir, reuse string, binary *string) {
 	if *binary = os.Getenv(reuse); reuse != "" && *binary != "" {
 		os.Exit(m.Run())
@@ -36,7 +39,9 @@ func Run(m *testing.M, dir, reuse string, binary *string) {
 		panic(err)
 	}
 	*binary = filepath.Join(tmp, "idserver")
-	if out, err := exec.Command("go", "build", "-o", *binary, dir).CombinedOutput(); err != nil {
+	build := exec.Command("go", "build", "-o", *binary, ".")
+	build.Dir = dir
+	if out, err := build.CombinedOutput(); err != nil {
 		panic("go build: " + err.Error() + "\n" + string(out))
 	}
 	code := m.Run()
