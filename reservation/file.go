@@ -41,6 +41,16 @@ func OpenFile(path string, log zerolog.Logger) (*FileStore, error) {
 	return &FileStore{path: path, lock: lf, log: log}, nil
 }
 
+// ClaimPath is where a server in cluster mode keeps a local copy of the
+// reservation of the server-id it holds, beside its state file at
+// statePath: statePath.l<I>-<S>-<R>-e<epoch>.id<N>, from identity's
+// layout, epoch and server-id, so that each id, under each layout and
+// epoch, has a file of its own.
+func ClaimPath(statePath string, identity State) string {
+	l := identity.Layout
+	return fmt.Sprintf("%s.l%d-%d-%d-e%d.id%d", statePath, l.IDBits, l.ShardBits, l.RandomBits, identity.Epoch, identity.ServerID)
+}
+
 // Path returns the state file's path.
 func (f *FileStore) Path() string { return f.path }
 
