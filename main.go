@@ -30,6 +30,7 @@ import (
 	"github.com/idserver/idserver/idgen"
 	"github.com/idserver/idserver/internal/buildinfo"
 	"github.com/idserver/idserver/metrics"
+	"github.com/idserver/idserver/publicid"
 	"github.com/idserver/idserver/reservation"
 	"github.com/idserver/idserver/resplimit"
 	"github.com/idserver/idserver/respserver"
@@ -330,7 +331,7 @@ func newServer(cfg *conf.Config, log zerolog.Logger, opts respserver.Options) *r
 	opts.Version = buildinfo.Version
 	opts.MGetIDMax = cfg.MGetIDMax
 	opts.MaxLead = cfg.MaxLead.Duration
-	opts.PublicID, _ = cfg.PublicID() // Validate checked it
+	opts.PublicID, _ = publicid.New(cfg.PublicID()) // Validate checked it
 	opts.GetIDReply = getIDReply[cfg.GetIDReply]
 	opts.RequirePass = cfg.RequirePass
 	opts.MaxClients = cfg.MaxClients

@@ -354,8 +354,11 @@ func TestPublicID(t *testing.T) {
 		if err != nil {
 			continue
 		}
-		if _, err := c.PublicID(); err != nil {
-			t.Errorf("%v: PublicID: %v", tt.args, err)
+		if _, err := publicid.New(c.PublicID()); err != nil {
+			t.Errorf("%v: publicid.New(PublicID()): %v", tt.args, err)
+		}
+		if keyed := c.PublicID().Key != nil; keyed != (c.PublicIDKey != "") {
+			t.Errorf("%v: PublicID's key set: %v", tt.args, keyed)
 		}
 		for _, kv := range c.Shown() {
 			if strings.Contains(kv[1], key) {
