@@ -34,6 +34,7 @@ import (
 	"github.com/idserver/idserver/reservation"
 	"github.com/idserver/idserver/resplimit"
 	"github.com/idserver/idserver/respserver"
+	"github.com/idserver/idserver/sequence"
 	"github.com/idserver/idserver/slots"
 )
 
@@ -69,10 +70,10 @@ func run(args []string) int {
 	if cfg.GoMaxProcs > 0 {
 		runtime.GOMAXPROCS(cfg.GoMaxProcs)
 	}
-	if _, set := os.LookupEnv("GOMEMLIMIT"); !set && cfg.Memory().Limit > 0 {
+	if _, set := os.LookupEnv("GOMEMLIMIT"); !set && cfg.Memory(sequence.KeyBytes).Limit > 0 {
 		// The collector works harder as the heap nears this, before the
 		// clients reach their bound rather than after.
-		debug.SetMemoryLimit(cfg.Memory().Limit)
+		debug.SetMemoryLimit(cfg.Memory(sequence.KeyBytes).Limit)
 	}
 	return runMode(cfg, tc, log)
 }
