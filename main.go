@@ -30,9 +30,11 @@ import (
 	"github.com/idserver/idserver/idgen"
 	"github.com/idserver/idserver/internal/buildinfo"
 	"github.com/idserver/idserver/metrics"
+	"github.com/idserver/idserver/publicid"
 	"github.com/idserver/idserver/reservation"
 	"github.com/idserver/idserver/resplimit"
 	"github.com/idserver/idserver/respserver"
+	"github.com/idserver/idserver/sequence"
 	"github.com/idserver/idserver/slots"
 )
 
@@ -68,10 +70,10 @@ func run(args []string) int {
 	if cfg.GoMaxProcs > 0 {
 		runtime.GOMAXPROCS(cfg.GoMaxProcs)
 	}
-	if _, set := os.LookupEnv("GOMEMLIMIT"); !set && cfg.Memory().Limit > 0 {
+	if _, set := os.LookupEnv("GOMEMLIMIT"); !set && cfg.Memory(sequence.KeyBytes).Limit > 0 {
 		// The collector works harder as the heap nears this, before the
 		// clients reach their bound rather than after.
-		debug.SetMemoryLimit(cfg.Memory().Limit)
+		debug.SetMemoryLimit(cfg.Memory(sequence.KeyBytes).Limit)
 	}
 	return runMode(cfg, tc, log)
 }
@@ -330,7 +332,7 @@ func newServer(cfg *conf.Config, log zerolog.Logger, opts respserver.Options) *r
 	opts.Version = buildinfo.Version
 	opts.MGetIDMax = cfg.MGetIDMax
 	opts.MaxLead = cfg.MaxLead.Duration
-	opts.PublicID, _ = cfg.PublicID() // Validate checked it
+	opts.PublicID, _ = publicid.New(cfg.PublicID()) // Validate checked it
 	opts.GetIDReply = getIDReply[cfg.GetIDReply]
 	opts.RequirePass = cfg.RequirePass
 	opts.MaxClients = cfg.MaxClients

@@ -82,8 +82,9 @@ type Config struct {
 	// Addr identifies this server in its claim key: host:port.
 	Addr string
 	// StatePath is dir/state-file: every save of an id's reservation is
-	// first written to StatePath.l<I>-<S>-<R>-e<epoch>.id<N>, locked while
-	// the id is held. "": no local copy.
+	// first written to the file reservation.ClaimPath names beside it
+	// (StatePath.l<I>-<S>-<R>-e<epoch>.id<N>), locked while the id is
+	// held. "": no local copy.
 	StatePath string
 	Log       zerolog.Logger
 	// Slots, if set, has this server take part in the hash slots'
@@ -555,9 +556,7 @@ func (m *Member) openLocal(identity reservation.State) (*reservation.FileStore, 
 	if m.cfg.StatePath == "" {
 		return nil, reservation.Resumed{}, nil
 	}
-	l := m.cfg.Layout
-	path := fmt.Sprintf("%s.l%d-%d-%d-e%d.id%d", m.cfg.StatePath, l.IDBits, l.ShardBits, l.RandomBits, identity.Epoch, identity.ServerID)
-	local, err := reservation.OpenFile(path, m.log)
+	local, err := reservation.OpenFile(reservation.ClaimPath(m.cfg.StatePath, identity), m.log)
 	if err != nil {
 		return nil, reservation.Resumed{}, err
 	}

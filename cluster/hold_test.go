@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
@@ -29,7 +28,7 @@ func TestClaimedNotHeldWaits(t *testing.T) {
 	e := testetcd.Start(t)
 	layout := idgen.Layout{IDBits: 0, ShardBits: 10, RandomBits: 10}
 	statePath := t.TempDir() + "/idserver.state"
-	path := fmt.Sprintf("%s.l%d-%d-%d-e%d.id0", statePath, layout.IDBits, layout.ShardBits, layout.RandomBits, idgen.DefaultEpoch.UnixMilli())
+	path := reservation.ClaimPath(statePath, reservation.State{ServerID: 0, Layout: layout, Epoch: idgen.DefaultEpoch.UnixMilli()})
 	other, err := reservation.OpenFile(path, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)

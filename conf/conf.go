@@ -456,7 +456,7 @@ func (c *Config) validate() error {
 			}
 			return nil
 		},
-		func() error { _, err := c.PublicID(); return err },
+		c.validatePublicID,
 		func() error { return inRange("maxclients", int64(c.MaxClients), 1, 1_000_000) },
 		func() error { return inRange("timeout", int64(c.Timeout.Duration/time.Second), 0, 31_536_000) },
 		func() error { return inRange("metrics-maxclients", int64(c.MetricsMaxClients), 1, 10_000) },
@@ -592,26 +592,40 @@ func (c *Config) validateCluster() error {
 	return nil
 }
 
-// PublicID returns the codec of PUBLICID and PRIVATEID that
-// public-id-key, public-id-alphabet and public-id-min-length make.
-func (c *Config) PublicID() (*publicid.Codec, error) {
-	var key []byte
-	if c.PublicIDKey != "" {
-		k, err := hex.DecodeString(c.PublicIDKey)
-		if err != nil || len(k) != 16 && len(k) != 24 && len(k) != 32 {
-			// The key itself is not quoted: errors are logged.
-			return nil, fmt.Errorf("public-id-key must be 32, 48 or 64 hex digits (an AES-128, -192 or -256 key), not %d characters", len(c.PublicIDKey))
-		}
-		key = k
+// PublicID returns the settings of PUBLICID's and PRIVATEID's codec
+// (publicid.New builds it): public-id-alphabet, public-id-min-length
+// and public-id-key, decoded from hex. Validate has checked them.
+func (c *Config) PublicID() publicid.Settings {
+	key, _ := c.publicIDKey()
+	return publicid.Settings{Alphabet: c.PublicIDAlphabet, MinLength: c.PublicIDMinLength, Key: key}
+}
+
+// publicIDKey decodes public-id-key: nil when it is empty.
+func (c *Config) publicIDKey() ([]byte, error) {
+	if c.PublicIDKey == "" {
+		return nil, nil
+	}
+	k, err := hex.DecodeString(c.PublicIDKey)
+	if err != nil || len(k) != 16 && len(k) != 24 && len(k) != 32 {
+		// The key itself is not quoted: errors are logged.
+		return nil, fmt.Errorf("public-id-key must be 32, 48 or 64 hex digits (an AES-128, -192 or -256 key), not %d characters", len(c.PublicIDKey))
+	}
+	return k, nil
+}
+
+// validatePublicID checks public-id-key, public-id-min-length and
+// public-id-alphabet, by publicid's rules.
+func (c *Config) validatePublicID() error {
+	if _, err := c.publicIDKey(); err != nil {
+		return err
 	}
 	if err := inRange("public-id-min-length", int64(c.PublicIDMinLength), 0, publicid.MaxMinLength); err != nil {
-		return nil, err
+		return err
 	}
-	codec, err := publicid.New(c.PublicIDAlphabet, c.PublicIDMinLength, key)
-	if err != nil {
-		return nil, fmt.Errorf("public-id-alphabet: %w", err)
+	if err := c.PublicID().Validate(); err != nil {
+		return fmt.Errorf("public-id-alphabet: %w", err)
 	}
-	return codec, nil
+	return nil
 }
 
 // Redacted is what CONFIG GET shows for a secret that is set.

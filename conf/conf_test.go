@@ -354,8 +354,11 @@ func TestPublicID(t *testing.T) {
 		if err != nil {
 			continue
 		}
-		if _, err := c.PublicID(); err != nil {
-			t.Errorf("%v: PublicID: %v", tt.args, err)
+		if _, err := publicid.New(c.PublicID()); err != nil {
+			t.Errorf("%v: publicid.New(PublicID()): %v", tt.args, err)
+		}
+		if keyed := c.PublicID().Key != nil; keyed != (c.PublicIDKey != "") {
+			t.Errorf("%v: PublicID's key set: %v", tt.args, keyed)
 		}
 		for _, kv := range c.Shown() {
 			if strings.Contains(kv[1], key) {
@@ -563,11 +566,11 @@ func TestMetricsAddr(t *testing.T) {
 // aside).
 func TestMemoryLimitRule(t *testing.T) {
 	c := Config{MaxMemoryClients: 1000, SeqMaxKeys: 10, SeqMaxKeyBytes: 100}
-	if got, want := c.Memory().Limit, int64(2*1000+10*(100+sequence.EntryBytes)+128<<20); got != want {
+	if got, want := c.Memory(sequence.KeyBytes).Limit, int64(2*1000+10*(100+sequence.EntryBytes)+128<<20); got != want {
 		t.Errorf("MemoryLimit of maxmemory-clients 1000, seq-max-keys 10, seq-max-key-bytes 100: %d, want %d", got, want)
 	}
-	if c.MaxMemoryClients = 0; c.Memory() != (Memory{}) {
-		t.Errorf("Memory without maxmemory-clients: %+v, want none", c.Memory())
+	if c.MaxMemoryClients = 0; c.Memory(sequence.KeyBytes) != (Memory{}) {
+		t.Errorf("Memory without maxmemory-clients: %+v, want none", c.Memory(sequence.KeyBytes))
 	}
 	flat := func(text string) string {
 		text = regexp.MustCompile(`(?m)^\s*#`).ReplaceAllString(text, "")

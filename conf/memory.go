@@ -1,7 +1,5 @@
 package conf
 
-import "github.com/idserver/idserver/sequence"
-
 // Memory is what the server may hold in memory, derived from the
 // configuration here and nowhere else: main sets the Go runtime's memory
 // limit to Limit (unless GOMEMLIMIT is set), and --help,
@@ -9,9 +7,9 @@ import "github.com/idserver/idserver/sequence"
 type Memory struct {
 	// Limit is the Go runtime's memory limit: twice maxmemory-clients
 	// (what the clients hold may take twice its size in buffers), what
-	// seq-max-keys keys of seq-max-key-bytes cost (sequence.KeyBytes),
-	// and 128 MiB for the server itself. 0 with maxmemory-clients 0: no
-	// limit.
+	// seq-max-keys keys of seq-max-key-bytes cost (keyBytes, given by
+	// the sequences' package: sequence.KeyBytes), and 128 MiB for the
+	// server itself. 0 with maxmemory-clients 0: no limit.
 	Limit int64
 	// Ceiling bounds the process's RSS: Limit, and OutsideHeap for what
 	// the Go runtime does not count (the binary's pages, and the pages
@@ -31,11 +29,14 @@ const memoryLimitSpare = 128 << 20
 // OutsideHeap is what Memory.Ceiling allows beyond the Go runtime's limit.
 const OutsideHeap = 96 << 20
 
-// Memory derives the server's memory limit and ceiling from c.
-func (c *Config) Memory() Memory {
+// Memory derives the server's memory limit and ceiling from c, with
+// keyBytes, what a sequence key of up to maxKeyBytes costs in memory at
+// most (sequence.KeyBytes: the sequences' package knows it, and conf
+// does not import it).
+func (c *Config) Memory(keyBytes func(maxKeyBytes int) int64) Memory {
 	if c.MaxMemoryClients == 0 {
 		return Memory{}
 	}
-	limit := 2*int64(c.MaxMemoryClients) + int64(c.SeqMaxKeys)*sequence.KeyBytes(c.SeqMaxKeyBytes) + memoryLimitSpare
+	limit := 2*int64(c.MaxMemoryClients) + int64(c.SeqMaxKeys)*keyBytes(c.SeqMaxKeyBytes) + memoryLimitSpare
 	return Memory{Limit: limit, Ceiling: limit + OutsideHeap}
 }

@@ -76,7 +76,7 @@ func bounds(t *testing.T, bin string, n int, extra []string, takeOver time.Durat
 	if err != nil {
 		t.Fatal(err)
 	}
-	mem := cfg.Memory()
+	mem := cfg.Memory(sequence.KeyBytes)
 	ceiling := mem.Ceiling >> 20
 	t.Logf("%d keys of %d bytes: Go memory limit %d MiB, RSS ceiling %d MiB", n, keyBytes, mem.Limit>>20, ceiling)
 	file := filepath.Join(dir, cfg.SeqFile)

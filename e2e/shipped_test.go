@@ -474,7 +474,7 @@ func TestKubernetesManifest(t *testing.T) {
 		t.Errorf("no PodDisruptionBudget selecting the pods (labels %v)", set.Spec.Template.Metadata.Labels)
 	}
 
-	mem := cfg.Memory()
+	mem := cfg.Memory(sequence.KeyBytes)
 	if mem.Ceiling == 0 {
 		t.Error("maxmemory-clients 0: the configuration states no memory ceiling to size the pod by")
 	}

@@ -11,7 +11,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 
-	"github.com/idserver/idserver/reservation"
+	"github.com/idserver/idserver/internal/atomicfile"
 )
 
 // History is what this server has seen of etcd: its cluster id and the
@@ -265,7 +265,7 @@ func (h *History) write() error {
 		return nil
 	}
 	data := fmt.Appendf(nil, historyFormat, h.seen.ClusterID, h.seen.Revision, h.seen.Term, h.guard.ID, h.guard.Value)
-	if err := reservation.WriteAtomic(h.path, data); err != nil {
+	if err := atomicfile.Write(h.path, data); err != nil {
 		return fmt.Errorf("etcd history %s: %w", h.path, err)
 	}
 	h.written, h.wroteGuard, h.wroteAt = h.seen, h.guard, time.Now()

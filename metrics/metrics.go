@@ -8,20 +8,32 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/pprof"
-	"strconv"
+	"slices"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/idserver/idserver/respserver"
 	"github.com/idserver/idserver/stats"
 )
 
+// Source is what /metrics reads of the server when scraped: the stats
+// snapshot INFO prints, so that the two cannot disagree, and the
+// per-command calls and error replies behind INFO commandstats and
+// errorstats. *respserver.Server is one.
+type Source interface {
+	// Snapshot returns the named sections of INFO as of now.
+	Snapshot(names ...string) []stats.Section
+	// Calls returns each command's latencies and counts of calls.
+	Calls() []stats.Calls
+	// ErrorReplies returns the error replies sent, by code.
+	ErrorReplies() []stats.Count
+}
+
 // Options are what the HTTP side reports on.
 type Options struct {
-	Server  *respserver.Server
+	Server  Source
 	Version string
 	// Ready says whether a GETID would be answered now, and if not why.
 	Ready func() error
@@ -69,9 +81,12 @@ func New(o Options) http.Handler {
 // process collectors (go_memstats_*, process_*).
 var exported = []string{"clients", "stats", "cpu", "persistence", "cluster", "idgen"}
 
+// layoutFields are the fields of INFO idgen that label idserver_info.
+var layoutFields = []string{"id_range", "shard_range", "random_range"}
+
 var (
 	infoDesc = prometheus.NewDesc("idserver_info", "Version and layout of this server (always 1).",
-		[]string{"version", "id_range", "shard_range", "random_range"}, nil)
+		append([]string{"version"}, layoutFields...), nil)
 	latencyDesc = prometheus.NewDesc("idserver_command_duration_seconds",
 		"Time from a command's start to its reply, by command (waits at the lead bound included).", []string{"command"}, nil)
 	busyDesc = prometheus.NewDesc("idserver_command_busy_seconds_total",
@@ -87,7 +102,7 @@ var (
 // collector reads the server's stats snapshot when scraped. It is
 // unchecked (Describe sends nothing): its metrics are INFO's fields.
 type collector struct {
-	srv     *respserver.Server
+	srv     Source
 	version string
 }
 
@@ -96,11 +111,12 @@ func (c *collector) Describe(chan<- *prometheus.Desc) {}
 
 // Collect sends the current values.
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
-	l, itoa := c.srv.Layout(), strconv.Itoa
-	ch <- prometheus.MustNewConstMetric(infoDesc, prometheus.GaugeValue, 1,
-		c.version, itoa(l.IDBits), itoa(l.ShardBits), itoa(l.RandomBits))
+	var layout [3]string // layoutFields' values
 	for _, sec := range c.srv.Snapshot(exported...) {
 		for _, f := range sec.Fields {
+			if i := slices.Index(layoutFields, f.Name); i >= 0 && sec.Name == "idgen" {
+				layout[i] = f.Value()
+			}
 			if f.Kind == stats.Text {
 				continue
 			}
@@ -116,6 +132,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(prometheus.NewDesc(name, help, nil, nil), kind, float64(f.Num)/per)
 		}
 	}
+	ch <- prometheus.MustNewConstMetric(infoDesc, prometheus.GaugeValue, 1, c.version, layout[0], layout[1], layout[2])
 	for _, cs := range c.srv.Calls() {
 		if cs.Count > 0 {
 			ch <- prometheus.MustNewConstHistogram(latencyDesc, cs.Count, cs.Sum, cs.Buckets, cs.Name)

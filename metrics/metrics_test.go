@@ -87,6 +87,24 @@ func waitServing(t *testing.T, srv *respserver.Server) {
 	})
 }
 
+var _ Source = (*respserver.Server)(nil)
+
+// TestInfoMetric: idserver_info is labelled with the layout INFO idgen
+// shows.
+func TestInfoMetric(t *testing.T) {
+	gen, err := idgen.New(idgen.Settings{Layout: idgen.Layout{IDBits: 3, ShardBits: 8, RandomBits: 10}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	New(Options{Server: respserver.New(respserver.Options{Generator: gen}), Version: "test"}).
+		ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	want := "\nidserver_info{id_range=\"3\",random_range=\"10\",shard_range=\"8\",version=\"test\"} 1\n"
+	if !strings.Contains(rec.Body.String(), want) {
+		t.Errorf("no %q in the scrape", strings.TrimSpace(want))
+	}
+}
+
 // TestProfiles: the CPU profile and the execution trace of the live
 // server are served when asked for (Pprof), for go tool pprof and go tool
 // trace.

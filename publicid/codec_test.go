@@ -36,7 +36,7 @@ func codecs(t testing.TB, rng *rand.Rand) map[string]*Codec {
 		"keyed-min14-k256": {"", 14, key(32)},
 		"keyed-hex-k192":   {"0123456789abcdef", 0, key(24)},
 	} {
-		c, err := New(cfg.alphabet, cfg.min, cfg.key)
+		c, err := New(Settings{Alphabet: cfg.alphabet, MinLength: cfg.min, Key: cfg.key})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -299,7 +299,7 @@ func TestKeyedLength(t *testing.T) {
 	if n, err := strconv.Atoi(os.Getenv("PUBLICID_MEASURE")); err == nil {
 		count = n
 	}
-	c, err := New("", 0, []byte("0123456789abcdef"))
+	c, err := New(Settings{Key: []byte("0123456789abcdef")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,7 +322,7 @@ func TestKeyedLength(t *testing.T) {
 }
 
 func benchCodec(b *testing.B, key []byte) {
-	c, err := New("", 0, key)
+	c, err := New(Settings{Key: key})
 	if err != nil {
 		b.Fatal(err)
 	}

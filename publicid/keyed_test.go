@@ -21,7 +21,7 @@ func TestFF1(t *testing.T) {
 		for i := range key {
 			key[i] = byte(rng.Uint32())
 		}
-		c, err := New("", 0, key)
+		c, err := New(Settings{Key: key})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -72,7 +72,7 @@ func TestKeyedLengths(t *testing.T) {
 		{"0123456789abcdef", 0, 17},
 		{"0123456789abcdefghijklmnopqrstuvwxyz", 0, 13},
 	} {
-		c, err := New(tt.alphabet, tt.minLength, key)
+		c, err := New(Settings{Alphabet: tt.alphabet, MinLength: tt.minLength, Key: key})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -91,7 +91,7 @@ func TestKeyedLengths(t *testing.T) {
 // it decodes to the number, is no public string (Decode checks the first
 // variant by the blocklist alone, without encrypting again).
 func TestKeyedBlockedFirstVariant(t *testing.T) {
-	c, err := New("", 0, []byte("0123456789abcdef"))
+	c, err := New(Settings{Key: []byte("0123456789abcdef")})
 	if err != nil {
 		t.Fatal(err)
 	}

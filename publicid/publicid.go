@@ -35,6 +35,7 @@
 package publicid
 
 import (
+	"cmp"
 	"crypto/aes"
 	"errors"
 	"fmt"
@@ -44,7 +45,7 @@ import (
 // DefaultAlphabet is Sqids' default alphabet: URL-safe, 62 letters.
 const DefaultAlphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 
-// MaxMinLength is the largest minimum length New takes: it keeps keyed
+// MaxMinLength is the largest Settings.MinLength: it keeps keyed
 // strings' values within 128-bit arithmetic and short.
 const MaxMinLength = 20
 
@@ -82,37 +83,61 @@ type Codec struct {
 	keyed *keyed // nil: Sqids mode
 }
 
-// New returns a Codec for alphabet ("" for DefaultAlphabet) and
-// minLength (0..MaxMinLength). key nil selects Sqids mode; otherwise it
-// is an AES key (16, 24 or 32 bytes) and alphabet must have at least
-// MinKeyedAlphabet letters. Alphabets are checked as Sqids checks them
-// (at least 3 letters, no repeats), and must be printable ASCII.
-func New(alphabet string, minLength int, key []byte) (*Codec, error) {
-	return newCodec(alphabet, minLength, key, defaultBlocklist)
+// Settings configure a Codec. The zero value is Sqids with its defaults.
+type Settings struct {
+	// Alphabet is the letters strings are written in, checked as Sqids
+	// checks them (at least 3, no repeats) and printable ASCII; with a
+	// Key, at least MinKeyedAlphabet. "" means DefaultAlphabet.
+	Alphabet string
+	// MinLength is the shortest string, 0..MaxMinLength: shorter ones
+	// are padded up to it.
+	MinLength int
+	// Key is an AES key (16, 24 or 32 bytes): strings are encrypted (see
+	// the package doc). nil selects Sqids mode.
+	Key []byte
+}
+
+// Validate reports the first setting New would refuse, without building
+// a Codec.
+func (s Settings) Validate() error {
+	alphabet := cmp.Or(s.Alphabet, DefaultAlphabet)
+	if err := checkAlphabet(alphabet); err != nil {
+		return err
+	}
+	if s.MinLength < 0 || s.MinLength > MaxMinLength {
+		return fmt.Errorf("min length %d out of range 0..%d", s.MinLength, MaxMinLength)
+	}
+	if s.Key == nil {
+		return nil
+	}
+	if len(alphabet) < MinKeyedAlphabet {
+		return fmt.Errorf("alphabet must be at least %d characters with a key", MinKeyedAlphabet)
+	}
+	if n := len(s.Key); n != 16 && n != 24 && n != 32 {
+		return fmt.Errorf("key must be 16, 24 or 32 bytes (AES-128, -192, -256), not %d", n)
+	}
+	return nil
+}
+
+// New returns the Codec of s, or the error of s.Validate.
+func New(s Settings) (*Codec, error) {
+	return newCodec(s, defaultBlocklist)
 }
 
 // newCodec is New with another blocklist (nil: none), for Sqids' tests.
-func newCodec(alphabet string, minLength int, key []byte, words []string) (*Codec, error) {
-	if alphabet == "" {
-		alphabet = DefaultAlphabet
-	}
-	if err := checkAlphabet(alphabet); err != nil {
+func newCodec(s Settings, words []string) (*Codec, error) {
+	if err := s.Validate(); err != nil {
 		return nil, err
 	}
-	if minLength < 0 || minLength > MaxMinLength {
-		return nil, fmt.Errorf("min length %d out of range 0..%d", minLength, MaxMinLength)
-	}
-	c := &Codec{minLen: minLength, blocked: newBlocklist(alphabet, words)}
-	if key != nil {
-		if len(alphabet) < MinKeyedAlphabet {
-			return nil, fmt.Errorf("alphabet must be at least %d characters with a key", MinKeyedAlphabet)
-		}
-		block, err := aes.NewCipher(key)
+	alphabet := cmp.Or(s.Alphabet, DefaultAlphabet)
+	c := &Codec{minLen: s.MinLength, blocked: newBlocklist(alphabet, words)}
+	if s.Key != nil {
+		block, err := aes.NewCipher(s.Key)
 		if err != nil {
-			return nil, fmt.Errorf("key must be 16, 24 or 32 bytes (AES-128, -192, -256), not %d", len(key))
+			return nil, err // Validate checked the key's size
 		}
 		c.alphabet = []byte(alphabet)
-		c.keyed = newKeyed(block, len(alphabet), minLength)
+		c.keyed = newKeyed(block, len(alphabet), s.MinLength)
 	} else {
 		c.alphabet = shuffle([]byte(alphabet))
 		c.initSqids()

@@ -40,7 +40,7 @@ func TestSqidsVectors(t *testing.T) {
 		{"blocklist non-empty", "", 0, []string{"ArUO"}, 100_000, "QyG4"},
 	}
 	for _, tt := range tests {
-		c, err := newCodec(tt.alphabet, tt.minLength, nil, tt.blocklist)
+		c, err := newCodec(Settings{Alphabet: tt.alphabet, MinLength: tt.minLength}, tt.blocklist)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -55,13 +55,13 @@ func TestSqidsVectors(t *testing.T) {
 
 	// TestBlocklistDefault: the blocked string is not canonical, so
 	// Decode refuses what Sqids' decode reads as [4572721].
-	c, _ := New("", 0, nil)
+	c, _ := New(Settings{})
 	if n, ok := c.Decode([]byte("aho1e")); ok {
 		t.Errorf("Decode(aho1e) = %d, want refused (blocked, not canonical)", n)
 	}
 
 	// TestShortBlocklistMatch: 1000 round-trips with "pnd" blocked.
-	c, _ = newCodec("", 0, nil, []string{"pnd"})
+	c, _ = newCodec(Settings{}, []string{"pnd"})
 	if id, err := c.Append(nil, 1000); err != nil {
 		t.Error(err)
 	} else if n, ok := c.Decode(id); !ok || n != 1000 {
@@ -69,7 +69,7 @@ func TestSqidsVectors(t *testing.T) {
 	}
 
 	// TestMaxEncodingAttempts: every string of 0 blocked.
-	c, _ = newCodec("abc", 3, nil, []string{"cab", "abc", "bca"})
+	c, _ = newCodec(Settings{Alphabet: "abc", MinLength: 3}, []string{"cab", "abc", "bca"})
 	if id, err := c.Append(nil, 0); err != ErrBlocked {
 		t.Errorf("Append(0) = %q, %v; want ErrBlocked", id, err)
 	}
@@ -77,7 +77,7 @@ func TestSqidsVectors(t *testing.T) {
 	// alphabet_test.go and minlength_test.go: one-number round trips.
 	for _, a := range []string{"0123456789abcdef", "abc", "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789!@#$%^&*()-_+|{}[];:'\"/?.>,<`~"} {
 		for _, ml := range []int{0, 1, 5, 10, 20} {
-			c, err := New(a, ml, nil)
+			c, err := New(Settings{Alphabet: a, MinLength: ml})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -107,13 +107,20 @@ func TestAlphabetChecks(t *testing.T) {
 		{"0123456789abcde", make([]byte, 16), "at least 16"},
 		{"", make([]byte, 15), "16, 24 or 32 bytes"},
 	} {
-		_, err := New(tt.alphabet, 0, tt.key)
+		s := Settings{Alphabet: tt.alphabet, Key: tt.key}
+		_, err := New(s)
 		if err == nil || !strings.Contains(err.Error(), tt.err) {
 			t.Errorf("New(%q, key of %d) = %v, want an error with %q", tt.alphabet, len(tt.key), err, tt.err)
 		}
+		if verr := s.Validate(); verr == nil || err == nil || verr.Error() != err.Error() {
+			t.Errorf("%q, key of %d: Validate() = %v, New's error %v", tt.alphabet, len(tt.key), verr, err)
+		}
 	}
-	if _, err := New("", MaxMinLength+1, nil); err == nil {
+	if _, err := New(Settings{MinLength: MaxMinLength + 1}); err == nil {
 		t.Errorf("New with min length %d: no error", MaxMinLength+1)
+	}
+	if err := (Settings{MinLength: MaxMinLength + 1}).Validate(); err == nil {
+		t.Errorf("Validate with min length %d: no error", MaxMinLength+1)
 	}
 }
 
@@ -131,7 +138,7 @@ func TestSqidsGo(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c, err := New(a, ml, nil)
+			c, err := New(Settings{Alphabet: a, MinLength: ml})
 			if err != nil {
 				t.Fatal(err)
 			}

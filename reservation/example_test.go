@@ -42,3 +42,9 @@ func ExampleOpenFile() {
 	// 375310358272 375310358272 <nil>
 	// true
 }
+
+func ExampleClaimPath() {
+	me := reservation.State{ServerID: 3, Layout: idgen.DefaultLayout, Epoch: idgen.DefaultEpoch.UnixMilli()}
+	fmt.Println(reservation.ClaimPath("/var/lib/idserver/idserver.state", me))
+	// Output: /var/lib/idserver/idserver.state.l2-9-10-e1420041600000.id3
+}

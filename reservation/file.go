@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/idserver/idserver/internal/atomicfile"
 )
 
 // FileStore keeps the State in one file, replaced atomically, for one
@@ -38,6 +39,16 @@ func OpenFile(path string, log zerolog.Logger) (*FileStore, error) {
 		return nil, err
 	}
 	return &FileStore{path: path, lock: lf, log: log}, nil
+}
+
+// ClaimPath is where a server in cluster mode keeps a local copy of the
+// reservation of the server-id it holds, beside its state file at
+// statePath: statePath.l<I>-<S>-<R>-e<epoch>.id<N>, from identity's
+// layout, epoch and server-id, so that each id, under each layout and
+// epoch, has a file of its own.
+func ClaimPath(statePath string, identity State) string {
+	l := identity.Layout
+	return fmt.Sprintf("%s.l%d-%d-%d-e%d.id%d", statePath, l.IDBits, l.ShardBits, l.RandomBits, identity.Epoch, identity.ServerID)
 }
 
 // Path returns the state file's path.
@@ -117,12 +128,10 @@ func (r Resumed) Floor(now int64, maxLead time.Duration) int64 {
 	return r.Reserved
 }
 
-// Save writes s durably: a temporary file in the same directory, fsync,
-// rename over the state file, fsync of the directory. A crash at any point
-// leaves either the old state or the new one, never a mix. (Written here
-// rather than taken from a library: the directory fsync is the part that
-// matters and the common helpers leave it out.) The lock file then gets a
-// copy of s.
+// Save writes s durably (atomicfile.Write: a temporary file, fsync,
+// rename over the state file, fsync of the directory): a crash at any
+// point leaves either the old state or the new one, never a mix. The lock
+// file then gets a copy of s.
 //
 // A state file that vanished since it was last read or written is logged
 // and written again. So is a lock file that vanished; if another process
@@ -140,7 +149,7 @@ func (f *FileStore) Save(_ context.Context, s State) error {
 		f.log.Warn().Str("state_file", f.path).
 			Msg("the state file vanished while the server ran; writing it again (the lock file keeps a copy of the reservation)")
 	}
-	if err := WriteAtomic(f.path, s.Marshal()); err != nil {
+	if err := atomicfile.Write(f.path, s.Marshal()); err != nil {
 		return fmt.Errorf("save state file %s: %w", f.path, err)
 	}
 	f.found = true
@@ -148,42 +157,4 @@ func (f *FileStore) Save(_ context.Context, s State) error {
 		return fmt.Errorf("state file %s: %w; renewals stop", f.path, err)
 	}
 	return f.lock.record(s)
-}
-
-// WriteAtomic replaces path with data: temp file, fsync, rename, fsync of
-// the directory.
-func WriteAtomic(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // after a successful rename this finds nothing
-	_, err = tmp.Write(data)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err == nil {
-		err = syncDir(dir)
-	}
-	return err
-}
-
-// syncDir makes a rename in dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }

@@ -72,10 +72,10 @@ func writeN(c net.Conn, n int, b []byte) error {
 // throughout.
 func TestAccountantRandomClients(t *testing.T) {
 	const hard, bound = 1 << 20, 4 << 20
-	s, addr := startServer(t, idgen.Settings{Layout: idgen.Layout{IDBits: 2, ShardBits: 19}}, Options{
+	s, addr := startServer(t, idgen.Settings{Layout: idgen.Layout{IDBits: 2, ShardBits: 19}}, Options{ConnOptions: ConnOptions{
 		MaxMemoryClients: bound, QueryBufferLimit: 256 << 10,
 		Output: OutputLimits{Hard: hard, Soft: hard / 2, SoftFor: time.Second},
-	})
+	}})
 	seed := testseed.Get(t)
 	stop := time.Now().Add(3 * time.Second)
 	var wg sync.WaitGroup

@@ -204,7 +204,7 @@ func TestClusterRedirects(t *testing.T) {
 func TestGetKeysInSlotBounded(t *testing.T) {
 	id := strings.Repeat("5e", 20)
 	src := slots.NewStatic(id, slots.Single(slots.Node{ID: id}))
-	_, addr := startServer(t, idgen.Settings{}, withSequences(t, Options{Slots: src, Output: OutputLimits{Hard: 1 << 20}}))
+	_, addr := startServer(t, idgen.Settings{}, withSequences(t, Options{Slots: src, ConnOptions: ConnOptions{Output: OutputLimits{Hard: 1 << 20}}}))
 	c := newClient(t, addr, 1)
 	long := strings.Repeat("x", 400)
 	incrAll(t, c, 5000, func(i int) string { return "{t}" + long + strconv.Itoa(i) }) // 2 MB of keys

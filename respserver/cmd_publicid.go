@@ -32,7 +32,7 @@ var publicIDCommands = []*command{
 
 // defaultPublicID is the codec of a server given none: Sqids' defaults.
 var defaultPublicID = func() *publicid.Codec {
-	c, err := publicid.New("", 0, nil)
+	c, err := publicid.New(publicid.Settings{})
 	if err != nil {
 		panic(err)
 	}

@@ -64,8 +64,8 @@ func (f argForm) make(r *rand.Rand, n int) string {
 // ranges were compiled byte by byte took three times the bound.
 func TestCPUPerByte(t *testing.T) {
 	_, addr := startServer(t, idgen.Settings{}, withSequences(t, Options{
-		QueryBufferLimit: 8 << 20,
-		Config:           [][2]string{{"maxclients", "10000"}, {"port", "6551"}, {"max-lead-ms", "5000"}},
+		ConnOptions: ConnOptions{QueryBufferLimit: 8 << 20},
+		Config:      [][2]string{{"maxclients", "10000"}, {"port", "6551"}, {"max-lead-ms", "5000"}},
 	}))
 	c := newClient(t, addr, 2)
 	incrAll(t, c, 2000, func(i int) string { return fmt.Sprintf("key:%06d", i) }) // for KEYS and SCAN to match

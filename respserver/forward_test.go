@@ -301,7 +301,7 @@ func TestForwardNoLoop(t *testing.T) {
 // on the forwarding server, which counts the owner's replies as its own:
 // it does not hold them without bound.
 func TestForwardNonReader(t *testing.T) {
-	o := startOwners(t, 2, Options{Output: OutputLimits{Soft: 256 << 10, Hard: 1 << 20}, QueryBufferLimit: 64 << 20})
+	o := startOwners(t, 2, Options{ConnOptions: ConnOptions{Output: OutputLimits{Soft: 256 << 10, Hard: 1 << 20}, QueryBufferLimit: 64 << 20}})
 	key := keyOf("k", 1, 2)
 	dialRaw(t, o.addrs[1]).do("INCRBY", key, "1000000")
 	flood, other := dialRaw(t, o.addrs[0]), dialRaw(t, o.addrs[0])

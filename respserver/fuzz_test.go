@@ -29,7 +29,7 @@ func FuzzConnection(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	s := New(Options{Generator: g, MGetIDMax: 100, Limits: fuzzLimits, Config: [][2]string{{"port", "6551"}, {"maxclients", "10000"}}})
+	s := New(Options{Generator: g, MGetIDMax: 100, ConnOptions: ConnOptions{Limits: fuzzLimits}, Config: [][2]string{{"port", "6551"}, {"maxclients", "10000"}}})
 	var last int64 // every ID handed out is above the ones before
 	f.Fuzz(func(t *testing.T, data []byte, cuts uint64) {
 		want := expectedReplies(data)

@@ -119,7 +119,7 @@ func TestHostileInput(t *testing.T) {
 // TestConnectionFlood opens far more connections than maxclients at once.
 func TestConnectionFlood(t *testing.T) {
 	const max, flood = 50, 400
-	s, addr := startServer(t, idgen.Settings{}, Options{MaxClients: max})
+	s, addr := startServer(t, idgen.Settings{}, Options{ConnOptions: ConnOptions{MaxClients: max}})
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var served, refused int

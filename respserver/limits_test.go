@@ -30,7 +30,7 @@ func awaitInfo(t *testing.T, c *rawClient, want string) string {
 // rather than buffered without bound, and gets every reply, whole and in
 // order.
 func TestSlowReaderBackpressure(t *testing.T) {
-	_, addr := startServer(t, bigLayout, Options{Output: OutputLimits{Soft: 256 << 10, Hard: 4 << 20}})
+	_, addr := startServer(t, bigLayout, Options{ConnOptions: ConnOptions{Output: OutputLimits{Soft: 256 << 10, Hard: 4 << 20}}})
 	slow, other := dialRaw(t, addr), dialRaw(t, addr)
 	const n = 200 // 200 MGETID 1000: about 5 MB of replies
 	slow.send(strings.Repeat(encode("MGETID", "1000"), n) + encode("PING"))
@@ -55,7 +55,7 @@ func TestSlowReaderBackpressure(t *testing.T) {
 // reads is held at the soft limit, then closed once its unsent replies and
 // waiting requests pass the hard one; another client is served throughout.
 func TestNonReaderClosedAtHardLimit(t *testing.T) {
-	_, addr := startServer(t, bigLayout, Options{Output: OutputLimits{Soft: 256 << 10, Hard: 1 << 20}, QueryBufferLimit: 64 << 20}) // see conns.TestHardLimit
+	_, addr := startServer(t, bigLayout, Options{ConnOptions: ConnOptions{Output: OutputLimits{Soft: 256 << 10, Hard: 1 << 20}, QueryBufferLimit: 64 << 20}}) // see conns.TestHardLimit
 	flood, other := dialRaw(t, addr), dialRaw(t, addr)
 	floodUntilClosed(t, flood, other, []byte(strings.Repeat(encode("MGETID", "1000"), 1000)), 256<<20, "the client that never reads")
 	awaitInfo(t, other, "client_output_buffer_limit_disconnections:1\r\n")
@@ -64,7 +64,7 @@ func TestNonReaderClosedAtHardLimit(t *testing.T) {
 // TestSoftSeconds: a client held at the soft limit for longer than
 // SoftFor is closed, even if it sends nothing more.
 func TestSoftSeconds(t *testing.T) {
-	_, addr := startServer(t, bigLayout, Options{Output: OutputLimits{Soft: 64 << 10, SoftFor: time.Second}})
+	_, addr := startServer(t, bigLayout, Options{ConnOptions: ConnOptions{Output: OutputLimits{Soft: 64 << 10, SoftFor: time.Second}}})
 	stuck, other := dialRaw(t, addr), dialRaw(t, addr)
 	stuck.send(strings.Repeat(encode("MGETID", "1000"), 500)) // about 12 MB of replies
 	awaitInfo(t, other, "clients_over_soft_limit:1\r\n")
@@ -78,7 +78,7 @@ func TestSoftSeconds(t *testing.T) {
 // another client is answered throughout.
 func TestQueryBufferLimit(t *testing.T) {
 	const limit = 1 << 20
-	_, addr := startServer(t, idgen.Settings{}, Options{QueryBufferLimit: limit})
+	_, addr := startServer(t, idgen.Settings{}, Options{ConnOptions: ConnOptions{QueryBufferLimit: limit}})
 	other := dialRaw(t, addr)
 
 	whole := dialRaw(t, addr)
@@ -127,7 +127,7 @@ func floodUntilClosed(t *testing.T, c, other *rawClient, chunk []byte, limit int
 // first; a client holding little goes on, and INFO counts the eviction
 // and what the clients hold.
 func TestMaxMemoryClients(t *testing.T) {
-	s, addr := startServer(t, idgen.Settings{}, Options{MaxMemoryClients: 1 << 20})
+	s, addr := startServer(t, idgen.Settings{}, Options{ConnOptions: ConnOptions{MaxMemoryClients: 1 << 20}})
 	small, big, other := dialRaw(t, addr), dialRaw(t, addr), dialRaw(t, addr)
 	small.do("MULTI")
 	small.do("PING")

@@ -158,7 +158,7 @@ func TestShutdownFinishesWaitingCommand(t *testing.T) {
 // TestIdleTimeout: a client that sends nothing for the timeout is closed;
 // one that keeps talking is not.
 func TestIdleTimeout(t *testing.T) {
-	_, addr := startServer(t, idgen.Settings{}, Options{IdleTimeout: time.Second})
+	_, addr := startServer(t, idgen.Settings{}, Options{ConnOptions: ConnOptions{IdleTimeout: time.Second}})
 	idle, busy := dialRaw(t, addr), dialRaw(t, addr)
 	start := time.Now()
 	closed := make(chan time.Duration, 1)

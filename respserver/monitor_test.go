@@ -132,7 +132,7 @@ func TestMonitorModes(t *testing.T) {
 // it watched is served throughout, and another monitor, which reads each
 // batch's lines as they come, sees every command and stays.
 func TestMonitorThatNeverReads(t *testing.T) {
-	_, addr := startServer(t, idgen.Settings{}, Options{Output: OutputLimits{Soft: 256 << 10, Hard: 1 << 20, SoftFor: time.Hour}})
+	_, addr := startServer(t, idgen.Settings{}, Options{ConnOptions: ConnOptions{Output: OutputLimits{Soft: 256 << 10, Hard: 1 << 20, SoftFor: time.Hour}}})
 	stuck, reader, c := dialRaw(t, addr), dialRaw(t, addr), dialRaw(t, addr)
 	for _, m := range []*rawClient{stuck, reader} {
 		if v := m.do("MONITOR"); v != "OK" {

@@ -14,7 +14,7 @@ import (
 
 // keyedCodec is a publicid codec with a fixed key, for the tests.
 func keyedCodec(t testing.TB) *publicid.Codec {
-	c, err := publicid.New("", 0, []byte("0123456789abcdef"))
+	c, err := publicid.New(publicid.Settings{Key: []byte("0123456789abcdef")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -243,7 +243,7 @@ func TestNoSequences(t *testing.T) {
 // whose reply would pass the client's hard output limit fails, saying to
 // use SCAN.
 func TestScanAndKeys(t *testing.T) {
-	_, addr := startServer(t, idgen.Settings{}, withSequences(t, Options{Output: OutputLimits{Hard: 1 << 20}}))
+	_, addr := startServer(t, idgen.Settings{}, withSequences(t, Options{ConnOptions: ConnOptions{Output: OutputLimits{Hard: 1 << 20}}}))
 	c := newClient(t, addr, 2)
 	ctx := context.Background()
 	incrAll(t, c, 3000, func(i int) string { return "user:" + strconv.Itoa(i) })

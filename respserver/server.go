@@ -29,7 +29,6 @@ import (
 	"github.com/idserver/idserver/idgen"
 	"github.com/idserver/idserver/internal/replyerr"
 	"github.com/idserver/idserver/publicid"
-	"github.com/idserver/idserver/resplimit"
 	"github.com/idserver/idserver/respserver/internal/conns"
 	"github.com/idserver/idserver/sequence"
 	"github.com/idserver/idserver/slots"
@@ -55,7 +54,6 @@ type Options struct {
 	// INFO idgen so that dashboards and alerts compare the two; zero
 	// means idgen.DefaultMaxLead.
 	MaxLead time.Duration
-	Logger  zerolog.Logger
 	Version string // idserver's own version, shown in INFO
 
 	MGetIDMax   int        // largest MGETID count; zero means 10000
@@ -64,24 +62,9 @@ type Options struct {
 	// ProtectedMode serves only loopback clients while RequirePass is
 	// empty; others get Redis's -DENIED reply.
 	ProtectedMode bool
-	MaxClients    int              // zero means 10000; lowered to fit the open files limit
-	IdleTimeout   time.Duration    // close clients idle this long; zero means never
-	Limits        resplimit.Limits // zero fields mean 64 KiB bulks, 1024 elements
-	// Output bounds what a client that does not read its replies may
-	// hold in the server. Zero fields mean no limit.
-	Output OutputLimits
-	// QueryBufferLimit bounds the input a client may have the server
-	// hold: an unfinished command, and the commands waiting behind one
-	// that waits (client-query-buffer-limit). Zero means 1 MiB.
-	QueryBufferLimit int
-	// MaxMemoryClients bounds what all clients together may have the
-	// server hold (maxmemory-clients); past it, those holding the most
-	// are closed. Zero means no bound.
-	MaxMemoryClients int
-	// OtherFDs is how many descriptors the process's other listeners may
-	// hold at once (metrics-maxclients): maxclients is fitted to the
-	// open files limit beside them.
-	OtherFDs int
+	// ConnOptions are the connection layer's: its Logger is the
+	// server's too.
+	ConnOptions
 
 	// Config lists the configuration for CONFIG GET, beside Redis's own
 	// keys that idserver answers (see redisConfig); nil means none.
@@ -193,6 +176,13 @@ var ErrServerClosed = conns.ErrServerClosed
 // hold in the server: see conns.OutputLimits.
 type OutputLimits = conns.OutputLimits
 
+// ConnOptions configures the connections (conns.Options, where each
+// field is documented): the logger, maxclients, the idle timeout, the
+// framing limits, what one client and all of them together may have the
+// server hold, and the descriptors the process's other listeners take.
+// Zero fields mean the documented defaults.
+type ConnOptions = conns.Options
+
 // New returns a Server for opts.
 func New(opts Options) *Server {
 	if opts.MGetIDMax == 0 {
@@ -213,17 +203,7 @@ func New(opts Options) *Server {
 	if s.ownPool {
 		s.forward = forward.New(forward.Options{Password: opts.RequirePass})
 	}
-	s.conns = conns.New(conns.Options{
-		Logger:           opts.Logger,
-		MaxClients:       opts.MaxClients,
-		IdleTimeout:      opts.IdleTimeout,
-		Limits:           opts.Limits,
-		Output:           opts.Output,
-		QueryBufferLimit: opts.QueryBufferLimit,
-		MaxMemoryClients: opts.MaxMemoryClients,
-		Refuse:           s.refuse,
-		OtherFDs:         opts.OtherFDs,
-	}, handler{s})
+	s.conns = conns.New(opts.ConnOptions, handler{s})
 	s.opts.MaxClients = s.conns.MaxClients()
 	if g := opts.Generator; g != nil {
 		s.opts.Layout, s.opts.Epoch = g.Layout(), g.Epoch()
@@ -290,9 +270,10 @@ var errDenied = replyerr.New(replyerr.DENIED, "idserver is running in protected 
 	"3) Set up an authentication password for the default user (requirepass). "+
 	"NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside.")
 
-// refuse is protected mode, as in Redis: while no password is set, a
+// Refuse is protected mode, as in Redis: while no password is set, a
 // client not on loopback gets -DENIED.
-func (s *Server) refuse(addr net.Addr) *replyerr.Error {
+func (h handler) Refuse(addr net.Addr) *replyerr.Error {
+	s := h.Server
 	if !s.opts.ProtectedMode || s.opts.RequirePass != "" {
 		return nil
 	}

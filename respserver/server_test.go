@@ -315,7 +315,7 @@ func TestFourServersNoDuplicates(t *testing.T) {
 }
 
 func TestMaxClients(t *testing.T) {
-	s, addr := startServer(t, idgen.Settings{}, Options{MaxClients: 2})
+	s, addr := startServer(t, idgen.Settings{}, Options{ConnOptions: ConnOptions{MaxClients: 2}})
 	a, b := dialRaw(t, addr), dialRaw(t, addr)
 	a.do("PING")
 	b.do("PING")

@@ -73,9 +73,6 @@ func (s *Server) genStats() idgen.Stats {
 	return st
 }
 
-// Layout is the layout of the IDs the server issues.
-func (s *Server) Layout() idgen.Layout { return s.opts.Layout }
-
 // serverID is the held server-id, or -1 while standing by.
 func (s *Server) serverID() int64 {
 	if g, _ := s.generator(); g != nil {

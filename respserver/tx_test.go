@@ -82,7 +82,7 @@ func TestTransactionWaitsAsAWhole(t *testing.T) {
 // holds at most the hard output limit; past either, the command is
 // refused and EXEC discards the transaction, as for any refused command.
 func TestTransactionBounds(t *testing.T) {
-	_, addr := startServer(t, idgen.Settings{}, Options{MGetIDMax: 100, Output: OutputLimits{Hard: 1 << 20, Soft: 512 << 10}})
+	_, addr := startServer(t, idgen.Settings{}, Options{MGetIDMax: 100, ConnOptions: ConnOptions{Output: OutputLimits{Hard: 1 << 20, Soft: 512 << 10}}})
 	c := dialRaw(t, addr)
 	c.do("MULTI")
 	c.do("MGETID", "60")

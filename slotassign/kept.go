@@ -10,7 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/idserver/idserver/reservation"
+	"github.com/idserver/idserver/internal/atomicfile"
 )
 
 // KeptFile is the name of the file in dir where a Redis Cluster node
@@ -97,7 +97,7 @@ func (k Kept) save(data, last []byte) (written []byte) {
 	if k.Path == "" || bytes.Equal(data, last) {
 		return last
 	}
-	if err := reservation.WriteAtomic(k.Path, data); err != nil {
+	if err := atomicfile.Write(k.Path, data); err != nil {
 		k.Log.Warn().Err(fmt.Errorf("keep the slot assignment: %w", err)).Str("file", k.Path).
 			Msg("cluster: a restart answers CLUSTER SLOTS from an older assignment until it reads etcd")
 		return last

@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/idserver/idserver/reservation"
+	"github.com/idserver/idserver/internal/atomicfile"
 )
 
 // IDFile is the name of the file in dir that keeps the node's ID.
@@ -19,7 +19,7 @@ const IDFile = "idserver.node-id"
 // LoadID returns the node ID kept in dir, making and keeping a new one on
 // the first start: a node keeps its ID across restarts, as Redis keeps it
 // in nodes.conf, so that clients and the other nodes know it again. The
-// file is written whole or not at all (reservation.WriteAtomic).
+// file is written whole or not at all (atomicfile.Write).
 func LoadID(dir string) (string, error) {
 	path := filepath.Join(dir, IDFile)
 	b, err := os.ReadFile(path)
@@ -36,7 +36,7 @@ func LoadID(dir string) (string, error) {
 	raw := make([]byte, 20)
 	rand.Read(raw) // never fails (crypto/rand)
 	id := hex.EncodeToString(raw)
-	if err := reservation.WriteAtomic(path, []byte(id+"\n")); err != nil {
+	if err := atomicfile.Write(path, []byte(id+"\n")); err != nil {
 		return "", fmt.Errorf("keep node id: %w", err)
 	}
 	return id, nil

@@ -156,12 +156,10 @@ func (s *Server[S]) admit(nc net.Conn, t *tlsConn, id int64) error {
 		s.turnAway(nc, t, errMaxClients)
 		return nil
 	}
-	if s.opts.Refuse != nil {
-		if reply := s.opts.Refuse(nc.RemoteAddr()); reply != nil {
-			s.clients.Add(-1)
-			s.turnAway(nc, t, reply)
-			return nil
-		}
+	if reply := s.h.Refuse(nc.RemoteAddr()); reply != nil {
+		s.clients.Add(-1)
+		s.turnAway(nc, t, reply)
+		return nil
 	}
 	c := s.newConn(id, nc.RemoteAddr().String(), nc.LocalAddr().String())
 	if t != nil {

@@ -4,7 +4,7 @@
 // one write system call, and a pipeline's replies go out in one write.
 //
 // It owns everything about a connection that is not a command's meaning:
-// accepting and admitting (maxclients, a Refuse hook for protected mode,
+// accepting and admitting (maxclients, Handler.Refuse for protected mode,
 // a spare file descriptor to refuse with), TLS in the loops, request
 // framing (resplimit) and splitting (redcon's parser, inline commands as
 // Redis splits them), backpressure (a client whose replies pile up waits;
@@ -39,6 +39,10 @@ import (
 // Handler is what runs on a Server's connections. Its methods run on the
 // connection's event loop, one at a time per connection.
 type Handler[S any] interface {
+	// Refuse is asked about each new connection once it is under
+	// maxclients, before Open: a reply other than nil is sent to it and
+	// it is closed.
+	Refuse(addr net.Addr) (reply *replyerr.Error)
 	// Open returns the session state of a new connection, before any of
 	// its commands run.
 	Open(c *Conn[S]) S
@@ -81,10 +85,6 @@ type Options struct {
 	// server hold (maxmemory-clients); past it, those holding the most
 	// are closed. Zero means no bound.
 	MaxMemoryClients int
-	// Refuse, if set, is asked about each new connection once it is
-	// under maxclients: a reply other than nil is sent to it and it is
-	// closed.
-	Refuse func(addr net.Addr) (reply *replyerr.Error)
 	// OtherFDs is how many descriptors the process's other listeners may
 	// hold at once (metrics-maxclients): the open files limit keeps them
 	// beside the clients' (see fitBudget).

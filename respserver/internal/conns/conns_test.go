@@ -38,9 +38,17 @@ type echo struct {
 	// The commands whose replies were written (Sent), and the most one
 	// batch ran: of a test's only client.
 	sent, maxBatch atomic.Int64
+	refuse         func(net.Addr) *replyerr.Error // Refuse's answer; nil admits every connection
 }
 
 type session struct{ commands, sent int }
+
+func (h *echo) Refuse(addr net.Addr) *replyerr.Error {
+	if h.refuse == nil {
+		return nil
+	}
+	return h.refuse(addr)
+}
 
 func (h *echo) Open(c *Conn[*session]) *session { return &session{} }
 
@@ -325,7 +333,7 @@ func TestFitBudget(t *testing.T) {
 // TestRefuse: a connection Refuse answers gets the reply and is closed.
 func TestRefuse(t *testing.T) {
 	refuse := func(net.Addr) *replyerr.Error { return replyerr.New(replyerr.DENIED, "go away") }
-	_, addr := start(t, Options{Refuse: refuse}, &echo{})
+	_, addr := start(t, Options{}, &echo{refuse: refuse})
 	c := dial(t, addr)
 	c.expect(t, "-DENIED go away")
 }
