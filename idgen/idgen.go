@@ -131,8 +131,8 @@ func (l Layout) MaxServerID() int64 { return 1<<l.IDBits - 1 }
 // Clock is where a Generator reads the time and waits at the lead bound.
 // Tests set one to move time by hand.
 type Clock interface {
-	Now() time.Time
-	Sleep(d time.Duration)
+	Now() time.Time        // the time now
+	Sleep(d time.Duration) // waits d: at the lead bound, for the clock to catch up
 }
 
 // Settings configures a Generator. Zero fields mean the documented defaults.
@@ -163,9 +163,9 @@ type Settings struct {
 // Parts are the fields of an ID.
 type Parts struct {
 	Time     time.Time // the time field as wall-clock time (millisecond precision)
-	ServerID int64
-	Shard    int64
-	Random   int64
+	ServerID int64     // the server-id field
+	Shard    int64     // the shard field: the ID's place in its millisecond
+	Random   int64     // the random field
 }
 
 // Stats is a snapshot of a Generator's counters.

@@ -73,6 +73,7 @@ const (
 	Crashed
 )
 
+// String is h in words: "current", "handed over" or "crashed".
 func (h How) String() string { return [...]string{"current", "handed over", "crashed"}[h] }
 
 // next is the record of a slot taken by owner from prev, the way how: one

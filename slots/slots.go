@@ -268,7 +268,7 @@ func ValidID(id string) bool {
 // has, every later Map lists slots too.
 type Source interface {
 	Map() *Map
-	Self() string
+	Self() string // this node's ID
 	Listed() <-chan struct{}
 }
 
