@@ -1,6 +1,8 @@
 // Package cluster runs a server in cluster mode: it claims a server-id in
 // etcd with a key bound to its lease, keeps the id's reservation T in etcd
 // fenced by that claim, and stands by, serving no IDs, while it holds none.
+// With cluster-enabled it also takes part in the hash slots' assignment
+// (Config.Slots): kept while it holds an id, observed while it holds none.
 //
 // Why no ID repeats, whatever clocks, pauses and partitions do. Each id
 // has one key reserved/<id> holding T, written only in a transaction that

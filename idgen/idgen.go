@@ -16,7 +16,14 @@
 // millisecond ("borrowing ahead"); when the clock steps backwards, u simply
 // continues. IDs of one Generator therefore never repeat and always increase,
 // whatever the clock does. How far the time field may run ahead of the clock
-// (the lead) is bounded by Settings.MaxLead.
+// (the lead) is bounded by Settings.MaxLead; a forward step of the clock
+// larger than that is followed only once it has held for StepConfirm.
+//
+// No ID's time field reaches the ceiling (Settings.Ceiling, then Raise):
+// the reservation its owner stored durably (package reservation, or
+// cluster in etcd), kept above Reach; a call that would pass it waits, and
+// Demand tells the owner to hurry. So a restart that starts at the stored
+// reservation continues above every ID issued before.
 //
 // The random field is taken in turn from a permutation of 0..2^R-1 shuffled
 // with a cryptographic seed, so every 2^R consecutive IDs use each value

@@ -18,6 +18,14 @@
 // segment. A segment holds about SegmentTime of the key's traffic, so a
 // busy key is written a few times a minute however fast it goes, a slow
 // one holds a few values, and a crash skips at most one segment of each.
+//
+// SET moves a key up to a value, never down (BelowError); its reply goes
+// once the value is durable, many SETs to a write (set.go). No reply
+// leaves before what makes its values unique is durable (reply.go). For
+// a Redis Cluster node the Table also serves hash slots: CloseSlot and
+// OpenSlot while a slot changes owner, SlotMarks and LoadSlot to hand its
+// keys over, DropSlot to forget them (package seqslots drives them). The
+// Backend is a File (bbolt, in dir), under seqslots.Gate in cluster mode.
 package sequence
 
 import (
