@@ -22,7 +22,6 @@ import (
 
 	"github.com/idserver/idserver/idgen"
 	"github.com/idserver/idserver/internal/await"
-	"github.com/idserver/idserver/internal/redisinfo"
 	"github.com/idserver/idserver/internal/testbin"
 	"github.com/idserver/idserver/internal/testetcd"
 	"github.com/idserver/idserver/internal/testpki"
@@ -66,22 +65,6 @@ func memberAt(t *testing.T, e *testetcd.Server, s testbin.Socket, args ...string
 func memberArgs(e *testetcd.Server) []string {
 	return []string{"--etcd-endpoints", e.Endpoint, "--etcd-lease-ttl", "2",
 		"--id-range", "1", "--shard-range", "10", "--enable-debug-command", "yes"}
-}
-
-// clusterInfo is the INFO cluster field of p named field, "" if p does
-// not answer.
-func clusterInfo(p *process, field string) string { return processInfo(p, "cluster", field) }
-
-// processInfo is the field of INFO section of p, "" if p does not answer.
-func processInfo(p *process, section, field string) string {
-	c := redis.NewClient(&redis.Options{Addr: p.Addr, MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: time.Second})
-	defer c.Close()
-	info, err := c.Info(context.Background(), section).Result()
-	if err != nil {
-		return ""
-	}
-	v, _ := redisinfo.Get(info, field)
-	return v
 }
 
 // waitHolding waits until p holds a server-id and returns it.
