@@ -969,13 +969,17 @@ func TestClusterOtherEpochNeverHolds(t *testing.T) {
 		if _, err := cli.Delete(ctx, string(kv.Key)); err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(2 * leaseTTL)
-		for time.Now().Before(deadline) {
+		// For two lease TTLs (time for any claim the deletion lets
+		// through), never both at once; IDs collected at every poll.
+		if await.Within(2*leaseTTL, func() bool {
 			if clusterInfo(a, "cluster_state") == "holding" && clusterInfo(b, "cluster_state") == "holding" {
-				t.Fatalf("with %s deleted, servers of two epochs hold ids at once", kv.Key)
+				return true
 			}
 			collect(a, "a")
 			collect(b, "b")
+			return false
+		}) {
+			t.Fatalf("with %s deleted, servers of two epochs hold ids at once", kv.Key)
 		}
 		// One of them claims again after a loses a key of its own: a,
 		// mostly; b when its claim comes first (the layout key deleted
