@@ -18,13 +18,13 @@
 // conns.Conn.Wait), and that connection's later commands wait for it, in
 // order. Those that may: a GETID or MGETID at the lead bound or waiting
 // for the reservation on disk; an INCR or INCRBY whose key's segment
-// lacks the values (a new key, or one that outran its segment), or whose
-// slot is being taken; a SET of a key whose take or SET is under way; an
-// EXEC whose IDs or values would wait, and the commands inside it that
-// would (after the others); KEYS and CLUSTER GETKEYSINSLOT, which read
-// many keys, and DBSIZE and INFO keyspace where they must walk every key
-// (this server owns only some slots); CLUSTER SLOTS, SHARDS and NODES
-// until the cluster view lists slots.
+// lacks the values (a new key, or one that outran its segment); a SET of
+// a key whose take or SET is under way; either, of a key whose slot is
+// being taken; an EXEC whose IDs or values would wait, and the commands
+// inside it that would (after the others); KEYS and CLUSTER
+// GETKEYSINSLOT, which read many keys, and DBSIZE and INFO keyspace
+// where they must walk every key (this server owns only some slots);
+// CLUSTER SLOTS, SHARDS and NODES until the cluster view lists slots.
 //
 // A reply that may go only once something else is durable or has come
 // is held instead (client.hold, conns.Conn.Hold): a SET's until its write
