@@ -1,5 +1,16 @@
 // Command idserver is a unique-ID server that speaks the Redis protocol:
-// GETID, MGETID n and DECODEID id. See README.md and redis.conf.example.
+// time-ordered IDs (GETID, MGETID n, DECODEID id), per-key sequences that
+// never repeat a value (INCR, INCRBY, SET), and public strings for either
+// (PUBLICID, PRIVATEID); alone (server-id and state file in dir) or in
+// cluster mode over etcd (server-ids claimed; with cluster-enabled, the
+// hash slots divided among the servers). See README.md, docs/ and
+// redis.conf.example.
+//
+// This package wires the parts: the configuration (conf), the logger,
+// the mode (mode.go: single-server, or cluster mode over etcd), the
+// listeners (listen.go), the protocol server (respserver) and the HTTP
+// side (metrics); it serves until SIGINT, SIGTERM or SHUTDOWN, then stops
+// gracefully (serveUntilStopped).
 package main
 
 import (

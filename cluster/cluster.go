@@ -1,6 +1,8 @@
 // Package cluster runs a server in cluster mode: it claims a server-id in
 // etcd with a key bound to its lease, keeps the id's reservation T in etcd
 // fenced by that claim, and stands by, serving no IDs, while it holds none.
+// With cluster-enabled it also takes part in the hash slots' assignment
+// (Config.Slots): kept while it holds an id, observed while it holds none.
 //
 // Why no ID repeats, whatever clocks, pauses and partitions do. Each id
 // has one key reserved/<id> holding T, written only in a transaction that
@@ -68,12 +70,12 @@ func (s memberState) String() string { return [...]string{"connecting", "standby
 
 // Config configures a Member.
 type Config struct {
-	Etcd     etcdsession.Config
-	Prefix   string // ends with "/"
-	LeaseTTL time.Duration
+	Etcd     etcdsession.Config // how to reach etcd
+	Prefix   string             // ends with "/"
+	LeaseTTL time.Duration      // of the lease a claim is bound to (etcd-lease-ttl)
 
-	Layout idgen.Layout
-	Epoch  time.Time
+	Layout idgen.Layout // of every generator, the same for every server under Prefix
+	Epoch  time.Time    // likewise
 	// Pinned is the only server-id this server may claim; -1: the lowest
 	// free one.
 	Pinned int64
@@ -86,7 +88,7 @@ type Config struct {
 	// (StatePath.l<I>-<S>-<R>-e<epoch>.id<N>), locked while the id is
 	// held. "": no local copy.
 	StatePath string
-	Log       zerolog.Logger
+	Log       zerolog.Logger // the server's logger
 	// Slots, if set, has this server take part in the hash slots'
 	// assignment (Redis Cluster): kept while it holds an id, observed
 	// while it holds none.

@@ -25,14 +25,21 @@ type Seconds struct{ time.Duration }
 // 1mb (1k = 1000, 1kb = 1024; m, mb, g, gb alike).
 type Size int
 
+// UnmarshalText parses a whole number of milliseconds.
 func (m *Millis) UnmarshalText(b []byte) error {
 	return parseDuration(b, time.Millisecond, &m.Duration)
 }
+
+// String is the milliseconds, as CONFIG GET shows them.
 func (m Millis) String() string { return strconv.FormatInt(m.Milliseconds(), 10) }
 
+// UnmarshalText parses a whole number of seconds.
 func (s *Seconds) UnmarshalText(b []byte) error { return parseDuration(b, time.Second, &s.Duration) }
-func (s Seconds) String() string                { return strconv.FormatInt(int64(s.Duration/time.Second), 10) }
 
+// String is the whole seconds, as CONFIG GET shows them.
+func (s Seconds) String() string { return strconv.FormatInt(int64(s.Duration/time.Second), 10) }
+
+// UnmarshalText parses a size in bytes or with Redis's units.
 func (s *Size) UnmarshalText(b []byte) error {
 	n, err := parseNumber(string(b), true)
 	if err == nil && int64(int(n)) != n {
@@ -42,6 +49,7 @@ func (s *Size) UnmarshalText(b []byte) error {
 	return err
 }
 
+// String is the bytes, without a unit, as CONFIG GET shows them.
 func (s Size) String() string { return strconv.Itoa(int(s)) }
 
 // parseDuration parses a whole number of units into d. Validate checks
@@ -150,16 +158,36 @@ var (
 	levelNames   = []string{"debug", "verbose", "notice", "warning"}
 )
 
-func (v *YesNo) UnmarshalText(b []byte) error        { return parseChoice(b, yesNoNames, v) }
-func (v YesNo) String() string                       { return yesNoNames[v] }
-func (v *TLSAuth) UnmarshalText(b []byte) error      { return parseChoice(b, tlsAuthNames, v) }
-func (v TLSAuth) String() string                     { return tlsAuthNames[v] }
-func (v *GetIDReply) UnmarshalText(b []byte) error   { return parseChoice(b, replyNames, v) }
-func (v GetIDReply) String() string                  { return replyNames[v] }
+// UnmarshalText parses yes or no.
+func (v *YesNo) UnmarshalText(b []byte) error { return parseChoice(b, yesNoNames, v) }
+
+// String is yes or no.
+func (v YesNo) String() string { return yesNoNames[v] }
+
+// UnmarshalText parses yes, no or optional.
+func (v *TLSAuth) UnmarshalText(b []byte) error { return parseChoice(b, tlsAuthNames, v) }
+
+// String is yes, no or optional.
+func (v TLSAuth) String() string { return tlsAuthNames[v] }
+
+// UnmarshalText parses auto, integer or string.
+func (v *GetIDReply) UnmarshalText(b []byte) error { return parseChoice(b, replyNames, v) }
+
+// String is auto, integer or string.
+func (v GetIDReply) String() string { return replyNames[v] }
+
+// UnmarshalText parses no, yes or local.
 func (v *DebugCommand) UnmarshalText(b []byte) error { return parseChoice(b, debugNames, v) }
-func (v DebugCommand) String() string                { return debugNames[v] }
-func (v *LogLevel) UnmarshalText(b []byte) error     { return parseChoice(b, levelNames, v) }
-func (v LogLevel) String() string                    { return levelNames[v] }
+
+// String is no, yes or local.
+func (v DebugCommand) String() string { return debugNames[v] }
+
+// UnmarshalText parses Redis's level names: debug, verbose, notice or
+// warning.
+func (v *LogLevel) UnmarshalText(b []byte) error { return parseChoice(b, levelNames, v) }
+
+// String is the level's Redis name.
+func (v LogLevel) String() string { return levelNames[v] }
 
 // choices lists the names of each choice type, for --help.
 var choices = map[string][]string{

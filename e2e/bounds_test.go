@@ -194,14 +194,13 @@ func restartWithin(t *testing.T, bin string, args []string, n, keyBytes int, che
 	key := boundsKey(n/2, keyBytes)
 	var incr string
 	var err2 error
-	for { // as a cluster client does, while the node takes its slots
+	// Asked again, as a cluster client does, while the node takes its
+	// slots, until bound after the start.
+	await.Within(time.Until(begin.Add(bound)), func() bool {
 		fmt.Fprintf(c, "*2\r\n$4\r\nINCR\r\n$%d\r\n%s\r\n", len(key), key)
 		incr, err2 = r.ReadString('\n')
-		if err2 != nil || !(strings.HasPrefix(incr, "-TRYAGAIN") || strings.HasPrefix(incr, "-CLUSTERDOWN")) || time.Since(begin) > bound {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err2 != nil || !(strings.HasPrefix(incr, "-TRYAGAIN") || strings.HasPrefix(incr, "-CLUSTERDOWN"))
+	})
 	first := time.Since(begin)
 	t.Logf("restart %s: PING answered %v after the start, an existing key's INCR %v (%q)", after, ping.Round(time.Millisecond), first.Round(time.Millisecond), strings.TrimSpace(incr))
 	if err != nil || err2 != nil || line != "+PONG\r\n" || !strings.HasPrefix(incr, ":") || first > bound {

@@ -22,7 +22,6 @@ import (
 
 	"github.com/idserver/idserver/idgen"
 	"github.com/idserver/idserver/internal/await"
-	"github.com/idserver/idserver/internal/redisinfo"
 	"github.com/idserver/idserver/internal/testbin"
 	"github.com/idserver/idserver/internal/testetcd"
 	"github.com/idserver/idserver/internal/testpki"
@@ -66,22 +65,6 @@ func memberAt(t *testing.T, e *testetcd.Server, s testbin.Socket, args ...string
 func memberArgs(e *testetcd.Server) []string {
 	return []string{"--etcd-endpoints", e.Endpoint, "--etcd-lease-ttl", "2",
 		"--id-range", "1", "--shard-range", "10", "--enable-debug-command", "yes"}
-}
-
-// clusterInfo is the INFO cluster field of p named field, "" if p does
-// not answer.
-func clusterInfo(p *process, field string) string { return processInfo(p, "cluster", field) }
-
-// processInfo is the field of INFO section of p, "" if p does not answer.
-func processInfo(p *process, section, field string) string {
-	c := redis.NewClient(&redis.Options{Addr: p.Addr, MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: time.Second})
-	defer c.Close()
-	info, err := c.Info(context.Background(), section).Result()
-	if err != nil {
-		return ""
-	}
-	v, _ := redisinfo.Get(info, field)
-	return v
 }
 
 // waitHolding waits until p holds a server-id and returns it.
@@ -986,13 +969,17 @@ func TestClusterOtherEpochNeverHolds(t *testing.T) {
 		if _, err := cli.Delete(ctx, string(kv.Key)); err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(2 * leaseTTL)
-		for time.Now().Before(deadline) {
+		// For two lease TTLs (time for any claim the deletion lets
+		// through), never both at once; IDs collected at every poll.
+		if await.Within(2*leaseTTL, func() bool {
 			if clusterInfo(a, "cluster_state") == "holding" && clusterInfo(b, "cluster_state") == "holding" {
-				t.Fatalf("with %s deleted, servers of two epochs hold ids at once", kv.Key)
+				return true
 			}
 			collect(a, "a")
 			collect(b, "b")
+			return false
+		}) {
+			t.Fatalf("with %s deleted, servers of two epochs hold ids at once", kv.Key)
 		}
 		// One of them claims again after a loses a key of its own: a,
 		// mostly; b when its claim comes first (the layout key deleted

@@ -234,8 +234,9 @@ func (r *docRun) startServer(l docLine, line string) {
 		}
 		c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + plain, Protocol: 2, MaxRetries: -1})
 		defer c.Close()
-		info, err := c.Info(context.Background(), "cluster").Result()
-		return err == nil && !strings.Contains(info, "cluster_state:connecting")
+		info, err := readInfo(c, "cluster")
+		state, _ := info.get("cluster_state")
+		return err == nil && state != "connecting"
 	}
 	gone := func() bool {
 		select {

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bufio"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -10,8 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/idserver/idserver/internal/redisinfo"
 )
 
 // Running out of file descriptors, tried on the real binary with its open
@@ -40,27 +37,6 @@ const (
 	fullReply = "-ERR max number of clients reached\r\n"
 	fdReply   = "-ERR max number of clients reached (the server is out of file descriptors)\r\n"
 )
-
-// infoField reads one field of INFO through c.
-func infoField(t *testing.T, c net.Conn, r *bufio.Reader, field string) string {
-	t.Helper()
-	c.SetDeadline(time.Now().Add(5 * time.Second))
-	c.Write([]byte("INFO\r\n"))
-	head, err := r.ReadString('\n')
-	n, _ := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(head, "$")))
-	if err != nil || n <= 0 {
-		t.Fatalf("INFO: %q, %v", head, err)
-	}
-	body := make([]byte, n+2)
-	if _, err := io.ReadFull(r, body); err != nil {
-		t.Fatal(err)
-	}
-	if v, ok := redisinfo.Get(string(body), field); ok {
-		return v
-	}
-	t.Fatalf("INFO has no %s:\n%s", field, body)
-	return ""
-}
 
 // TestMaxClientsFitsOpenFiles: with an open files limit of 64, maxclients
 // is lowered to 12 (the process keeps 34 for itself, 10 spares, and 4 each

@@ -16,7 +16,6 @@ import (
 
 	"github.com/idserver/idserver/idgen"
 	"github.com/idserver/idserver/internal/await"
-	"github.com/idserver/idserver/internal/redisinfo"
 	"github.com/idserver/idserver/internal/testetcd"
 	"github.com/idserver/idserver/stats"
 )
@@ -44,11 +43,11 @@ func TestClusterTimePointsAreUnixTime(t *testing.T) {
 func checkTimePoints(t *testing.T, p *process, musts ...string) {
 	t.Helper()
 	began := time.Now()
-	text, fams := liveFigures(t, p)
-	maxLead, _ := redisinfo.Get(text, "max_lead_ms")
+	info, fams := liveFigures(t, p)
+	maxLead, _ := info.get("max_lead_ms")
 	lead, _ := strconv.ParseInt(maxLead, 10, 64)
 	from, to := began.Add(-24*time.Hour), time.Now().Add(time.Duration(lead)*time.Millisecond+24*time.Hour)
-	points := slices.Concat(infoPoints(text), metricPoints(t, fams))
+	points := slices.Concat(infoPoints(info), metricPoints(t, fams))
 	for _, pt := range points {
 		pt.check(t, from, to)
 	}
@@ -62,7 +61,7 @@ func checkTimePoints(t *testing.T, p *process, musts ...string) {
 // liveFigures gives every time point of p a value (an ID, a counter, a
 // collection of the server's garbage) and returns p's INFO everything
 // and /metrics.
-func liveFigures(t *testing.T, p *process) (string, map[string]*dto.MetricFamily) {
+func liveFigures(t *testing.T, p *process) (serverInfo, map[string]*dto.MetricFamily) {
 	t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: p.Addr})
 	defer c.Close()
@@ -82,11 +81,7 @@ func liveFigures(t *testing.T, p *process) (string, map[string]*dto.MetricFamily
 		fams = scrape(t, p)
 		return fams["go_memstats_last_gc_time_seconds"].GetMetric()[0].GetGauge().GetValue() > 0
 	})
-	text, err := c.Info(ctx, "everything").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return text, fams
+	return mustReadInfo(t, c, "everything"), fams
 }
 
 // timePoint is a figure whose name says it is a point in time.
@@ -98,10 +93,10 @@ type timePoint struct {
 	err   error         // parsing v
 }
 
-// infoPoints are the time points of INFO text.
-func infoPoints(text string) []timePoint {
+// infoPoints are the time points of INFO.
+func infoPoints(info serverInfo) []timePoint {
 	var points []timePoint
-	for _, f := range redisinfo.Parse(text) {
+	for _, f := range info.fields {
 		if !stats.TimePoint(f.Name) {
 			continue
 		}

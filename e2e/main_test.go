@@ -1,3 +1,12 @@
+// Package e2e tests the idserver binary from the outside, as it is run:
+// built once (testbin), started on ports of its own, alone or as members
+// of a cluster over a real etcd (testetcd), and driven with real clients
+// (go-redis, redis-cli, the cluster clients of other languages), for
+// what only the whole server shows: starts and stops, crashes and
+// restarts, partitions and failovers, the files it keeps, its limits,
+// and the commands the docs show. One helper starts a server (start,
+// member), one reads its INFO (readInfo), one waits for a condition
+// (internal/await).
 package e2e
 
 import (

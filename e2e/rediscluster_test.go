@@ -435,11 +435,8 @@ func TestRedisClusterGracefulStopRedirects(t *testing.T) {
 		a.Stop()
 	}()
 	begin := time.Now()
-	for !allAnswered() || !isClosed(stopped) { // INCRs go on while it stops
-		if time.Since(begin) > 30*time.Second {
-			t.Fatalf("after a graceful stop, INCRs of some keys still fail after %v", time.Since(begin))
-		}
-	}
+	// INCRs go on while it stops.
+	await.True(t, 30*time.Second, "after a graceful stop, every key's INCR answered", func() bool { return allAnswered() && isClosed(stopped) })
 	t.Logf("a graceful stop: every key answered again %v after it began", time.Since(begin).Round(time.Millisecond))
 }
 

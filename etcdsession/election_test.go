@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idserver/idserver/internal/await"
 	"github.com/idserver/idserver/internal/testetcd"
 )
 
@@ -39,25 +40,28 @@ func TestLeaseSurvivesElection(t *testing.T) {
 		t.Fatal(err)
 	}
 	go l.Keep(ctx)
-	time.Sleep(time.Second)
+	awaitRenewed(t, l)
 	killed := time.Now()
 	leader.Kill()
-	for {
+	if !await.Within(20*time.Second, func() bool {
 		wctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
-		_, err := cli.Put(wctx, "election", killed.String())
+		_, err = cli.Put(wctx, "election", killed.String())
 		cancel()
-		if err == nil {
-			break
-		}
-		if time.Since(killed) > 20*time.Second {
-			t.Fatalf("no write succeeded for 20 s after the leader was killed: %v", err)
-		}
+		return err == nil
+	}) {
+		t.Fatalf("no write succeeded for 20 s after the leader was killed: %v", err)
 	}
 	t.Logf("writes succeed again %v after the etcd leader was killed", time.Since(killed).Round(time.Millisecond))
-	time.Sleep(5 * time.Second)
-	select {
-	case <-l.Lost():
+	// A TTL passes (the thing under test): a lease not renewed through
+	// the election would be lost by then.
+	if await.Within(5*time.Second, func() bool {
+		select {
+		case <-l.Lost():
+			return true
+		default:
+			return false
+		}
+	}) {
 		t.Fatalf("a lease of 5 s lost through an election: %s", l.Why())
-	default:
 	}
 }

@@ -55,8 +55,8 @@ func NewHistory(path string) *History { return &History{path: path} }
 // whatever the others wrote. (A key missing, deleted by hand or from a
 // snapshot older than the server, is made again: the revision judges.)
 type Guard struct {
-	ID    uint64
-	Value int64 // the last value written (at least: the file may lag)
+	ID    uint64 // names the key (hex); drawn at random, once
+	Value int64  // the last value written (at least: the file may lag)
 }
 
 // mark is where etcd stood in one response.

@@ -2,10 +2,12 @@ package etcdsession
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/idserver/idserver/internal/await"
 	"github.com/idserver/idserver/internal/testetcd"
 )
 
@@ -29,13 +31,18 @@ func TestLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	go l.Keep(ctx)
-	for end := time.Now().Add(ttl + Horizon); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+	// A TTL and a horizon pass (the thing under test: the lease outlives
+	// them), its bounds checked at every poll.
+	var broken string
+	if await.Within(ttl+Horizon, func() bool {
 		if left := l.Left(); left <= 0 || left > ttl {
-			t.Fatalf("time left %v, want within (0, %v]", left, ttl)
+			broken = fmt.Sprintf("time left %v, want within (0, %v]", left, ttl)
+		} else if h := l.HorizonLeft(); h <= Horizon/3 || h > Horizon {
+			broken = fmt.Sprintf("serving horizon left %v, want within (%v, %v]: renewed every third of it", h, Horizon/3, Horizon)
 		}
-		if h := l.HorizonLeft(); h <= Horizon/3 || h > Horizon {
-			t.Fatalf("serving horizon left %v, want within (%v, %v]: renewed every third of it", h, Horizon/3, Horizon)
-		}
+		return broken != ""
+	}) {
+		t.Fatal(broken)
 	}
 	select {
 	case <-l.Lost():
@@ -52,7 +59,7 @@ func TestLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	go l.Keep(ctx)
-	time.Sleep(ttl / 2) // renewed at least once
+	awaitRenewed(t, l)
 	frozen := time.Now()
 	deadline := frozen.Add(l.Left())
 	e.Freeze()
@@ -77,6 +84,17 @@ func TestLease(t *testing.T) {
 	if r, err := cli.TimeToLive(ctx, l.ID()); err != nil || r.TTL > 0 {
 		t.Fatalf("a revoked lease: TTL %v, %v", r, err)
 	}
+}
+
+// awaitRenewed waits until l has been renewed since the call: its
+// serving horizon moved on (a renewal moves it on by a third of the
+// horizon or more).
+func awaitRenewed(t *testing.T, l *Lease) {
+	t.Helper()
+	end := time.Now().Add(l.HorizonLeft())
+	await.True(t, time.Minute, "the lease renewed", func() bool {
+		return time.Now().Add(l.HorizonLeft()).Sub(end) > Horizon/6
+	})
 }
 
 // awaitLost waits up to within for l to be lost, for a reason that says

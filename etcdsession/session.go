@@ -20,11 +20,11 @@ import (
 
 // Config is how to reach etcd.
 type Config struct {
-	Endpoints   []string
-	DialTimeout time.Duration
-	TLS         *tls.Config // nil: plain
-	Username    string
-	Password    string
+	Endpoints   []string      // etcd's client URLs
+	DialTimeout time.Duration // bounds a dial, and the Session's own requests
+	TLS         *tls.Config   // nil: plain
+	Username    string        // "": no authentication
+	Password    string        // Username's
 }
 
 // dial is a client of etcd as cfg says; with a Username it fetches a

@@ -182,12 +182,14 @@ func (p *Pool) Close() error {
 // OwnerError is the error of a Call whose owner did not answer it: its
 // commands may or may not have run there.
 type OwnerError struct {
-	Addr string
-	Err  error
+	Addr string // the owner's address
+	Err  error  // why no reply came: the connection's failure, or ReplyTimeout
 }
 
+// Error names the owner and says the commands may have run there.
 func (e *OwnerError) Error() string {
 	return fmt.Sprintf("the owner %s did not answer (the command may or may not have run there): %v", e.Addr, e.Err)
 }
 
+// Unwrap is why the owner did not answer, for errors.Is and As.
 func (e *OwnerError) Unwrap() error { return e.Err }

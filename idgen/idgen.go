@@ -16,7 +16,14 @@
 // millisecond ("borrowing ahead"); when the clock steps backwards, u simply
 // continues. IDs of one Generator therefore never repeat and always increase,
 // whatever the clock does. How far the time field may run ahead of the clock
-// (the lead) is bounded by Settings.MaxLead.
+// (the lead) is bounded by Settings.MaxLead; a forward step of the clock
+// larger than that is followed only once it has held for StepConfirm.
+//
+// No ID's time field reaches the ceiling (Settings.Ceiling, then Raise):
+// the reservation its owner stored durably (package reservation, or
+// cluster in etcd), kept above Reach; a call that would pass it waits, and
+// Demand tells the owner to hurry. So a restart that starts at the stored
+// reservation continues above every ID issued before.
 //
 // The random field is taken in turn from a permutation of 0..2^R-1 shuffled
 // with a cryptographic seed, so every 2^R consecutive IDs use each value
@@ -131,8 +138,8 @@ func (l Layout) MaxServerID() int64 { return 1<<l.IDBits - 1 }
 // Clock is where a Generator reads the time and waits at the lead bound.
 // Tests set one to move time by hand.
 type Clock interface {
-	Now() time.Time
-	Sleep(d time.Duration)
+	Now() time.Time        // the time now
+	Sleep(d time.Duration) // waits d: at the lead bound, for the clock to catch up
 }
 
 // Settings configures a Generator. Zero fields mean the documented defaults.
@@ -163,9 +170,9 @@ type Settings struct {
 // Parts are the fields of an ID.
 type Parts struct {
 	Time     time.Time // the time field as wall-clock time (millisecond precision)
-	ServerID int64
-	Shard    int64
-	Random   int64
+	ServerID int64     // the server-id field
+	Shard    int64     // the shard field: the ID's place in its millisecond
+	Random   int64     // the random field
 }
 
 // Stats is a snapshot of a Generator's counters.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idserver/idserver/idgen/idgentest"
+	"github.com/idserver/idserver/internal/await"
 )
 
 // testEpoch keeps fake clock readings small and readable.
@@ -520,6 +521,9 @@ func TestFloorCountsLeadFromReservation(t *testing.T) {
 	}
 }
 
+// TestCeiling: no ID reaches the ceiling; a call past it signals Demand
+// and waits up to MaxWait for Raise (then ErrNotReserved), and Raise
+// wakes it; a lower Raise is ignored.
 func TestCeiling(t *testing.T) {
 	g, _ := newFake(t, Settings{Ceiling: 1003, MaxWait: 30 * time.Millisecond}, 1000)
 	shards := 1 << DefaultLayout.ShardBits
@@ -535,15 +539,39 @@ func TestCeiling(t *testing.T) {
 	default:
 		t.Fatal("no demand signalled for a larger ceiling")
 	}
-	go func() {
-		time.Sleep(5 * time.Millisecond)
-		g.Raise(1010)
-	}()
-	id, err := g.Next()
-	if err != nil || id>>Bits != 1003 {
-		t.Fatalf("after Raise: id %d (ms %d), %v; want ms 1003", id, id>>Bits, err)
+	if s := g.Stats(); s.Unreserved != 1 {
+		t.Fatalf("stats %+v: want Unreserved 1", s)
 	}
-	if s := g.Stats(); s.Ceiling != 1010 || s.Unreserved != 1 {
+
+	// Raise while a call waits (it has signalled Demand), one given long
+	// enough to wait that a busy machine cannot make it give up first.
+	g, _ = newFake(t, Settings{Ceiling: 1003, MaxWait: time.Minute}, 1000)
+	if err := g.NextN(buf); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		id  int64
+		err error
+	}
+	next := make(chan result, 1)
+	go func() {
+		id, err := g.Next()
+		next <- result{id, err}
+	}()
+	await.True(t, time.Minute, "a call past the ceiling signals Demand", func() bool {
+		select {
+		case <-g.Demand():
+			return true
+		default:
+			return false
+		}
+	})
+	g.Raise(1010)
+	r := <-next
+	if r.err != nil || r.id>>Bits != 1003 {
+		t.Fatalf("after Raise: id %d (ms %d), %v; want ms 1003", r.id, r.id>>Bits, r.err)
+	}
+	if s := g.Stats(); s.Ceiling != 1010 || s.Unreserved != 0 {
 		t.Fatalf("stats %+v", s)
 	}
 	g.Raise(1005) // lower: ignored

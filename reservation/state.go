@@ -28,10 +28,10 @@ import (
 // State is what the state file holds: the reservation, and the identity
 // of the generator it belongs to, so a file is never used by another.
 type State struct {
-	ServerID int64
-	Layout   idgen.Layout
-	Epoch    int64 // unix ms
-	Reserved int64 // T: no ID has a time field >= T (ms since Epoch)
+	ServerID int64        // the generator's server-id
+	Layout   idgen.Layout // and its layout
+	Epoch    int64        // unix ms
+	Reserved int64        // T: no ID has a time field >= T (ms since Epoch)
 }
 
 // version is the state file format; a file of another version is refused.

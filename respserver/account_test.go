@@ -132,7 +132,7 @@ func TestAccountantRandomClients(t *testing.T) {
 		if v := probe.do("PING"); v != "PONG" {
 			failure = fmt.Sprintf("probe: %v", v)
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // the next sample: the bounds must hold all the while the load runs
 	}
 	wg.Wait()
 	if failure != "" {

@@ -50,6 +50,7 @@ var idCommands = []*command{
 // original do, or a bulk string, which JavaScript clients keep exact.
 type GetIDReply int
 
+// The values of GetIDReply (getid-reply).
 const (
 	// GetIDAuto replies with bulk strings to the connections of
 	// JavaScript clients, which turn integers into lossy Numbers, and

@@ -166,25 +166,28 @@ func TestIdleTimeout(t *testing.T) {
 		idle.r.ReadByte() // returns at the close
 		closed <- time.Since(start)
 	}()
-	for {
+	var d time.Duration
+	pinged := start
+	await.True(t, 10*time.Second, "the idle client closed", func() bool {
 		select {
-		case d := <-closed:
-			// The idle clock ticks once a second: between 1 and 3 s.
-			if d < time.Second || d > 3*time.Second {
-				t.Fatalf("idle client closed after %v, want 1-3 s", d)
-			}
-			if v := busy.do("PING"); v != "PONG" {
-				t.Fatalf("active client: %v", v)
-			}
-			return
-		case <-time.After(200 * time.Millisecond):
+		case d = <-closed:
+			return true
+		default:
+		}
+		if time.Since(pinged) >= 200*time.Millisecond { // the busy client's pace
 			if v := busy.do("PING"); v != "PONG" {
 				t.Fatalf("active client, after %v: %v", time.Since(start), v)
 			}
-			if time.Since(start) > 10*time.Second {
-				t.Fatal("idle client never closed")
-			}
+			pinged = time.Now()
 		}
+		return false
+	})
+	// The idle clock ticks once a second: between 1 and 3 s.
+	if d < time.Second || d > 3*time.Second {
+		t.Fatalf("idle client closed after %v, want 1-3 s", d)
+	}
+	if v := busy.do("PING"); v != "PONG" {
+		t.Fatalf("active client: %v", v)
 	}
 }
 

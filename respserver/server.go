@@ -1,14 +1,40 @@
-// Package respserver serves an idgen.Generator over the Redis protocol
-// (RESP2, and RESP3 after HELLO 3): GETID, MGETID and DECODEID, plus the
-// connection-level commands redis-cli, redis-benchmark and the common
-// client libraries send, so they connect and work unchanged.
+// Package respserver serves idserver's commands over the Redis protocol
+// (RESP2, and RESP3 after HELLO 3): the IDs of an idgen.Generator (GETID,
+// MGETID, DECODEID, IDRANGE), the sequences of a sequence.Table (INCR,
+// INCRBY, GET, MGET, SET, SETNX and the key commands clients use:
+// EXISTS, KEYS, SCAN, DBSIZE, ...), public strings (PUBLICID, PRIVATEID),
+// transactions (MULTI, EXEC, WATCH), Redis Cluster's view (CLUSTER
+// SLOTS, SHARDS, NODES, ...; -MOVED and -TRYAGAIN) or, for plain clients
+// of a cluster, a key's command forwarded to its owner (forward.go),
+// plus the connection-level commands redis-cli, redis-benchmark and the common
+// client libraries send, so they connect and work unchanged. One command
+// table (table.go, cmd_*.go) drives dispatch, arity, COMMAND and every
+// HELP.
 //
 // Connections are served by the connection layer (internal/conns: gnet
 // event loops, TLS, framing, backpressure and the accountant); this
-// package gives the commands their meaning. A GETID or MGETID that would
-// wait (at the lead bound, or for the reservation on disk) is finished off
-// the loop (conns.Conn.Wait), so a loop never sleeps; that connection's
-// later commands wait for it, in order.
+// package gives the commands their meaning. A loop never sleeps: a
+// command that would wait is finished off the loop (client.later,
+// conns.Conn.Wait), and that connection's later commands wait for it, in
+// order. Those that may: a GETID or MGETID at the lead bound or waiting
+// for the reservation on disk; an INCR or INCRBY whose key's segment
+// lacks the values (a new key, or one that outran its segment); a SET of
+// a key whose take or SET is under way; either, of a key whose slot is
+// being taken; an EXEC whose IDs or values would wait, and the commands
+// inside it that would (after the others); KEYS and CLUSTER
+// GETKEYSINSLOT, which read many keys, and DBSIZE and INFO keyspace
+// where they must walk every key (this server owns only some slots);
+// CLUSTER SLOTS, SHARDS and NODES until the cluster view lists slots.
+//
+// A reply that may go only once something else is durable or has come
+// is held instead (client.hold, conns.Conn.Hold): a SET's until its write
+// ended, an INCR's of a key prepared ahead for a pipeline until the key's
+// existence is durable (sequence.Pending), a forwarded command's until
+// the owner replied (forward.go). The batch's replies then go out
+// together, in order. The batch's later commands run meanwhile while they
+// touch no key or the table orders them (besideHeld); the first other
+// waits, with all after it, so that a GET pipelined after a SET sees it
+// done.
 package respserver
 
 import (

@@ -25,6 +25,8 @@ const ReachWait = time.Second
 
 // Config is how a server reaches the others.
 type Config struct {
+	// Username and Password authenticate as the server's own clients
+	// must (requirepass): every server of a cluster has the same.
 	Username, Password string
 	// TLS, if set, is used for nodes that announce only a TLS port.
 	TLS *tls.Config

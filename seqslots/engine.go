@@ -86,13 +86,13 @@ const askWait = time.Second
 
 // EngineConfig configures an Engine.
 type EngineConfig struct {
-	Store Store
-	Pull  Puller
-	Ask   Asker
+	Store Store  // the generations of the slots' keys held here
+	Pull  Puller // brings a slot's keys from its old owner
+	Ask   Asker  // what the other servers saw of the records
 	// Wait bounds a take of the slots that become this server's, and a
 	// pull from their old owner.
 	Wait time.Duration
-	Log  zerolog.Logger
+	Log  zerolog.Logger // the server's logger
 }
 
 // Engine moves the slots' keys in and out of this server's table as the

@@ -461,7 +461,7 @@ func TestEngineNeverRepeats(t *testing.T) {
 		}()
 	}
 	for range 30 {
-		time.Sleep(time.Duration(rng.IntN(40)) * time.Millisecond)
+		time.Sleep(time.Duration(rng.IntN(40)) * time.Millisecond) // under load, a change at no set point
 		ids := slices.Sorted(func(yield func(int64) bool) {
 			for id := range nodes {
 				if !yield(id) {

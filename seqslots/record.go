@@ -16,6 +16,14 @@
 // (its floor). So every value of the old owner lies below the floor, and
 // every value of the new owner above it, however long the old owner was
 // paused or cut off and still believed it owned the slot.
+//
+// The parts: Slots reads and writes the records (Take, and Cover, which
+// raises a ceiling ahead of use in Steps); Gate is the sequences'
+// Backend, which lets a value out only below a ceiling Slots stored; an
+// Engine takes the slots the assignment gives this server, pulling their
+// keys from the old owner where it can (How), and hands over those it
+// loses; Known keeps the highest record seen of each slot beside the
+// keys, for when etcd loses data; Guard notices etcd going back in time.
 package seqslots
 
 import (
@@ -73,6 +81,7 @@ const (
 	Crashed
 )
 
+// String is h in words: "current", "handed over" or "crashed".
 func (h How) String() string { return [...]string{"current", "handed over", "crashed"}[h] }
 
 // next is the record of a slot taken by owner from prev, the way how: one

@@ -38,8 +38,8 @@ const swapsAtOnce = 16
 // about once per Fast to Slow whatever its rate, and a crash take-over
 // skips at most about two steps of its keys.
 type Steps struct {
-	Min, Max   int64
-	Fast, Slow time.Duration
+	Min, Max   int64         // the smallest and largest step, in values
+	Fast, Slow time.Duration // how long a ceiling lasted: under Fast, the step doubles; over Slow, it halves
 }
 
 // DefaultSteps are the steps on the defaults.
@@ -89,10 +89,10 @@ type waiter struct {
 
 // Config is what Slots need.
 type Config struct {
-	Client *clientv3.Client
-	Prefix string // etcd-prefix
-	Owner  int64  // the server-id this server holds
-	Steps  Steps
+	Client *clientv3.Client // etcd's
+	Prefix string           // etcd-prefix
+	Owner  int64            // the server-id this server holds
+	Steps  Steps            // DefaultSteps but in tests
 	// Hist, if set, checks every response of etcd: once etcd went back
 	// in time (restored from an older snapshot), no slot is taken nor
 	// raised until an operator confirms, as for server-ids.
@@ -100,7 +100,7 @@ type Config struct {
 	// Known, if set, is what this server saw of the records: a record
 	// read below it (etcd lost data) is taken from it.
 	Known *Known
-	Log   zerolog.Logger
+	Log   zerolog.Logger // the server's logger
 }
 
 // New returns the slots of cfg.Owner.

@@ -65,7 +65,7 @@ func TestCloseSlotIsABarrier(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(time.Duration(20+rng.IntN(50)) * time.Millisecond)
+	time.Sleep(time.Duration(20+rng.IntN(50)) * time.Millisecond) // a while under load: the slot closes at no set point
 	tb.CloseSlot(slot)
 	mu.Lock()
 	at := map[string]int64{}
@@ -76,6 +76,8 @@ func TestCloseSlotIsABarrier(t *testing.T) {
 		}
 	}
 	mu.Unlock()
+	// The thing under test: the clients go on a while, and none of them
+	// is handed a value of the closed slot (checked below).
 	time.Sleep(50 * time.Millisecond)
 	if err := tb.Set("{x}new", 5, Always); !errors.Is(err, ErrNotServed) {
 		t.Errorf("SET of a new key of the closed slot: %v, want ErrNotServed", err)
@@ -111,7 +113,7 @@ func TestClosedSlotWaits(t *testing.T) {
 	incr, set := make(chan res, 1), make(chan error, 1)
 	go func() { v, err := tb.Incr("{w}a", 1); incr <- res{v, err} }()
 	go func() { set <- tb.Set("{w}b", 7, Always) }()
-	time.Sleep(100 * time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // the thing under test: a while passes, and the INCR still waits
 	select {
 	case r := <-incr:
 		t.Fatalf("INCR of a closed slot's key returned at once: %d, %v", r.v, r.err)

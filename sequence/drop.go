@@ -19,8 +19,8 @@ var ErrNotServed = errors.New("the key's hash slot is not this server's")
 // cannot hand them over: it still serves the slot, or holds none;
 // GenTaking: ask again).
 type Handed struct {
-	Slot  int
-	Gen   int64
+	Slot  int    // the hash slot
+	Gen   int64  // the slot's generation the keys are exact at
 	Marks []Mark // each key's last value handed out, exactly
 	// Next is the place in the slot's keys its next page starts at
 	// (Table.SlotMarks); 0: Marks ends the slot's keys.

@@ -353,7 +353,7 @@ func TestDropSlotUnderLoad(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 0))
 	dropped := 0
 	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); {
-		time.Sleep(time.Duration(rng.IntN(10)) * time.Millisecond)
+		time.Sleep(time.Duration(rng.IntN(10)) * time.Millisecond) // under load, a drop at no set point
 		dropped += tb.DropSlot(slotOf(slotKey(tags[rng.IntN(len(tags))], 0)))
 	}
 	close(stop)

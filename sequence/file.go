@@ -120,7 +120,7 @@ const markBytes = 16
 
 // Restart tells what the file said at the start.
 type Restart struct {
-	Keys int
+	Keys int // the keys it holds
 	// Clean is whether the last run ended with a graceful stop (Release):
 	// then every key continues from its last value, with what it had
 	// reserved in hand (Mark.Reserved), once MarkDirty succeeded: a run

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -67,30 +66,38 @@ func TestSetsShareWrites(t *testing.T) {
 		gate := make(chan struct{})
 		b.slow = gate
 		tb := newTable(t, b, Options{}, nil)
+		var opened sync.Once
+		open := func() {
+			opened.Do(func() {
+				b.mu.Lock()
+				b.slow = nil
+				b.mu.Unlock()
+				close(gate)
+			})
+		}
+		defer open() // also on a failure: the table's Stop waits for the write the gate holds
 		var wg sync.WaitGroup
 		errs := make(chan error, n)
 		for i := range n {
 			wg.Go(func() { errs <- tb.Set(fmt.Sprint("k", i), 7, Always) })
 		}
-		for queued := 0; queued < n; runtime.Gosched() { // in the write the gate holds, or queued behind it
-			tb.setMu.Lock()
-			b.mu.Lock()
-			queued = b.setsHeld
-			if tb.round != nil {
-				queued += len(tb.round.sets)
-			}
-			b.mu.Unlock()
-			tb.setMu.Unlock()
+		await.True(t, time.Minute, "every SET in the write the gate holds, or queued behind it", func() bool {
 			select {
 			case err := <-errs:
 				t.Fatalf("a SET answered before the write: %v", err)
 			default:
 			}
-		}
-		b.mu.Lock()
-		b.slow = nil
-		b.mu.Unlock()
-		close(gate)
+			tb.setMu.Lock()
+			b.mu.Lock()
+			queued := b.setsHeld
+			if tb.round != nil {
+				queued += len(tb.round.sets)
+			}
+			b.mu.Unlock()
+			tb.setMu.Unlock()
+			return queued >= n
+		})
+		open()
 		wg.Wait()
 		close(errs)
 		for err := range errs {

@@ -18,6 +18,14 @@
 // segment. A segment holds about SegmentTime of the key's traffic, so a
 // busy key is written a few times a minute however fast it goes, a slow
 // one holds a few values, and a crash skips at most one segment of each.
+//
+// SET moves a key up to a value, never down (BelowError); its reply goes
+// once the value is durable, many SETs to a write (set.go). No reply
+// leaves before what makes its values unique is durable (reply.go). For
+// a Redis Cluster node the Table also serves hash slots: CloseSlot and
+// OpenSlot while a slot changes owner, SlotMarks and LoadSlot to hand its
+// keys over, DropSlot to forget them (package seqslots drives them). The
+// Backend is a File (bbolt, in dir), under seqslots.Gate in cluster mode.
 package sequence
 
 import (
@@ -40,10 +48,10 @@ import (
 
 // Take asks a Backend for a segment of a key's values.
 type Take struct {
-	Key    string
-	After  int64 // every value of the segment is above this
-	N      int64 // how many values
-	Issued int64 // the key's last value handed out: a crash may skip those above it
+	Key    string // the key whose values are reserved
+	After  int64  // every value of the segment is above this
+	N      int64  // how many values
+	Issued int64  // the key's last value handed out: a crash may skip those above it
 	// Born: the key exists (a value was handed out or set, or a request
 	// waits for one), so the Backend records it as existing; a key only
 	// prepared for a pipeline is not born, and a restart forgets it. Set
@@ -57,7 +65,7 @@ type Take struct {
 
 // Mark is a key's reservation: no value above Value was handed out.
 type Mark struct {
-	Key   string
+	Key   string // the key reserved
 	Value int64
 	// Reserved is, at a graceful stop (Release), the end of the key's
 	// segments then: what this server reserved, Value and above unused.
@@ -139,20 +147,22 @@ var (
 
 // BelowError is Set's answer to a value below what the key handed out.
 type BelowError struct {
-	Key string
-	At  int64 // the key's value
+	Key string // the key SET
+	At  int64  // the key's value
 }
 
+// Error says the key's value, and that sequences only go up.
 func (e *BelowError) Error() string {
 	return fmt.Sprintf("sequences only go up: %q is at %d (idserver never reuses a number)", e.Key, e.At)
 }
 
 // LimitError is the refusal of a new key past a bound.
 type LimitError struct {
-	Key  string
+	Key  string // the new key refused
 	What string // which bound
 }
 
+// Error names the key (shortened) and the bound it passed.
 func (e *LimitError) Error() string {
 	return fmt.Sprintf("sequence %q refused: %s", clip(e.Key), e.What)
 }
@@ -180,7 +190,7 @@ type Options struct {
 	// computed once (filtered before, a million keys of 512 bytes took
 	// 0.5 s more of the start).
 	KeepSlot func(slot int) bool
-	Log      zerolog.Logger
+	Log      zerolog.Logger // the server's logger
 
 	now func() time.Time // tests move it
 }
@@ -958,7 +968,7 @@ func (t *Table) each(f func(e *entry)) {
 
 // Stats are a Table's figures.
 type Stats struct {
-	Keys      int
+	Keys      int    // keys that exist (Len)
 	Bytes     int64  // what the keys cost in memory, about
 	Takes     uint64 // writes of reservations and SETs (each of many keys)
 	Taken     uint64 // values reserved

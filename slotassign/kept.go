@@ -27,8 +27,8 @@ const KeptFile = "idserver.slots"
 // kept under another prefix is another cluster's: not shown). A Path of
 // "" keeps nothing.
 type Kept struct {
-	Path, Prefix string
-	Log          zerolog.Logger
+	Path, Prefix string         // the file, and the etcd-prefix its assignment is of
+	Log          zerolog.Logger // says why the file cannot be read or written
 }
 
 // keptView is what the file holds: a slotView as read, whole, so that a

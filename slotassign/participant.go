@@ -24,7 +24,7 @@ type Config struct {
 	// Serve is given what the server serves each time that changes; nil
 	// when it serves nothing.
 	Serve func(*Serving)
-	Log   zerolog.Logger
+	Log   zerolog.Logger // the server's logger
 }
 
 // A Participant is a server's part in the assignment: while it holds a

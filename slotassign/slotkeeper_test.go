@@ -69,26 +69,35 @@ func TestSlotKeepers(t *testing.T) {
 	sampling.Store(true)
 	samples := make(chan string, 1)
 	go func() {
-		for sampling.Load() {
+		// Every few milliseconds until the test stops sampling (within go
+		// test's default timeout), or a slot is served by two.
+		found := "the sampler stopped after 10 minutes, before the test did"
+		await.Within(10*time.Minute, func() bool {
 			for slot := range slotCount {
 				// Twice in a row: servers are read one after another, and
 				// one may stop and the next start between two reads.
 				if by := servedBy(servers, slot); len(by) > 1 && len(servedBy(servers, slot)) > 1 {
-					samples <- fmt.Sprintf("slot %d served by %v", slot, by)
-					return
+					found = fmt.Sprintf("slot %d served by %v", slot, by)
+					return true
 				}
 			}
-			time.Sleep(5 * time.Millisecond)
-		}
-		samples <- ""
+			if !sampling.Load() {
+				found = ""
+				return true
+			}
+			return false
+		})
+		samples <- found
 	}()
 	// settled waits until the servers live serve every slot, each its
 	// share, and says how long that took.
 	settled := func(live []*keeperUnderTest, within time.Duration) time.Duration {
 		t.Helper()
 		begin := time.Now()
-		for {
-			total, even := 0, true
+		total := 0
+		if !await.Within(within, func() bool {
+			even := true
+			total = 0
 			for _, u := range live {
 				n := 0
 				for slot := range slotCount {
@@ -99,14 +108,11 @@ func TestSlotKeepers(t *testing.T) {
 				total += n
 				even = even && n >= slotCount/len(live) && n <= slotCount/len(live)+1
 			}
-			if total == slotCount && even {
-				return time.Since(begin)
-			}
-			if time.Since(begin) > within {
-				t.Fatalf("not settled after %v: %d slots served by %d servers", within, total, len(live))
-			}
-			time.Sleep(20 * time.Millisecond)
+			return total == slotCount && even
+		}) {
+			t.Fatalf("not settled after %v: %d slots served by %d servers", within, total, len(live))
 		}
+		return time.Since(begin)
 	}
 	t.Logf("three servers: settled in %v", settled(servers[:3], 10*ttl))
 

@@ -51,10 +51,10 @@ func (k slotKeys) node(id int64) string { return k.nodes() + strconv.FormatInt(i
 // A Node is what a server announces of itself to cluster clients.
 type Node struct {
 	ID       string // CLUSTER MYID: 40 hex digits, kept in dir
-	IP       string
-	Port     int
-	TLSPort  int    `json:",omitempty"`
-	Hostname string `json:",omitempty"`
+	IP       string // announced address; "" means the one a client reached
+	Port     int    // plain port; 0: none
+	TLSPort  int    `json:",omitempty"` // TLS port; 0: none
+	Hostname string `json:",omitempty"` // announced hostname; "" for none
 }
 
 // An assignment is the value of the slots key.

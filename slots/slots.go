@@ -44,6 +44,7 @@ func Of(key []byte) int {
 // State is what a range of slots is doing.
 type State uint8
 
+// The states of a range.
 const (
 	// Owned: its owner serves its keys.
 	Owned State = iota
@@ -220,6 +221,7 @@ func (m *Map) OwnsAll(id string) bool {
 // Verdict is what a node does with a command whose keys are in one slot.
 type Verdict uint8
 
+// The verdicts.
 const (
 	Serve      Verdict = iota // this node owns the slot: run it
 	Moved                     // another node owns it: -MOVED to it
@@ -268,7 +270,7 @@ func ValidID(id string) bool {
 // has, every later Map lists slots too.
 type Source interface {
 	Map() *Map
-	Self() string
+	Self() string // this node's ID
 	Listed() <-chan struct{}
 }
 

@@ -28,8 +28,8 @@ const (
 // microseconds that INFO shows in seconds (Micros). A number whose name
 // says it is a point in time (TimePoint) is unix time.
 type Field struct {
-	Name   string
-	Kind   Kind
+	Name   string // as INFO prints it; the metric's name is made from it
+	Kind   Kind   // Text, Gauge or Counter
 	Num    int64  // for Gauge and Counter
 	Micros bool   // Num is microseconds, shown in seconds with six decimals
 	Text   string // for Text
@@ -86,18 +86,22 @@ func (f Field) Value() string {
 
 // Section is one section of INFO.
 type Section struct {
-	Name   string // lower case, as INFO takes it: "idgen"
-	Title  string // as INFO prints it: "Idgen"
-	Fields []Field
+	Name   string  // lower case, as INFO takes it: "idgen"
+	Title  string  // as INFO prints it: "Idgen"
+	Fields []Field // in INFO's order
 }
 
-// G is a gauge field, C a counter field, T a text field.
+// G is a gauge field: a number that goes up and down.
 func G(name string, v int64, help string) Field {
 	return Field{Name: name, Kind: Gauge, Num: v, Help: help}
 }
+
+// C is a counter field: a number that only goes up.
 func C(name string, v uint64, help string) Field {
 	return Field{Name: name, Kind: Counter, Num: int64(v), Help: help}
 }
+
+// T is a text field: INFO shows it, /metrics does not.
 func T(name, v string) Field { return Field{Name: name, Kind: Text, Text: v} }
 
 // CPU is a counter field of CPU time, as Redis prints it: in seconds,
@@ -108,8 +112,8 @@ func CPU(name string, d time.Duration, help string) Field {
 
 // Count is a number of something named: error replies of one code.
 type Count struct {
-	Name string
-	N    uint64
+	Name string // what is counted: "ERR"
+	N    uint64 // how many
 }
 
 // Latency buckets: bucket i counts durations below 1024<<i ns (about 1 us,
@@ -149,7 +153,9 @@ type Calls struct {
 	Histogram
 	// Busy is the seconds the calls ran, their waits (for the disk,
 	// etcd, the clock) left out, as Redis's commandstats usec.
-	Busy             float64
+	Busy float64
+	// Rejected counts the calls refused before they ran, Failed those
+	// that ran and replied with an error.
 	Rejected, Failed uint64
 }
 

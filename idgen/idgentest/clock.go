@@ -23,6 +23,7 @@ type Clock struct {
 // SleepMode is what a Clock's Sleep does.
 type SleepMode int
 
+// The modes of Sleep.
 const (
 	// SleepBlocks waits until Advance has moved the clock past the
 	// sleep's end: the default.

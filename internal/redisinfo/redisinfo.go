@@ -7,7 +7,7 @@ import "strings"
 
 // Field is one line of INFO: its section, name and value.
 type Field struct {
-	Section, Name, Value string
+	Section, Name, Value string // the section in lower case, as INFO takes it
 }
 
 // Parse returns INFO's fields, in order.

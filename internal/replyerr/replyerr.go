@@ -35,6 +35,7 @@ var codes = [...]string{
 	MOVED: "MOVED", TRYAGAIN: "TRYAGAIN", CROSSSLOT: "CROSSSLOT",
 }
 
+// String is the code as the reply spells it: "ERR", "BUSY".
 func (c Code) String() string { return codes[c] }
 
 // Error is an error reply: "-" Code " " Msg "\r\n" on the wire.

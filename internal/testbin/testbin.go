@@ -56,7 +56,7 @@ func Run(m *testing.M, dir, reuse string, binary *string) {
 // one.
 type Socket struct {
 	Name string // the address it serves: port, tls-port or metrics-addr
-	Port string
+	Port string // the port it bound, in decimal
 	file *os.File
 }
 
@@ -152,9 +152,9 @@ func Unused(t testing.TB) string {
 
 // Process is a running idserver, its addresses and its log lines.
 type Process struct {
-	Cmd     *exec.Cmd
-	Addr    string // plain TCP, from the "idserver ready" line; "" if off
-	TLSAddr string // TLS, likewise
+	Cmd     *exec.Cmd // the binary running
+	Addr    string    // plain TCP, from the "idserver ready" line; "" if off
+	TLSAddr string    // TLS, likewise
 
 	mu   sync.Mutex
 	log  []string

@@ -96,9 +96,11 @@ func (c *Conn[S]) TLS() bool { return c.tls != nil }
 // FD is c's file descriptor, or 0 before its loop took it.
 func (c *Conn[S]) FD() int64 { return c.fd.Load() }
 
-// Age is how many seconds ago c connected, and Idle how many seconds ago
-// it last sent something.
-func (c *Conn[S]) Age() int64  { return c.s.tick.Load() - c.born }
+// Age is how many seconds ago c connected (CLIENT LIST's age).
+func (c *Conn[S]) Age() int64 { return c.s.tick.Load() - c.born }
+
+// Idle is how many seconds ago c last sent something (CLIENT LIST's
+// idle, which timeout counts).
 func (c *Conn[S]) Idle() int64 { return c.s.tick.Load() - c.active.Load() }
 
 // Mem is what c holds, as last accounted for.
