@@ -33,8 +33,8 @@ type Source interface {
 
 // Options are what the HTTP side reports on.
 type Options struct {
-	Server  Source
-	Version string
+	Server  Source // what the metrics read: the server's one stats snapshot
+	Version string // the build's version, a label of idserver_info
 	// Ready says whether a GETID would be answered now, and if not why.
 	Ready func() error
 	// Pprof serves profiles at /debug/pprof/ (metrics-pprof): off by

@@ -68,7 +68,7 @@ type Handler[S any] interface {
 
 // Options configures a Server. Zero fields mean the documented defaults.
 type Options struct {
-	Logger      zerolog.Logger
+	Logger      zerolog.Logger   // where the connection layer logs (and gnet's own lines)
 	MaxClients  int              // zero means 10000; lowered to fit the open files limit
 	IdleTimeout time.Duration    // close clients idle this long; zero means never
 	Limits      resplimit.Limits // zero fields mean 64 KiB bulks, 1024 elements
