@@ -40,6 +40,7 @@ import (
 	"github.com/idserver/idserver/conf"
 	"github.com/idserver/idserver/idgen"
 	"github.com/idserver/idserver/internal/buildinfo"
+	"github.com/idserver/idserver/internal/tlsfiles"
 	"github.com/idserver/idserver/metrics"
 	"github.com/idserver/idserver/publicid"
 	"github.com/idserver/idserver/reservation"
@@ -72,7 +73,7 @@ func run(args []string) int {
 	if cfg.CheckReady {
 		return checkReady(cfg)
 	}
-	tc, err := tlsConfig(cfg)
+	tc, err := tlsfiles.Server(cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "idserver:", err)
 		return 1
@@ -441,9 +442,9 @@ func serveMetrics(ln net.Listener, h http.Handler, lim metrics.Limits, log zerol
 // Nothing is written, locked, bound or dialled, so it may run beside the
 // server it checks.
 func checkConfig(cfg *conf.Config) int {
-	_, err := tlsConfig(cfg)
+	_, err := tlsfiles.Server(cfg)
 	if err == nil {
-		_, err = etcdTLSConfig(cfg)
+		_, err = tlsfiles.Etcd(cfg)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "idserver:", err)

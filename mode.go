@@ -20,6 +20,7 @@ import (
 	"github.com/idserver/idserver/conf"
 	"github.com/idserver/idserver/etcdsession"
 	"github.com/idserver/idserver/idgen"
+	"github.com/idserver/idserver/internal/tlsfiles"
 	"github.com/idserver/idserver/reservation"
 	"github.com/idserver/idserver/respserver"
 	"github.com/idserver/idserver/seqpull"
@@ -59,7 +60,7 @@ type mode interface {
 // etcd's TLS files.
 func newMode(cfg *conf.Config, log zerolog.Logger) (mode, error) {
 	if cfg.EtcdEndpoints != "" {
-		etcdTLS, err := etcdTLSConfig(cfg)
+		etcdTLS, err := tlsfiles.Etcd(cfg)
 		m := &clusterMode{cfg: cfg, log: log, etcdTLS: etcdTLS}
 		if err == nil {
 			m.seqFile, m.seqKnown, _, err = sequence.OpenFile(clusterSeqPath(cfg))
