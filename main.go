@@ -8,7 +8,7 @@
 //
 // This package wires the parts: the configuration (conf), the logger,
 // the mode (mode.go: single-server, or cluster mode over etcd), the
-// listeners (listen.go), the protocol server (respserver) and the HTTP
+// listeners (listen), the protocol server (respserver) and the HTTP
 // side (metrics); it serves until SIGINT, SIGTERM or SHUTDOWN, then stops
 // gracefully (serveUntilStopped).
 package main
@@ -41,6 +41,7 @@ import (
 	"github.com/idserver/idserver/idgen"
 	"github.com/idserver/idserver/internal/buildinfo"
 	"github.com/idserver/idserver/internal/tlsfiles"
+	"github.com/idserver/idserver/listen"
 	"github.com/idserver/idserver/metrics"
 	"github.com/idserver/idserver/publicid"
 	"github.com/idserver/idserver/reservation"
@@ -98,9 +99,9 @@ func run(args []string) int {
 // the state as it found it; and only then the first write of the
 // reservation. The lock goes last, after every write.
 func runMode(cfg *conf.Config, tc *tls.Config, log zerolog.Logger) int {
-	passed, err := sockets(cfg, activation.Files(true))
+	passed, err := listen.Sockets(cfg, activation.Files(true))
 	if err == nil {
-		err = checkAddrs(cfg, passed)
+		err = listen.Check(cfg, passed)
 	}
 	if err != nil {
 		log.Error().Err(err).Msg("refusing to start")
@@ -118,12 +119,12 @@ func runMode(cfg *conf.Config, tc *tls.Config, log zerolog.Logger) int {
 		return 1
 	}
 	defer m.close()
-	lns, err := listen(cfg, tc, passed, log)
+	lns, err := listen.Open(cfg, tc, passed, log)
 	if err != nil {
 		log.Error().Err(err).Msg("cannot listen")
 		return 1
 	}
-	defer lns.close()
+	defer lns.Close()
 	opts, err := m.reserve(lns)
 	if err != nil {
 		log.Error().Err(err).Msg("refusing to start: cannot write the reservation (is dir writable?)")
@@ -159,11 +160,11 @@ func (s stopper) request() {
 
 // serve runs srv on lns, and the HTTP side, until SIGINT, SIGTERM or
 // SHUTDOWN. It reports false if the server stopped by itself.
-func serve(cfg *conf.Config, log zerolog.Logger, srv *respserver.Server, lns *listeners, stop stopper, m mode) bool {
-	if lns.metrics != nil {
+func serve(cfg *conf.Config, log zerolog.Logger, srv *respserver.Server, lns *listen.Set, stop stopper, m mode) bool {
+	if lns.Metrics != nil {
 		h := metrics.New(metrics.Options{Server: srv, Version: buildinfo.Version, Ready: srv.Ready, Pprof: cfg.MetricsPprof == conf.Yes})
 		lim := metrics.Limits{Conns: cfg.MetricsMaxClients, Timeout: cfg.MetricsTimeout.Duration}
-		defer serveMetrics(lns.metrics, h, lim, log)()
+		defer serveMetrics(lns.Metrics, h, lim, log)()
 	}
 	logProtectedMode(cfg, lns, log)
 	ready := func() {
@@ -176,16 +177,16 @@ func serve(cfg *conf.Config, log zerolog.Logger, srv *respserver.Server, lns *li
 // addrOf is the address clients reach this server at, for its claim:
 // the first of bind's it listens on (0.0.0.0:port for *, as it is
 // bound), the plain port's if on.
-func addrOf(lns *listeners) string {
-	if len(lns.plain) > 0 {
-		return lns.plain[0].Addr().String()
+func addrOf(lns *listen.Set) string {
+	if len(lns.Plain) > 0 {
+		return lns.Plain[0].Addr().String()
 	}
-	return lns.tls[0].Addr().String()
+	return lns.TLS[0].Addr().String()
 }
 
 // oneNodeCluster is the Redis Cluster of cluster-enabled yes without
 // etcd: this node (announced) owns every slot.
-func oneNodeCluster(cfg *conf.Config, lns *listeners) (slots.Source, error) {
+func oneNodeCluster(cfg *conf.Config, lns *listen.Set) (slots.Source, error) {
 	self, err := announced(cfg, lns)
 	if err != nil {
 		return nil, err
@@ -197,7 +198,7 @@ func oneNodeCluster(cfg *conf.Config, lns *listeners) (slots.Source, error) {
 // kept in dir: the cluster-announce-* address and ports, or the first
 // address and ports it listens on (no address when that is every
 // address: then clients use the one they reached, as with Redis).
-func announced(cfg *conf.Config, lns *listeners) (slots.Node, error) {
+func announced(cfg *conf.Config, lns *listen.Set) (slots.Node, error) {
 	id, err := slots.LoadID(cfg.Dir)
 	if err != nil {
 		return slots.Node{}, err
@@ -212,7 +213,7 @@ func announced(cfg *conf.Config, lns *listeners) (slots.Node, error) {
 		}
 		return nil
 	}
-	plain, tls := first(lns.plain), first(lns.tls)
+	plain, tls := first(lns.Plain), first(lns.TLS)
 	if self.IP == "" {
 		if a := cmp.Or(plain, tls); a != nil && !a.IP.IsUnspecified() {
 			self.IP = a.IP.String()
@@ -231,12 +232,12 @@ func announced(cfg *conf.Config, lns *listeners) (slots.Node, error) {
 // m keeps the reservation. addr and tls_addr are the first address of
 // each port, as with one; addrs and tls_addrs list them all when there
 // are more.
-func logReady(log zerolog.Logger, cfg *conf.Config, lns *listeners, m mode) {
+func logReady(log zerolog.Logger, cfg *conf.Config, lns *listen.Set, m mode) {
 	ready := log.Info()
 	for _, port := range []struct {
 		one, all string
 		lns      []net.Listener
-	}{{"addr", "addrs", lns.plain}, {"tls_addr", "tls_addrs", lns.tls}} {
+	}{{"addr", "addrs", lns.Plain}, {"tls_addr", "tls_addrs", lns.TLS}} {
 		if len(port.lns) > 0 {
 			ready.Str(port.one, port.lns[0].Addr().String())
 		}
@@ -313,12 +314,12 @@ func addrStrings(lns []net.Listener) []string {
 // of its addresses: a container's clients, for one. What it listens on,
 // not bind: an optional address skipped does not count, a socket passed
 // by systemd does.
-func logProtectedMode(cfg *conf.Config, lns *listeners, log zerolog.Logger) {
+func logProtectedMode(cfg *conf.Config, lns *listen.Set, log zerolog.Logger) {
 	if cfg.ProtectedMode != conf.Yes || cfg.RequirePass != "" {
 		return
 	}
 	var beyond []string
-	for _, ln := range slices.Concat(lns.plain, lns.tls) {
+	for _, ln := range slices.Concat(lns.Plain, lns.TLS) {
 		if a, ok := ln.Addr().(*net.TCPAddr); !ok || !a.IP.IsLoopback() {
 			beyond = append(beyond, ln.Addr().String())
 		}
@@ -370,16 +371,16 @@ func newServer(cfg *conf.Config, log zerolog.Logger, opts respserver.Options) *r
 // stops gracefully. It calls ready once the server serves (the ready
 // line: /readyz can then say so too). It reports false if the server
 // stopped by itself.
-func serveUntilStopped(srv *respserver.Server, lns *listeners, stopRequested stopper, log zerolog.Logger, ready, handOver func()) bool {
+func serveUntilStopped(srv *respserver.Server, lns *listen.Set, stopRequested stopper, log zerolog.Logger, ready, handOver func()) bool {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	serving := len(lns.plain) + len(lns.tls)
+	serving := len(lns.Plain) + len(lns.TLS)
 	served := make(chan error, serving)
-	for _, ln := range lns.plain {
+	for _, ln := range lns.Plain {
 		go func() { served <- srv.Serve(ln) }()
 	}
-	for _, ln := range lns.tls {
-		go func() { served <- srv.ServeTLS(ln, lns.tlsConfig) }()
+	for _, ln := range lns.TLS {
+		go func() { served <- srv.ServeTLS(ln, lns.TLSConfig) }()
 	}
 	// The ready line only once /readyz can say so too.
 	select {

@@ -21,6 +21,7 @@ import (
 	"github.com/idserver/idserver/etcdsession"
 	"github.com/idserver/idserver/idgen"
 	"github.com/idserver/idserver/internal/tlsfiles"
+	"github.com/idserver/idserver/listen"
 	"github.com/idserver/idserver/reservation"
 	"github.com/idserver/idserver/respserver"
 	"github.com/idserver/idserver/seqpull"
@@ -38,7 +39,7 @@ type mode interface {
 	// reserve begins keeping the reservation, once the ports are taken
 	// (a start that fails before leaves the state as it found it), and
 	// returns the protocol server's options that follow from the mode.
-	reserve(addrs *listeners) (respserver.Options, error)
+	reserve(addrs *listen.Set) (respserver.Options, error)
 	// attach hands the reservation's generators to srv.
 	attach(srv *respserver.Server)
 	// handOver, at a graceful stop, gives other servers what they can
@@ -124,7 +125,7 @@ type singleMode struct {
 	seqs       *sequence.Table
 }
 
-func (m *singleMode) reserve(*listeners) (respserver.Options, error) {
+func (m *singleMode) reserve(*listen.Set) (respserver.Options, error) {
 	m.resumed()
 	keeper, err := reservation.Start(m.gen, m.store, m.identity, m.cfg.ReserveAhead.Duration, m.log)
 	if err != nil {
@@ -202,7 +203,7 @@ func clusterSeqPath(cfg *conf.Config) string {
 	return filepath.Join(cfg.Dir, fmt.Sprintf("%s.cluster-%08x", cfg.SeqFile, h.Sum32()))
 }
 
-func (m *clusterMode) reserve(lns *listeners) (respserver.Options, error) {
+func (m *clusterMode) reserve(lns *listen.Set) (respserver.Options, error) {
 	cfg := m.cfg
 	pinned := int64(-1)
 	if cfg.ServerIDSet {
@@ -275,7 +276,7 @@ func ownerOf(src *slotassign.Source) func(slot int) (addr string, self, ok bool)
 
 // joinSlots prepares a Redis Cluster node's part in the slots'
 // assignment (m.slots), and returns the map it answers from.
-func (m *clusterMode) joinSlots(lns *listeners) (*slotassign.Source, error) {
+func (m *clusterMode) joinSlots(lns *listen.Set) (*slotassign.Source, error) {
 	cfg := m.cfg
 	self, err := announced(cfg, lns)
 	if err != nil {

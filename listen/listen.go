@@ -1,4 +1,8 @@
-package main
+// Package listen takes the addresses a server serves: port and tls-port
+// on every address of bind, and metrics-addr; or the sockets systemd
+// passes for them (socket activation). It checks them all before a start
+// takes anything, and takes them all or none.
+package listen
 
 import (
 	"cmp"
@@ -16,36 +20,37 @@ import (
 	"github.com/idserver/idserver/internal/portholder"
 )
 
-// listeners are the addresses a server serves: plain TCP (port) and TLS
+// Set is the addresses a server serves: plain TCP (port) and TLS
 // (tls-port), each on every address of bind (none when off), and HTTP
 // (metrics-addr; nil when off).
-type listeners struct {
-	plain, tls []net.Listener
-	metrics    net.Listener
-	tlsConfig  *tls.Config
+type Set struct {
+	Plain     []net.Listener // port's: one per address of bind, or per socket passed
+	TLS       []net.Listener // tls-port's, likewise
+	Metrics   net.Listener   // metrics-addr's
+	TLSConfig *tls.Config    // what TLS is served with
 }
 
-// listen takes every address of cfg, or none: on an error, those already
+// Open takes every address of cfg, or none: on an error, those already
 // taken are let go. tc is the TLS configuration, for tls-port. Sockets
-// passed by systemd (see sockets), by the name of an address, serve it
+// passed by systemd (see Sockets), by the name of an address, serve it
 // instead of those bound here. An address of bind is skipped, with a
 // warning, where Redis 7 skips it: optional (-) and not this machine's,
 // or of a protocol this machine lacks (IPv6 turned off); the start fails
 // if that leaves a port with no address.
-func listen(cfg *conf.Config, tc *tls.Config, passed map[string][]*os.File, log zerolog.Logger) (*listeners, error) {
-	l := &listeners{tlsConfig: tc}
+func Open(cfg *conf.Config, tc *tls.Config, passed map[string][]*os.File, log zerolog.Logger) (*Set, error) {
+	l := &Set{TLSConfig: tc}
 	var err error
 	if cfg.Port != 0 {
-		l.plain, err = listenPort(cfg, "port", cfg.Port, passed["port"], log)
+		l.Plain, err = listenPort(cfg, "port", cfg.Port, passed["port"], log)
 	}
 	if cfg.TLSPort != 0 && err == nil {
-		l.tls, err = listenPort(cfg, "tls-port", cfg.TLSPort, passed["tls-port"], log)
+		l.TLS, err = listenPort(cfg, "tls-port", cfg.TLSPort, passed["tls-port"], log)
 	}
 	if cfg.MetricsAddr != "" && err == nil {
 		if fs := passed["metrics-addr"]; fs != nil {
-			l.metrics, err = fileListener(fs[0])
+			l.Metrics, err = fileListener(fs[0])
 		} else {
-			l.metrics, err = net.Listen("tcp", cfg.MetricsAddr)
+			l.Metrics, err = net.Listen("tcp", cfg.MetricsAddr)
 			err = portholder.Explain(err)
 		}
 		if err != nil {
@@ -53,7 +58,7 @@ func listen(cfg *conf.Config, tc *tls.Config, passed map[string][]*os.File, log 
 		}
 	}
 	if err != nil {
-		l.close()
+		l.Close()
 		return nil, err
 	}
 	return l, nil
@@ -120,13 +125,13 @@ func skipped(a conf.BindAddr, err error) string {
 	return ""
 }
 
-// checkAddrs tries every address the start will listen on, on a port of
+// Check tries every address the start will listen on, on a port of
 // the kernel's choice let go at once, before the start takes anything:
 // an address this machine cannot listen on (192.0.2.1 where no interface
 // has it; a metrics-addr host that does not resolve) then stops it with
-// one line before the state file is locked or a start logged. listen
+// one line before the state file is locked or a start logged. Open
 // still has the last word: a port in use shows only there.
-func checkAddrs(cfg *conf.Config, passed map[string][]*os.File) error {
+func Check(cfg *conf.Config, passed map[string][]*os.File) error {
 	if cfg.Port != 0 && passed["port"] == nil || cfg.TLSPort != 0 && passed["tls-port"] == nil {
 		usable := 0
 		for _, a := range cfg.Bind.Addrs() {
@@ -163,7 +168,7 @@ func checkAddrs(cfg *conf.Config, passed map[string][]*os.File) error {
 	return nil
 }
 
-// sockets names the listening sockets passed to the server by systemd's
+// Sockets names the listening sockets passed to the server by systemd's
 // socket activation protocol (LISTEN_FDS, LISTEN_FDNAMES; a .socket unit
 // with FileDescriptorName=port, tls-port or metrics-addr), which tests use
 // too: a socket the parent bound and keeps cannot be taken by another
@@ -171,7 +176,7 @@ func checkAddrs(cfg *conf.Config, passed map[string][]*os.File) error {
 // of its name, which must be on in cfg (tls-port needs its files). port
 // and tls-port may have several, as they have several addresses of bind
 // (a unit with a ListenStream= for each); metrics-addr has one address.
-func sockets(cfg *conf.Config, passed []*os.File) (map[string][]*os.File, error) {
+func Sockets(cfg *conf.Config, passed []*os.File) (map[string][]*os.File, error) {
 	on := map[string]bool{"port": cfg.Port != 0, "tls-port": cfg.TLSPort != 0, "metrics-addr": cfg.MetricsAddr != ""}
 	named := map[string][]*os.File{}
 	for _, f := range passed {
@@ -189,12 +194,12 @@ func sockets(cfg *conf.Config, passed []*os.File) (map[string][]*os.File, error)
 	return named, nil
 }
 
-// close lets every address go.
-func (l *listeners) close() {
-	closeAll(l.plain)
-	closeAll(l.tls)
-	if l.metrics != nil {
-		l.metrics.Close()
+// Close lets every address go.
+func (l *Set) Close() {
+	closeAll(l.Plain)
+	closeAll(l.TLS)
+	if l.Metrics != nil {
+		l.Metrics.Close()
 	}
 }
 
