@@ -19,7 +19,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -462,24 +461,13 @@ func checkReady(cfg *conf.Config) int {
 		fmt.Fprintln(os.Stderr, "idserver: --check-ready needs metrics-addr, where /readyz is served")
 		return 1
 	}
-	host, port, err := net.SplitHostPort(cfg.MetricsAddr)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "idserver: metrics-addr:", err)
-		return 1
-	}
-	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
-		host = "127.0.0.1" // listening on every address: ask loopback
-	}
-	hc := &http.Client{Timeout: 3 * time.Second}
-	resp, err := hc.Get("http://" + net.JoinHostPort(host, port) + "/readyz")
+	body, ready, err := metrics.Probe(cfg.MetricsAddr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "idserver:", err)
 		return 1
 	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	fmt.Print(string(body))
-	if resp.StatusCode != http.StatusOK {
+	fmt.Print(body)
+	if !ready {
 		return 1
 	}
 	return 0
