@@ -1,4 +1,4 @@
-package main
+package lifecycle
 
 import (
 	"context"
@@ -34,7 +34,7 @@ import (
 
 // mode is what single-server and cluster mode do differently: where the
 // server-id and the reservation come from, and where they go at the end.
-// run drives either the same way.
+// Run drives either the same way.
 type mode interface {
 	// reserve begins keeping the reservation, once the ports are taken
 	// (a start that fails before leaves the state as it found it), and
