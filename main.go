@@ -8,9 +8,9 @@
 //
 // This package only wires: it loads the configuration (conf), answers
 // --version, --check-config and --check-ready, reads the TLS files
-// (tlsfiles), builds the logger and sets the runtime's limits, and hands
-// over to lifecycle, which serves in the configured mode until SIGINT,
-// SIGTERM or SHUTDOWN and then stops gracefully.
+// (tlsfiles), builds the logger (logging), sets the runtime's limits,
+// and hands over to lifecycle, which serves in the configured mode until
+// SIGINT, SIGTERM or SHUTDOWN and then stops gracefully.
 package main
 
 import (
@@ -19,14 +19,12 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
-	"time"
 
-	"github.com/mattn/go-isatty"
-	"github.com/rs/zerolog"
 	"github.com/spf13/pflag"
 
 	"github.com/idserver/idserver/conf"
 	"github.com/idserver/idserver/internal/buildinfo"
+	"github.com/idserver/idserver/internal/logging"
 	"github.com/idserver/idserver/internal/tlsfiles"
 	"github.com/idserver/idserver/lifecycle"
 	"github.com/idserver/idserver/metrics"
@@ -61,7 +59,7 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "idserver:", err)
 		return 1
 	}
-	log := newLogger(cfg.LogLevel)
+	log := logging.New(cfg.LogLevel)
 	if cfg.GoMaxProcs > 0 {
 		runtime.GOMAXPROCS(cfg.GoMaxProcs)
 	}
@@ -107,17 +105,4 @@ func checkReady(cfg *conf.Config) int {
 		return 1
 	}
 	return 0
-}
-
-// newLogger logs human-readable lines on a terminal and JSON otherwise, at
-// Redis's level names.
-func newLogger(level conf.LogLevel) zerolog.Logger {
-	lvl := [...]zerolog.Level{conf.LogDebug: zerolog.DebugLevel, conf.LogVerbose: zerolog.DebugLevel, conf.LogNotice: zerolog.InfoLevel, conf.LogWarning: zerolog.WarnLevel}[level]
-	var log zerolog.Logger
-	if isatty.IsTerminal(os.Stderr.Fd()) {
-		log = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: time.DateTime})
-	} else {
-		log = zerolog.New(os.Stderr)
-	}
-	return log.Level(lvl).With().Timestamp().Logger()
 }
