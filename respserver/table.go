@@ -276,7 +276,7 @@ func aclCategories(cmd *command) []string {
 	for _, cat := range cmd.acl {
 		has[cat] = true
 	}
-	if cat, ok := groupACL[cmd.doc.group]; ok && !(cmd.run == nil && cmd.start == nil && len(cmd.subs) > 0) {
+	if cat, ok := groupACL[cmd.doc.group]; ok && (cmd.callable() || len(cmd.subs) == 0) {
 		has[cat] = true
 	}
 	for flag, cats := range map[string][]string{"write": {"write"}, "readonly": {"read"}, "admin": {"admin", "dangerous"}, "fast": {"fast"}} {
@@ -393,6 +393,10 @@ func (s *Server) dispatch(c *client, args [][]byte, note any) (*command, later) 
 	}
 	return cmd, l
 }
+
+// callable reports whether cmd runs by itself: not a container whose
+// subcommands alone run (CLIENT, CONFIG).
+func (cmd *command) callable() bool { return cmd.run != nil || cmd.start != nil }
 
 // call runs cmd, by run or start.
 func (cmd *command) call(s *Server, c *client, args [][]byte) (later, error) {
