@@ -20,11 +20,9 @@ type client struct {
 	session
 	txState
 
-	wait   waiting     // the command that waits off the loop
-	finish func(error) // finished for c, made once: conns.Conn.Wait's then
-	batch  batch       // the commands run since the last read, for their latency
-	held   seqHeld     // what the batch's replies wait for (conns.Conn.Hold)
-	fwd    fwdBatch    // what the batch forwards to other owners (Options.Owner)
+	batch    batch    // the commands run since the last read, for their latency
+	deferred deferred // what the batch's replies wait for (conns.Defer)
+	fwd      fwdBatch // what the batch forwards to other owners (Options.Owner)
 }
 
 // session is what a client's commands set and read.
@@ -62,32 +60,34 @@ type txState struct {
 // a larger one, grown for a rare big request, is let go.
 const keepBuf = 64 << 10
 
-// waiting is a command that cannot finish on the loop: off runs off it
-// (it may block; it owns what it touches of the client until it returns),
-// then then on the loop with off's error, which writes the reply or
-// returns the error reply to send. then may call later again, for a
-// command that finishes in more than one step.
-type waiting struct {
+// later is what a command leaves to finish off the loop, the one value
+// it returns besides its error (command.start): the zero later, nothing
+// (its reply is in c.Out); or off, run off the loop (it may block; it
+// owns what it touches of the client until it returns), then then on the
+// loop with off's error, which writes the reply or returns the error
+// reply to send, and may return a next step; or deferredReply, or
+// behindDeferred.
+type later struct {
 	off  func() error
-	then func(c *client, err error) error
-
-	cmd   *command  // the command, for its latency
-	start time.Time // when it began
+	then func(c *client, err error) (later, error)
+	mode conns.Mode // Block with off; else Done, Defer or Behind
 }
 
-// later finishes the command running now with w, off the loop: the
-// connection runs w.off and then w.then (conns.Conn.Wait), and c's later
-// commands wait for it; inside EXEC, the transaction does, after its
-// other commands (execLater). The command returns nil: its reply, or its
-// error, is then's.
-func (c *client) later(w waiting) {
-	if c.inExec {
-		c.txLater.add(c, w)
-		return
-	}
-	c.wait.off, c.wait.then = w.off, w.then
-	c.Wait(w.off, c.finish)
+// offLoop is the later of a command that finishes off the loop: off,
+// then then.
+func offLoop(off func() error, then func(c *client, err error) (later, error)) later {
+	return later{off: off, then: then, mode: conns.Block}
 }
+
+var (
+	// deferredReply is the later of a command whose reply is written
+	// and may go only once the client's deferred says so.
+	deferredReply = later{mode: conns.Defer}
+	// behindDeferred is the later of a command that did not run: it
+	// must see what the deferred replies before it did, and runs again
+	// once they settled.
+	behindDeferred = later{mode: conns.Behind}
+)
 
 // batch is the commands that ran on one read (or wake) of a client,
 // whose replies go out in one write. Their latency is that of the batch,
@@ -177,42 +177,59 @@ func (h handler) Open(cn *conns.Conn[*client]) *client {
 	c := &client{Conn: cn}
 	c.touches = &h.touches
 	c.fwd.pool = h.forward
-	c.finish = func(err error) { h.finished(c, err) }
-	c.held.await, c.held.then, c.held.waitFor = c.awaitHeld, func(err error) { h.settleHeld(c) }, c.waitsForHeld
+	c.deferred.wait = conns.Wait{Off: c.awaitDeferred, Then: func(error) conns.Wait { h.settleDeferred(c); return conns.Wait{} }, Mode: conns.Defer}
 	c.setAuthed(h.opts.RequirePass == "")
 	c.stringIDs = h.opts.GetIDReply == GetIDString
 	c.refreshShown()
 	return c
 }
 
-// Command runs one command; one that waits has handed itself to the
-// connection layer to finish (client.later). The time since the last
-// command of the batch (reading its arguments, and running it) is the
-// command's busy time, if it ran.
-func (h handler) Command(cn *conns.Conn[*client], args [][]byte) {
-	h.commands.Add(1)
-	ran := h.dispatch(cn.Session, args)
-	if d := cn.Session.batch.lap(cn.Start()); ran != nil {
+// Command runs one command and returns what is left of it to the
+// connection (conns.Wait). The time since the last command of the batch
+// (reading its arguments, and running it) is the command's busy time, if
+// it ran; a command that finishes off the loop is observed once it has
+// its reply (finished).
+func (h handler) Command(cn *conns.Conn[*client], args [][]byte, note any) conns.Wait {
+	c := cn.Session
+	ran, l := h.dispatch(c, args, note)
+	if l.mode != conns.Behind { // it runs again
+		h.commands.Add(1)
+	}
+	if d := c.batch.lap(cn.Start()); ran != nil {
 		h.calls(ran).busy.Add(uint64(d))
 	}
+	switch l.mode {
+	case conns.Block:
+		return h.connWait(c, ran, cn.Start(), l)
+	case conns.Defer:
+		return c.deferred.wait
+	}
+	return conns.Wait{Mode: l.mode}
+}
+
+// connWait is the connection's Wait for l, the later of cmd, which began
+// at start.
+func (s *Server) connWait(c *client, cmd *command, start time.Time, l later) conns.Wait {
+	return conns.Wait{Off: l.off, Mode: conns.Block, Then: func(err error) conns.Wait {
+		return s.finished(c, cmd, start, l.then, err)
+	}}
 }
 
 // finished ends a command that waited, on its loop again, unless its
 // then has it wait again (EXEC, for the commands of the transaction that
-// finish off the loop).
-func (s *Server) finished(c *client, err error) {
-	w := c.wait
-	c.wait = waiting{}
-	start := time.Now()
-	if err = w.then(c, err); err != nil {
-		s.fail(c, w.cmd, err)
+// finish off the loop): the next step's Wait.
+func (s *Server) finished(c *client, cmd *command, start time.Time, then func(*client, error) (later, error), err error) conns.Wait {
+	t := time.Now()
+	next, err := then(c, err)
+	if err != nil {
+		s.fail(c, cmd, err)
 	}
-	s.calls(w.cmd).busy.Add(uint64(time.Since(start)))
-	if c.wait.off != nil { // then called later: the next step
-		c.wait.cmd, c.wait.start = w.cmd, w.start
-		return
+	s.calls(cmd).busy.Add(uint64(time.Since(t)))
+	if next.mode == conns.Block {
+		return s.connWait(c, cmd, start, next)
 	}
-	s.calls(w.cmd).latency.Observe(time.Since(w.start))
+	s.calls(cmd).latency.Observe(time.Since(start))
+	return conns.Wait{}
 }
 
 // Sent counts the latency of the batch whose replies were just written.
@@ -224,9 +241,9 @@ func (h handler) Closed(cn *conns.Conn[*client]) {
 	cn.Session.unwatch()
 }
 
-// Holds is what the session holds: the queued transaction, the keys it
+// Bytes is what the session holds: the queued transaction, the keys it
 // WATCHes, MGETID's scratch, MONITOR's pending lines.
-func (handler) Holds(cn *conns.Conn[*client]) int {
+func (handler) Bytes(cn *conns.Conn[*client]) int {
 	c := cn.Session
 	n := c.tx.bytes() + len(c.ids)*8 + c.fwd.bytes()
 	for _, w := range c.watched {

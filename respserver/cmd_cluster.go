@@ -30,7 +30,7 @@ var clusterCommands = []*command{
 			summary: "Returns the number of keys of this node in the hash slot.", since: "3.0.0", group: "cluster", complexity: "O(N) where N is the number of keys in the slot",
 			args: []arg{{name: "slot", typ: "integer"}},
 		}},
-		{name: "cluster|getkeysinslot", arity: 4, flags: []string{"stale"}, tips: nondeterministic, run: cmdClusterGetKeys, doc: doc{
+		{name: "cluster|getkeysinslot", arity: 4, flags: []string{"stale"}, tips: nondeterministic, start: cmdClusterGetKeys, doc: doc{
 			summary: "Returns up to count key names of this node in the hash slot.", since: "3.0.0", group: "cluster", complexity: "O(N) where N is the number of keys in the slot",
 			args: []arg{{name: "slot", typ: "integer"}, {name: "count", typ: "integer"}},
 		}},
@@ -47,7 +47,7 @@ var clusterCommands = []*command{
 		{name: "cluster|myid", arity: 2, flags: []string{"stale"}, run: cmdClusterMyID, doc: doc{
 			summary: "Returns the ID of a node.", since: "3.0.0", group: "cluster", complexity: "O(1)",
 		}},
-		{name: "cluster|nodes", arity: 2, flags: []string{"stale"}, tips: nondeterministic, run: cmdClusterNodes, doc: doc{
+		{name: "cluster|nodes", arity: 2, flags: []string{"stale"}, tips: nondeterministic, start: cmdClusterNodes, doc: doc{
 			summary: "Returns the cluster configuration for a node.", since: "3.0.0", group: "cluster", complexity: "O(N) where N is the total number of Cluster nodes",
 		}},
 		{name: "cluster|seqhandover", arity: -4, flags: []string{"admin", "stale"}, noMonitor: true, run: cmdClusterSeqHandover, doc: doc{
@@ -58,10 +58,10 @@ var clusterCommands = []*command{
 			summary: "Returns what this node saw of the sequence records of hash slots (idserver, between nodes).", since: "idserver", group: "cluster", complexity: "O(N) where N is the number of slots",
 			args: []arg{{name: "slot", typ: "integer", flags: multiple}},
 		}},
-		{name: "cluster|shards", arity: 2, flags: []string{"stale"}, tips: nondeterministic, run: cmdClusterShards, doc: doc{
+		{name: "cluster|shards", arity: 2, flags: []string{"stale"}, tips: nondeterministic, start: cmdClusterShards, doc: doc{
 			summary: "Returns the mapping of cluster slots to shards.", since: "7.0.0", group: "cluster", complexity: "O(N) where N is the total number of cluster nodes",
 		}},
-		{name: "cluster|slots", arity: 2, flags: []string{"stale"}, tips: nondeterministic, run: cmdClusterSlots, doc: doc{
+		{name: "cluster|slots", arity: 2, flags: []string{"stale"}, tips: nondeterministic, start: cmdClusterSlots, doc: doc{
 			summary: "Returns the mapping of cluster slots to nodes.", since: "3.0.0", group: "cluster", complexity: "O(N) where N is the total number of Cluster nodes",
 		}},
 	}},
@@ -239,34 +239,30 @@ var errNoMap = replyerr.New(replyerr.CLUSTERDOWN, "The cluster is down: no slot 
 // listing has write answer with the current view, once its map lists
 // slots: at once if it does, else off the loop once it does, or
 // -CLUSTERDOWN after mapWait.
-func (s *Server) listing(c *client, write func(v view)) error {
+func (s *Server) listing(c *client, write func(v view)) (later, error) {
 	v, err := s.cluster(c)
 	if err != nil {
-		return err
+		return later{}, err
 	}
 	if v.m.Assigned() > 0 {
 		write(v)
-		return nil
+		return later{}, nil
 	}
-	c.later(waiting{
-		off: func() error {
-			t := time.NewTimer(mapWait)
-			defer t.Stop()
-			select {
-			case <-s.opts.Slots.Listed():
-				return nil
-			case <-t.C:
-				return errNoMap
-			}
-		},
-		then: func(c *client, err error) error {
-			if err == nil {
-				write(s.viewOf(c))
-			}
-			return err
-		},
-	})
-	return nil
+	return offLoop(func() error {
+		t := time.NewTimer(mapWait)
+		defer t.Stop()
+		select {
+		case <-s.opts.Slots.Listed():
+			return nil
+		case <-t.C:
+			return errNoMap
+		}
+	}, func(c *client, err error) (later, error) {
+		if err == nil {
+			write(s.viewOf(c))
+		}
+		return later{}, err
+	}), nil
 }
 
 // port is the port the client is told for n: the one of its own kind
@@ -281,7 +277,7 @@ func (v view) port(n *slots.Node) int {
 // cmdClusterSlots is CLUSTER SLOTS: each run of slots with its owner's
 // address, port, ID and, as Redis 7 does, its hostname when one is
 // announced.
-func cmdClusterSlots(s *Server, c *client, args [][]byte) error {
+func cmdClusterSlots(s *Server, c *client, args [][]byte) (later, error) {
 	return s.listing(c, func(v view) {
 		spans := v.spans()
 		c.writeArray(len(spans))
@@ -308,7 +304,7 @@ func cmdClusterSlots(s *Server, c *client, args [][]byte) error {
 // cmdClusterShards is CLUSTER SHARDS: a shard per node (no replicas),
 // its slots as start, end pairs, and the node's details as Redis 7.0
 // gives them.
-func cmdClusterShards(s *Server, c *client, args [][]byte) error {
+func cmdClusterShards(s *Server, c *client, args [][]byte) (later, error) {
 	return s.listing(c, func(v view) {
 		spans := v.spans()
 		nodes := v.nodes()
@@ -366,7 +362,7 @@ func cmdClusterShards(s *Server, c *client, args [][]byte) error {
 // cmdClusterNodes is CLUSTER NODES: a line per node in Redis's format.
 // The bus port after @ is Redis's default, port + 10000: there is no
 // cluster bus (etcd is the manager), and clients do not use it.
-func cmdClusterNodes(s *Server, c *client, args [][]byte) error {
+func cmdClusterNodes(s *Server, c *client, args [][]byte) (later, error) {
 	return s.listing(c, func(v view) {
 		spans := v.spans()
 		var b strings.Builder
@@ -431,22 +427,22 @@ func cmdClusterCountKeys(s *Server, c *client, args [][]byte) error {
 // Keys that would not fit the client's hard output limit fail the
 // command, as KEYS does, rather than be collected and then close the
 // client.
-func cmdClusterGetKeys(s *Server, c *client, args [][]byte) error {
+func cmdClusterGetKeys(s *Server, c *client, args [][]byte) (later, error) {
 	v, err := s.cluster(c)
 	if err != nil {
-		return err
+		return later{}, err
 	}
 	slot, ok1 := parseInt(args[2])
 	count, ok2 := parseInt(args[3])
 	if !ok1 || !ok2 {
-		return errNotInteger
+		return later{}, errNotInteger
 	}
 	if slot < 0 || slot >= slots.N || count < 0 {
-		return replyerr.New(replyerr.ERR, "Invalid slot or number of keys")
+		return later{}, replyerr.New(replyerr.ERR, "Invalid slot or number of keys")
 	}
 	if !v.owns(int(slot)) {
 		c.writeArray(0)
-		return nil
+		return later{}, nil
 	}
 	what := fmt.Sprintf("CLUSTER GETKEYSINSLOT %d %d", slot, count)
 	return s.slotKeys(c, int(slot), int(count), what, func(c *client, keys []string) {
@@ -466,34 +462,30 @@ func (v view) owns(slot int) bool {
 // slotKeys has reply answer with up to limit of the keys of slot, read
 // from the slot's own list off the loop, bounded by the output limit
 // (outputBound): past it, the command (what) fails.
-func (s *Server) slotKeys(c *client, slot, limit int, what string, reply func(c *client, keys []string)) error {
+func (s *Server) slotKeys(c *client, slot, limit int, what string, reply func(c *client, keys []string)) (later, error) {
 	seq, err := s.sequences()
 	if err != nil {
 		reply(c, nil)
-		return nil
+		return later{}, nil
 	}
 	bound := s.outputBound()
 	var keys []string
-	c.later(waiting{
-		off: func() error {
-			keys = seq.KeysInSlot(slot, limit)
-			size := 0
-			for _, k := range keys {
-				if size += keyReplyBytes(k); size > bound {
-					keys = nil
-					return errOverOutput(what, bound)
-				}
+	return offLoop(func() error {
+		keys = seq.KeysInSlot(slot, limit)
+		size := 0
+		for _, k := range keys {
+			if size += keyReplyBytes(k); size > bound {
+				keys = nil
+				return errOverOutput(what, bound)
 			}
-			return nil
-		},
-		then: func(c *client, err error) error {
-			if err == nil {
-				reply(c, keys)
-			}
-			return err
-		},
-	})
-	return nil
+		}
+		return nil
+	}, func(c *client, err error) (later, error) {
+		if err == nil {
+			reply(c, keys)
+		}
+		return later{}, err
+	}), nil
 }
 
 var errCrossSlot = replyerr.New(replyerr.CROSSSLOT, "Keys in request don't hash to the same slot")

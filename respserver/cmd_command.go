@@ -252,7 +252,7 @@ func (c *client) writeArgs(args []arg) {
 func cmdHelp(s *Server, c *client, args [][]byte) error {
 	parent := commands[keyword(args[0])]
 	lines := []string{helpHeader(parent.name)}
-	if parent.run != nil {
+	if parent.callable() {
 		lines = append(lines, "(no subcommand)", "    "+parent.doc.summary)
 	}
 	for _, sub := range parent.subs {

@@ -17,13 +17,13 @@ import (
 // as TIME: no two calls answer alike. DECODEID and IDRANGE compute from
 // their arguments and the layout the nodes share: none.
 var idCommands = []*command{
-	{name: "getid", arity: 1, flags: []string{"write", "fast"}, tips: nondeterministic, run: cmdGetID, besideHeld: true, takes: takesID, doc: doc{
+	{name: "getid", arity: 1, flags: []string{"write", "fast"}, tips: nondeterministic, start: cmdGetID, besideDeferred: true, takes: takesID, doc: doc{
 		summary:    "Returns a new unique ID: an integer, or a bulk string for JavaScript clients (getid-reply).",
 		since:      idserverSince,
 		group:      "idserver",
 		complexity: "O(1)",
 	}},
-	{name: "mgetid", arity: 2, flags: []string{"write"}, tips: nondeterministic, run: cmdMGetID, besideHeld: true, takes: (*Server).takesIDs, doc: doc{
+	{name: "mgetid", arity: 2, flags: []string{"write"}, tips: nondeterministic, start: cmdMGetID, besideDeferred: true, takes: (*Server).takesIDs, doc: doc{
 		summary:    "Returns count new unique IDs, consecutive and increasing, as bulk strings.",
 		since:      idserverSince,
 		group:      "idserver",
@@ -66,15 +66,15 @@ const (
 )
 
 // cmdGetID and cmdMGetID never wait on the loop: where the generator
-// would, they issue their IDs off it (later).
-func cmdGetID(s *Server, c *client, args [][]byte) error {
+// would, they issue their IDs off it.
+func cmdGetID(s *Server, c *client, args [][]byte) (later, error) {
 	return s.issue(c, 1, writeGetID)
 }
 
-func cmdMGetID(s *Server, c *client, args [][]byte) error {
+func cmdMGetID(s *Server, c *client, args [][]byte) (later, error) {
 	n, err := s.mgetidCount(args)
 	if err != nil {
-		return err
+		return later{}, err
 	}
 	return s.issue(c, n, (*client).appendIDs)
 }
@@ -109,34 +109,30 @@ func (s *Server) takesIDs(args [][]byte) take {
 
 // issue takes n IDs and has reply write them. Inside EXEC they come from
 // the IDs EXEC took for the whole transaction. Otherwise, where the
-// generator would wait, it issues them off the loop (later).
-func (s *Server) issue(c *client, n int64, reply func(*client, []int64)) error {
+// generator would wait, it issues them off the loop.
+func (s *Server) issue(c *client, n int64, reply func(*client, []int64)) (later, error) {
 	if c.inExec {
 		reply(c, c.txIDs[:n])
 		c.txIDs = c.txIDs[n:]
-		return nil
+		return later{}, nil
 	}
 	ids := c.scratchIDs(n)
 	err := s.tryNextN(ids)
 	if errors.Is(err, idgen.ErrWouldWait) {
-		c.later(waiting{
-			off: func() error { return s.nextN(ids) },
-			then: func(c *client, err error) error {
-				if err == nil {
-					reply(c, ids)
-				}
-				c.dropScratchIDs()
-				return err
-			},
-		})
-		return nil
+		return offLoop(func() error { return s.nextN(ids) }, func(c *client, err error) (later, error) {
+			if err == nil {
+				reply(c, ids)
+			}
+			c.dropScratchIDs()
+			return later{}, err
+		}), nil
 	}
 	if err != nil {
-		return err
+		return later{}, err
 	}
 	reply(c, ids)
 	c.dropScratchIDs()
-	return nil
+	return later{}, nil
 }
 
 // tryNextN fills ids from the current generator without waiting

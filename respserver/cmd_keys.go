@@ -10,17 +10,16 @@ import (
 )
 
 // cmdDBSize is keyCount, off the loop where it walks every key.
-func cmdDBSize(s *Server, c *client, args [][]byte) error {
+func cmdDBSize(s *Server, c *client, args [][]byte) (later, error) {
 	if !s.keyCountWalks() {
 		c.writeInt(s.keyCount())
-		return nil
+		return later{}, nil
 	}
 	n := 0
-	c.later(waiting{
-		off:  func() error { n = s.keyCount(); return nil },
-		then: func(c *client, err error) error { c.writeInt(n); return nil },
-	})
-	return nil
+	return offLoop(func() error { n = s.keyCount(); return nil }, func(c *client, err error) (later, error) {
+		c.writeInt(n)
+		return later{}, nil
+	}), nil
 }
 
 // keyCount is the number of keys, DBSIZE's and INFO keyspace's (one
@@ -163,43 +162,39 @@ func (c *client) writeScan(keys []string, next uint64) {
 // event loop (other clients are not held up), a chunk of keys at a time;
 // what it collects is bounded by the client's hard output limit, past
 // which it would be closed anyway: then it fails, saying to use SCAN.
-func cmdKeys(s *Server, c *client, args [][]byte) error {
+func cmdKeys(s *Server, c *client, args [][]byte) (later, error) {
 	seq, err := s.sequences()
 	if err != nil {
-		return err
+		return later{}, err
 	}
 	pattern := slices.Clone(args[1]) // args are the read buffer's, reused once this returns
 	limit := s.outputBound()
 	notOwn := s.notOwn()
 	var keys []string
-	c.later(waiting{
-		off: func() error {
-			var g glob
-			g.compileExact(pattern, seq.LongestKey())
-			var over error
-			size := 0
-			eachKey(seq, func(k string) bool {
-				if g.match(k) && (notOwn == nil || !notOwn(k)) {
-					keys = append(keys, k)
-					if size += keyReplyBytes(k); size > limit {
-						over = errOverOutput(fmt.Sprintf("KEYS %q", pattern), limit)
-						return false
-					}
+	return offLoop(func() error {
+		var g glob
+		g.compileExact(pattern, seq.LongestKey())
+		var over error
+		size := 0
+		eachKey(seq, func(k string) bool {
+			if g.match(k) && (notOwn == nil || !notOwn(k)) {
+				keys = append(keys, k)
+				if size += keyReplyBytes(k); size > limit {
+					over = errOverOutput(fmt.Sprintf("KEYS %q", pattern), limit)
+					return false
 				}
-				return true
-			})
-			return over
-		},
-		then: func(c *client, err error) error {
-			if err != nil {
-				return err
 			}
-			c.writeArray(len(keys))
-			for _, k := range keys {
-				c.writeBulkString(k)
-			}
-			return nil
-		},
-	})
-	return nil
+			return true
+		})
+		return over
+	}, func(c *client, err error) (later, error) {
+		if err != nil {
+			return later{}, err
+		}
+		c.writeArray(len(keys))
+		for _, k := range keys {
+			c.writeBulkString(k)
+		}
+		return later{}, nil
+	}), nil
 }

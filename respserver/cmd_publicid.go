@@ -14,14 +14,14 @@ import (
 // arguments and the configuration the nodes share, so a cluster client
 // may send them to any node.
 var publicIDCommands = []*command{
-	{name: "publicid", arity: -2, flags: []string{"readonly", "fast"}, run: cmdPublicID, besideHeld: true, doc: doc{
+	{name: "publicid", arity: -2, flags: []string{"readonly", "fast"}, run: cmdPublicID, besideDeferred: true, doc: doc{
 		summary:    "Returns the public string of each number (0..2^64-1): a bulk string for one, an array for several. Plain Sqids without public-id-key, FF1-encrypted with it.",
 		since:      idserverSince,
 		group:      "idserver",
 		complexity: "O(N) where N is the number of numbers",
 		args:       []arg{{name: "n", typ: "integer", flags: multiple}},
 	}},
-	{name: "privateid", arity: -2, flags: []string{"readonly", "fast"}, run: cmdPrivateID, besideHeld: true, doc: doc{
+	{name: "privateid", arity: -2, flags: []string{"readonly", "fast"}, run: cmdPrivateID, besideDeferred: true, doc: doc{
 		summary:    "Returns the number of each public string: an integer (a bulk string of its digits from 2^63 on), or nil for a string no number encodes; an array for several.",
 		since:      idserverSince,
 		group:      "idserver",

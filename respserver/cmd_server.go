@@ -55,11 +55,11 @@ var serverCommands = []*command{
 			args: []arg{{name: "data", typ: "block", flags: multiple, args: []arg{{name: "parameter", typ: "string"}, {name: "value", typ: "string"}}}},
 		}},
 	}},
-	{name: "info", arity: -1, flags: []string{"loading", "stale"}, tips: []string{"nondeterministic_output", "request_policy:all_shards", "response_policy:special"}, acl: []string{"dangerous"}, run: cmdInfo, doc: doc{
+	{name: "info", arity: -1, flags: []string{"loading", "stale"}, tips: []string{"nondeterministic_output", "request_policy:all_shards", "response_policy:special"}, acl: []string{"dangerous"}, start: cmdInfo, doc: doc{
 		summary: "Returns information and statistics about the server.", since: "1.0.0", group: "server", complexity: "O(1)",
 		args: []arg{{name: "section", typ: "string", flags: optMulti}},
 	}},
-	{name: "dbsize", arity: 1, flags: []string{"readonly", "fast"}, tips: []string{"request_policy:all_shards", "response_policy:agg_sum"}, acl: []string{"keyspace"}, run: cmdDBSize, doc: doc{
+	{name: "dbsize", arity: 1, flags: []string{"readonly", "fast"}, tips: []string{"request_policy:all_shards", "response_policy:agg_sum"}, acl: []string{"keyspace"}, start: cmdDBSize, doc: doc{
 		summary: "Returns the number of keys in the database: the sequences.", since: "1.0.0", group: "server", complexity: "O(1)",
 	}},
 	{name: "scan", arity: -2, flags: []string{"readonly"}, tips: []string{"nondeterministic_output", "request_policy:special"}, run: cmdScan, doc: doc{

@@ -12,6 +12,7 @@ import (
 
 	"github.com/idserver/idserver/idgen"
 	"github.com/idserver/idserver/internal/replyerr"
+	"github.com/idserver/idserver/respserver/internal/conns"
 	"github.com/idserver/idserver/sequence"
 )
 
@@ -29,7 +30,7 @@ var transactionCommands = []*command{
 	{name: "discard", arity: 1, flags: []string{"noscript", "loading", "stale", "fast", "allow_busy"}, run: cmdDiscard, control: true, doc: doc{
 		summary: "Discards a transaction.", since: "2.0.0", group: "transactions", complexity: "O(N), when N is the number of queued commands",
 	}},
-	{name: "watch", arity: -2, flags: []string{"noscript", "loading", "stale", "fast", "allow_busy"}, run: cmdWatch, control: true, doc: doc{
+	{name: "watch", arity: -2, flags: []string{"noscript", "loading", "stale", "fast", "allow_busy"}, run: cmdWatch, control: true, keyFlags: roKey, unforwarded: errWatchForwarded, doc: doc{
 		summary: "Monitors changes to keys to determine the execution of a transaction.",
 		since:   "2.2.0", group: "transactions", complexity: "O(1) for every key.",
 		args: []arg{{name: "key", typ: "key", flags: multiple}},
@@ -41,7 +42,7 @@ var transactionCommands = []*command{
 
 // execCommand is EXEC, which dispatch knows: refused (an argument
 // given), it discards the transaction.
-var execCommand = &command{name: "exec", arity: 1, flags: []string{"noscript", "loading", "stale", "skip_slowlog"}, run: cmdExec, control: true, doc: doc{
+var execCommand = &command{name: "exec", arity: 1, flags: []string{"noscript", "loading", "stale", "skip_slowlog"}, start: cmdExec, control: true, doc: doc{
 	summary: "Executes all commands in a transaction.", since: "1.2.0", group: "transactions",
 	complexity: "Depends on commands in the transaction",
 }}
@@ -65,7 +66,7 @@ type queued struct {
 	at, n int
 }
 
-// bytes is what tx holds, for the client's accounting (handler.Holds).
+// bytes is what tx holds, for the client's accounting (handler.Bytes).
 func (tx *transaction) bytes() int {
 	if tx == nil {
 		return 0
@@ -144,7 +145,7 @@ func (s *Server) fits(c *client, ids int64, args [][]byte) error {
 	for _, a := range args {
 		size += binary.MaxVarintLen64 + len(a)
 	}
-	if hard, n := s.opts.Output.Hard, c.Holds()+size; hard > 0 && n > hard {
+	if hard, n := s.opts.Output.Hard, c.Bytes()+size; hard > 0 && n > hard {
 		return replyerr.Errorf("the transaction would hold %d bytes with the client's other buffers, past its hard output limit (client-output-buffer-limit)", n)
 	}
 	return nil
@@ -154,33 +155,32 @@ func (s *Server) fits(c *client, ids int64, args [][]byte) error {
 // the transaction's IDs and its INCRs' values first, each in one step;
 // where that would wait, the whole transaction waits off the loop, as a
 // GETID does.
-func cmdExec(s *Server, c *client, args [][]byte) error {
+func cmdExec(s *Server, c *client, args [][]byte) (later, error) {
 	tx := c.tx
 	if tx == nil {
-		return replyerr.New(replyerr.ERR, "EXEC without MULTI")
+		return later{}, replyerr.New(replyerr.ERR, "EXEC without MULTI")
 	}
 	// The slots of its commands first, as Redis checks a command's
 	// slots before it runs: a transaction whose keys another node
 	// serves is discarded with -MOVED (or -CROSSSLOT, -TRYAGAIN).
 	if err := s.routeTransaction(c, tx); err != nil {
 		c.endTransaction()
-		return err
+		return later{}, err
 	}
 	to, err := s.txOwner(c, tx)
 	switch {
 	case tx.dirty:
 		c.endTransaction()
-		return errExecAbort
+		return later{}, errExecAbort
 	case err != nil: // nothing of it runs anywhere
-		return c.abortTransaction(err)
+		return later{}, c.abortTransaction(err)
 	case to != "": // it runs there, whole
 		c.endTransaction()
-		s.forwardTx(c, to, tx)
-		return nil
+		return s.forwardTx(c, to, tx), nil
 	case s.watchedChanged(c):
 		c.endTransaction()
 		c.writeNullArray()
-		return nil
+		return later{}, nil
 	}
 	r := &txReserve{ids: c.scratchIDs(tx.ids)}
 	if tx.incrs {
@@ -188,20 +188,13 @@ func cmdExec(s *Server, c *client, args [][]byte) error {
 	}
 	err = s.reserve(r, noWait)
 	if errors.Is(err, idgen.ErrWouldWait) || errors.Is(err, sequence.ErrWouldWait) {
-		c.later(waiting{
-			off: func() error { return s.reserve(r, mayWait) },
-			then: func(c *client, err error) error {
-				defer c.dropScratchIDs()
-				return s.runTransaction(c, r, err)
-			},
-		})
-		return nil
+		return offLoop(func() error { return s.reserve(r, mayWait) }, func(c *client, err error) (later, error) {
+			defer c.dropScratchIDs()
+			return s.runTransaction(c, r, err)
+		}), nil
 	}
-	if err := s.runTransaction(c, r, err); err != nil {
-		return err
-	}
-	c.dropScratchIDs()
-	return nil
+	defer c.dropScratchIDs()
+	return s.runTransaction(c, r, err)
 }
 
 // txReserve is what EXEC takes for a transaction before running it: its
@@ -318,13 +311,15 @@ func (t txSeq) last(key []byte) (int64, bool) {
 // runTransaction runs c's transaction with what EXEC took for it, or, if
 // taking it failed, discards it and returns the error. Commands that
 // finish off the loop (KEYS; DBSIZE of a Redis Cluster node) do so
-// after the others, and their replies take their places: EXEC waits for
-// them (execLater).
-func (s *Server) runTransaction(c *client, r *txReserve, err error) error {
+// after the others, and their replies take their places: what it returns
+// is that wait (execLater), the zero later if there is none. Inside EXEC
+// no command defers its reply: its values and IDs are taken already, and
+// SET is refused inside MULTI.
+func (s *Server) runTransaction(c *client, r *txReserve, err error) (later, error) {
 	tx := c.tx
 	c.endTransaction()
 	if err != nil {
-		return err
+		return later{}, err
 	}
 	c.txSeq = nil
 	if len(r.incrs)+len(r.over) > 0 {
@@ -336,18 +331,19 @@ func (s *Server) runTransaction(c *client, r *txReserve, err error) error {
 			c.txSeq[k] = txOverflow
 		}
 	}
-	c.inExec, c.txIDs, c.txLater = true, r.ids, execLater{}
+	c.inExec, c.txIDs = true, r.ids
+	var offs execLater
 	c.writeArray(len(tx.cmds))
 	for _, q := range tx.cmds {
 		s.commands.Add(1) // each counts as processed when it runs, as in Redis
 		args := tx.args(q, c.execArgs[:0])
 		c.execArgs = args
-		start, waits := time.Now(), len(c.txLater.cmds)
-		err := q.cmd.run(s, c, args)
+		start := time.Now()
+		l, err := q.cmd.call(s, c, args)
 		ran := time.Since(start)
 		s.calls(q.cmd).busy.Add(uint64(ran))
-		if len(c.txLater.cmds) > waits { // observed once it has its reply
-			c.txLater.cmds[waits].cmd, c.txLater.cmds[waits].start = q.cmd, start
+		if l.mode == conns.Block { // observed once it has its reply
+			offs.add(c, l, q.cmd, start)
 		} else {
 			s.calls(q.cmd).latency.Observe(ran) // a call, as Redis counts those inside EXEC
 		}
@@ -356,66 +352,66 @@ func (s *Server) runTransaction(c *client, r *txReserve, err error) error {
 		}
 		s.feed(c, q.cmd, args)
 	}
-	later := c.txLater
-	c.inExec, c.txIDs, c.txSeq, c.txLater = false, nil, nil, execLater{}
-	later.wait(s, c)
-	return nil
+	c.inExec, c.txIDs, c.txSeq = false, nil, nil
+	return offs.later(s, c), nil
 }
 
 // execLater is the commands of a transaction that finish off the loop,
 // each with where its reply goes among the replies of the others after
 // the first of them, which wait with it.
 type execLater struct {
-	cmds  []laterCmd
+	cmds  []execOff
 	first int // where in c.Out the replies after the first of them began
 }
 
-type laterCmd struct {
-	waiting
-	at  int   // where its reply goes: the replies after the first before it
-	err error // its off's
+type execOff struct {
+	later
+	cmd   *command  // for its figures
+	start time.Time // when it began
+	at    int       // where its reply goes: the replies after the first before it
+	err   error     // its off's
 }
 
-// add takes w, of the command that is running, to finish later.
-func (l *execLater) add(c *client, w waiting) {
+// add takes l, the later of cmd, which began at start, to finish with
+// the others.
+func (l *execLater) add(c *client, w later, cmd *command, start time.Time) {
 	if len(l.cmds) == 0 {
 		l.first = len(c.Out)
 	}
-	l.cmds = append(l.cmds, laterCmd{waiting: w, at: len(c.Out) - l.first})
+	l.cmds = append(l.cmds, execOff{later: w, cmd: cmd, start: start, at: len(c.Out) - l.first})
 }
 
-// wait has c finish the commands of l: their offs in turn off the loop,
-// then their replies in their places. The replies before the first of
-// them go out meanwhile; those after it wait. Nothing if there are none.
-func (l *execLater) wait(s *Server, c *client) {
+// later is what finishes the commands of l: their offs in turn off the
+// loop, then their replies in their places. The replies before the first
+// of them go out meanwhile; those after it wait. The zero later if there
+// are none. (A command inside EXEC finishes in one step off the loop:
+// EXEC is the one command whose then has a next.)
+func (l *execLater) later(s *Server, c *client) later {
 	if len(l.cmds) == 0 {
-		return
+		return later{}
 	}
 	after := slices.Clone(c.Out[l.first:])
 	c.Out = c.Out[:l.first]
-	c.later(waiting{
-		off: func() error {
-			for i := range l.cmds {
-				l.cmds[i].err = l.cmds[i].off()
+	return offLoop(func() error {
+		for i := range l.cmds {
+			l.cmds[i].err = l.cmds[i].off()
+		}
+		return nil
+	}, func(c *client, _ error) (later, error) {
+		for i, w := range l.cmds {
+			start := time.Now()
+			if _, err := w.then(c, w.err); err != nil {
+				s.fail(c, w.cmd, err)
 			}
-			return nil
-		},
-		then: func(c *client, _ error) error {
-			for i, w := range l.cmds {
-				start := time.Now()
-				if err := w.then(c, w.err); err != nil {
-					s.fail(c, w.cmd, err)
-				}
-				s.calls(w.cmd).busy.Add(uint64(time.Since(start)))
-				s.calls(w.cmd).latency.Observe(time.Since(w.start))
-				end := len(after)
-				if i+1 < len(l.cmds) {
-					end = l.cmds[i+1].at
-				}
-				c.Out = append(c.Out, after[w.at:end]...)
+			s.calls(w.cmd).busy.Add(uint64(time.Since(start)))
+			s.calls(w.cmd).latency.Observe(time.Since(w.start))
+			end := len(after)
+			if i+1 < len(l.cmds) {
+				end = l.cmds[i+1].at
 			}
-			return nil
-		},
+			c.Out = append(c.Out, after[w.at:end]...)
+		}
+		return later{}, nil
 	})
 }
 

@@ -16,9 +16,9 @@ import (
 //
 // The commands of one batch (one read of a client) for one owner go in
 // one forward.Call, on one connection, in order: a client's pipeline
-// reaches the owner as it sent it. Their replies are held (conns.Conn.
-// Hold) until the Call's replies came, then spliced in at their places
-// (settleHeld), so the client's replies keep its order. The batch's
+// reaches the owner as it sent it. Their replies are deferred
+// (conns.Defer) until the Call's replies came, then spliced in at their
+// places (settleDeferred), so the client's replies keep its order. The batch's
 // commands served here run meanwhile: they touch other keys.
 //
 // A command whose keys have several owners, or this server and another,
@@ -73,8 +73,8 @@ func (s *Server) routeOwner(c *client, cmd *command, args [][]byte) (string, err
 		return "", err
 	case c.libName == forward.LibName:
 		return "", errNotOwnerNow
-	case cmd.name == "watch" && c.tx == nil: // inside MULTI, WATCH's own error
-		return "", errWatchForwarded
+	case cmd.unforwarded != nil && c.tx == nil: // inside MULTI, its own error (WATCH's)
+		return "", cmd.unforwarded
 	}
 	return to, nil
 }
@@ -106,16 +106,18 @@ func (s *Server) txOwner(c *client, tx *transaction) (string, error) {
 }
 
 // forwardTo sends args to the owner at addr in c's batch, its reply to
-// go where c's next reply would.
-func (s *Server) forwardTo(c *client, addr string, args [][]byte) {
+// go where c's next reply would, once the batch's deferred replies
+// settled: it returns deferredReply.
+func (s *Server) forwardTo(c *client, addr string, args [][]byte) later {
 	call := c.fwd.call(addr, c.resp3)
 	c.fwd.replies = append(c.fwd.replies, fwdReply{at: len(c.Out), call: call, reply: call.Command(args)})
-	c.Hold(c.held.await, c.held.then, c.held.waitFor)
+	return deferredReply
 }
 
 // forwardTx sends c's transaction whole to the owner at addr, in c's
-// batch: MULTI, its commands and EXEC, EXEC's reply relayed.
-func (s *Server) forwardTx(c *client, addr string, tx *transaction) {
+// batch: MULTI, its commands and EXEC, EXEC's reply relayed, as
+// forwardTo's.
+func (s *Server) forwardTx(c *client, addr string, tx *transaction) later {
 	call := c.fwd.call(addr, c.resp3)
 	call.Command([][]byte{[]byte("MULTI")})
 	for _, q := range tx.cmds {
@@ -123,13 +125,13 @@ func (s *Server) forwardTx(c *client, addr string, tx *transaction) {
 		call.Command(c.execArgs)
 	}
 	c.fwd.replies = append(c.fwd.replies, fwdReply{at: len(c.Out), call: call, reply: call.Command([][]byte{[]byte("EXEC")})})
-	c.Hold(c.held.await, c.held.then, c.held.waitFor)
+	return deferredReply
 }
 
 // fwdBatch is what a client's batch forwards: a Call per owner, and
 // where each relayed reply goes in c.Out. Its Calls are made once and
-// reused. Between the Hold and settleHeld, the goroutine running
-// awaitHeld owns it.
+// reused. Between the batch's end and settleDeferred, the goroutine
+// running awaitDeferred owns it.
 type fwdBatch struct {
 	pool    *forward.Pool
 	calls   []*forward.Call // this batch's

@@ -58,7 +58,7 @@ func included(names []string, name string, onlyAll bool) bool {
 // sections, "all" and "everything" every one, and an unknown one adds
 // nothing, as in Redis. With the keyspace section it runs off the loop
 // where the keys' count walks every key (keyCountWalks).
-func cmdInfo(s *Server, c *client, args [][]byte) error {
+func cmdInfo(s *Server, c *client, args [][]byte) (later, error) {
 	var names []string
 	for _, a := range args[1:] {
 		switch name := keyword(a); name {
@@ -87,17 +87,13 @@ func cmdInfo(s *Server, c *client, args [][]byte) error {
 	}
 	if !included(names, "keyspace", false) || !s.keyCountWalks() {
 		c.writeVerbatim([]byte(text()))
-		return nil
+		return later{}, nil
 	}
 	var out string
-	c.later(waiting{
-		off: func() error { out = text(); return nil },
-		then: func(c *client, err error) error {
-			c.writeVerbatim([]byte(out))
-			return nil
-		},
-	})
-	return nil
+	return offLoop(func() error { out = text(); return nil }, func(c *client, err error) (later, error) {
+		c.writeVerbatim([]byte(out))
+		return later{}, nil
+	}), nil
 }
 
 // infoCommandStats is Redis's commandstats: the calls that ran, the time

@@ -14,9 +14,10 @@
 // Connections are served by the connection layer (internal/conns: gnet
 // event loops, TLS, framing, backpressure and the accountant); this
 // package gives the commands their meaning. A loop never sleeps: a
-// command that would wait is finished off the loop (client.later,
-// conns.Conn.Wait), and that connection's later commands wait for it, in
-// order. Those that may: a GETID or MGETID at the lead bound or waiting
+// command that may wait (command.start) returns what is left of it, a
+// later, which the connection layer keeps and runs (conns.Wait): off the
+// loop, and that connection's later commands wait for it, in order (a
+// Block). Those that may: a GETID or MGETID at the lead bound or waiting
 // for the reservation on disk; an INCR or INCRBY whose key's segment
 // lacks the values (a new key, or one that outran its segment); a SET of
 // a key whose take or SET is under way; either, of a key whose slot is
@@ -27,14 +28,15 @@
 // CLUSTER SLOTS, SHARDS and NODES until the cluster view lists slots.
 //
 // A reply that may go only once something else is durable or has come
-// is held instead (client.hold, conns.Conn.Hold): a SET's until its write
-// ended, an INCR's of a key prepared ahead for a pipeline until the key's
-// existence is durable (sequence.Pending), a forwarded command's until
-// the owner replied (forward.go). The batch's replies then go out
-// together, in order. The batch's later commands run meanwhile while they
-// touch no key or the table orders them (besideHeld); the first other
-// waits, with all after it, so that a GET pipelined after a SET sees it
-// done.
+// is deferred instead (deferredReply, conns.Defer; client.deferred keeps
+// where each is): a SET's until its write ended, an INCR's of a key
+// prepared ahead for a pipeline until the key's existence is durable
+// (sequence.Pending), a forwarded command's until the owner replied
+// (forward.go). The batch's replies then go out together, in order. The
+// batch's later commands run meanwhile while they touch no key or the
+// table orders them (besideDeferred); the first other runs after
+// (behindDeferred), with all after it, so that a GET pipelined after a
+// SET sees it done.
 package respserver
 
 import (

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/idserver/idserver/internal/replyerr"
+	"github.com/idserver/idserver/respserver/internal/conns"
 	"github.com/idserver/idserver/stats"
 )
 
@@ -28,10 +29,15 @@ type command struct {
 	tips []string
 	// acl is the ACL categories Redis gives the command beside those its
 	// flags and group imply (aclCategories): "dangerous", "keyspace".
-	acl  []string
-	run  func(s *Server, c *client, args [][]byte) error
-	subs []*command // for a container command such as CLIENT
-	doc  doc
+	acl []string
+	// run runs a command that finishes on the loop: it writes its
+	// reply, or returns the error reply to send. start runs one that
+	// may finish off the loop instead: it also returns what is left of
+	// it (later). A command has one of them (a container neither).
+	run   func(s *Server, c *client, args [][]byte) error
+	start func(s *Server, c *client, args [][]byte) (later, error)
+	subs  []*command // for a container command such as CLIENT
+	doc   doc
 
 	// takes is what a call takes from the generator and the sequences,
 	// for EXEC, which takes a whole transaction's in one step before it
@@ -43,7 +49,8 @@ type command struct {
 
 	keys keyPositions
 	// keyFlags are the flags of its key spec, as Redis 7's COMMAND
-	// gives them (RO access, RW access update, ...); see keySpecFlags.
+	// gives them: set in the table where Redis's differ from what
+	// keySpecFlags derives (roKey, SETNX's), else derived.
 	keyFlags []string
 	noAuth   bool // runs before AUTH: the flag no_auth
 	noMulti  bool // refused inside MULTI: the flag no_multi
@@ -60,14 +67,20 @@ type command struct {
 	// noMonitor keeps it out of MONITOR's stream: the flag admin, as
 	// in Redis.
 	noMonitor bool
-	// besideHeld: it may run while the replies pipelined before it are
-	// held (waitsForHeld: SETs being written, first values of keys whose
+	// besideDeferred: it may run while the replies pipelined before it
+	// are deferred (SETs being written, first values of keys whose
 	// existence is not durable yet): it reads nothing they change, or
-	// the table has it wait for them, or holds its reply too.
-	besideHeld bool
-	aclCats    []string // every ACL category, "@read", in Redis's order
-	bySub      map[string]*command
-	id         int // its figures' index in Server.calls
+	// the sequences' table has it wait for them, or defers its reply
+	// too. Any other runs once they settled (behindDeferred), so that a
+	// GET, an EXISTS or a WATCH pipelined after them sees them done, as
+	// in Redis.
+	besideDeferred bool
+	// unforwarded, if set, refuses the command when its keys' owner is
+	// another server (Options.Owner) outside MULTI (WATCH).
+	unforwarded error
+	aclCats     []string // every ACL category, "@read", in Redis's order
+	bySub       map[string]*command
+	id          int // its figures' index in Server.calls
 }
 
 // calls are a server's figures of one command (each server its own: a
@@ -211,7 +224,7 @@ func index(cmd *command) {
 			break
 		}
 	}
-	if cmd.keys.first > 0 {
+	if cmd.keys.first > 0 && cmd.keyFlags == nil {
 		cmd.keyFlags = keySpecFlags(cmd)
 	}
 	cmd.aclCats = aclCategories(cmd)
@@ -228,18 +241,16 @@ func index(cmd *command) {
 	}
 }
 
-// keySpecFlags are the flags of cmd's key spec: Redis 7's for the
-// command of that name (those that only test a key's existence or
-// metadata read no value: RO alone), else RW access update for a write
-// and RO access for a read. Cluster clients route by the key spec's
-// positions; the flags tell a reader what the command does to the key.
+// roKey is the key spec flags of the commands that only test a key's
+// existence or metadata and read no value (EXISTS, TYPE, TOUCH, STRLEN,
+// WATCH), as Redis 7 gives them.
+var roKey = []string{"RO"}
+
+// keySpecFlags are the flags of cmd's key spec where the table does not
+// give them: RW access update for a write and RO access for a read, as
+// Redis 7's. Cluster clients route by the key spec's positions; the
+// flags tell a reader what the command does to the key.
 func keySpecFlags(cmd *command) []string {
-	switch cmd.name {
-	case "exists", "type", "touch", "strlen", "watch":
-		return []string{"RO"}
-	case "setnx":
-		return []string{"OW", "insert"}
-	}
 	if slices.Contains(cmd.flags, "write") {
 		return []string{"RW", "access", "update"}
 	}
@@ -265,7 +276,7 @@ func aclCategories(cmd *command) []string {
 	for _, cat := range cmd.acl {
 		has[cat] = true
 	}
-	if cat, ok := groupACL[cmd.doc.group]; ok && cmd.run != nil {
+	if cat, ok := groupACL[cmd.doc.group]; ok && (cmd.callable() || len(cmd.subs) == 0) {
 		has[cat] = true
 	}
 	for flag, cats := range map[string][]string{"write": {"write"}, "readonly": {"read"}, "admin": {"admin", "dangerous"}, "fast": {"fast"}} {
@@ -285,10 +296,20 @@ func aclCategories(cmd *command) []string {
 	return cats
 }
 
-// lookup finds the command args names, and its subcommand for a container
-// command, and checks the arity, as Redis does before running or queuing
-// a command. A command of the wrong arity is returned with the error.
-func (c *client) lookup(args [][]byte) (*command, error) {
+// commandFor is the command args names: note, the entry a look ahead
+// found for it, if any, else looked up.
+func (c *client) commandFor(args [][]byte, note any) (*command, error) {
+	if cmd, ok := note.(*command); ok {
+		return cmd, nil
+	}
+	return c.findCommand(args)
+}
+
+// findCommand finds the command args names, and its subcommand for a
+// container command, and checks the arity, as Redis does before running
+// or queuing a command. A command of the wrong arity is returned with the
+// error.
+func (c *client) findCommand(args [][]byte) (*command, error) {
 	name := args[0]
 	if len(name) > len(c.lower) {
 		return nil, errUnknown(args, "")
@@ -318,10 +339,15 @@ func (c *client) lookup(args [][]byte) (*command, error) {
 }
 
 // dispatch runs one command, appending its reply, or its error reply, to
-// c.Out, and returns it; nil if it did not run. Inside MULTI, it queues
-// the command instead.
-func (s *Server) dispatch(c *client, args [][]byte) *command {
-	cmd, err := c.lookup(args)
+// c.Out, and returns it (nil if it did not run) and what is left of it.
+// Inside MULTI, it queues the command instead. note is the command's
+// entry if a look ahead found it (prepareAhead): it is not looked up
+// again.
+func (s *Server) dispatch(c *client, args [][]byte, note any) (*command, later) {
+	cmd, err := c.commandFor(args, note)
+	if err == nil && c.deferred.any() && !cmd.besideDeferred {
+		return nil, behindDeferred
+	}
 	if err == nil && cmd.protected && !s.debugAllowed(c) {
 		err = errDebugNotAllowed
 	}
@@ -338,36 +364,46 @@ func (s *Server) dispatch(c *client, args [][]byte) *command {
 	switch {
 	case err != nil && cmd == execCommand:
 		s.reject(c, cmd, c.abortTransaction(err))
-		return nil
+		return nil, later{}
 	case c.tx != nil && !(err == nil && cmd.control):
 		if err := s.enqueue(c, cmd, args, err); err != nil {
 			s.reject(c, cmd, err)
 		}
-		return nil
+		return nil, later{}
 	case err != nil: // MONITOR shows no command refused before it ran, as Redis
 		s.reject(c, cmd, err)
-		return nil
+		return nil, later{}
 	}
 	if !c.greeted && !cmd.setup {
 		s.greet(c, args)
 	}
+	var l later
 	if to != "" && c.tx == nil { // inside MULTI, EXEC forwards the transaction
-		s.forwardTo(c, to, args)
-		s.feed(c, cmd, args)
-		c.batch.add(cmd)
-		return cmd
+		l = s.forwardTo(c, to, args)
+	} else {
+		l, err = cmd.call(s, c, args)
 	}
-	err = cmd.run(s, c, args)
 	s.feed(c, cmd, args)
-	if c.wait.off != nil { // it called later: finished observes it, once it has its reply
-		c.wait.cmd, c.wait.start = cmd, c.Start()
-		return cmd
+	if l.mode == conns.Block { // observed once it has its reply (finished)
+		return cmd, l
 	}
 	c.batch.add(cmd)
 	if err != nil {
 		s.fail(c, cmd, err)
 	}
-	return cmd
+	return cmd, l
+}
+
+// callable reports whether cmd runs by itself: not a container whose
+// subcommands alone run (CLIENT, CONFIG).
+func (cmd *command) callable() bool { return cmd.run != nil || cmd.start != nil }
+
+// call runs cmd, by run or start.
+func (cmd *command) call(s *Server, c *client, args [][]byte) (later, error) {
+	if cmd.start != nil {
+		return cmd.start(s, c, args)
+	}
+	return later{}, cmd.run(s, c, args)
 }
 
 // reject sends err, the error reply of a call of cmd refused before it

@@ -11,22 +11,22 @@ import (
 )
 
 // The accountant. Every byte the server holds on a client's behalf is
-// counted in one place, Holds; account holds each client to its limits
+// counted in one place, Conn.Bytes; account holds each client to its limits
 // with it after every batch of its commands (and every read it only
 // queues), and the server to maxmemory-clients: past it, the clients that
 // hold the most are closed first, as Redis 7 does. A TLS handshake under
 // way is charged too (handshakeBytes), and may be closed the same way.
 
-// Holds is every byte the server holds for c: input not run yet (an
+// Bytes is every byte the server holds for c: input not run yet (an
 // unfinished command, or what waits behind a command that waits), replies
 // not written yet (gnet's buffer, and the batch being made), the
-// arguments being run, TLS's buffers, and what the handler's session
-// holds (Handler.Holds). It counts contents, not the capacity of the
+// arguments being run, the commands Ahead split, TLS's buffers, and what the handler's session
+// holds (Handler.Bytes). It counts contents, not the capacity of the
 // buffers that hold them: append may double one, and a scratch buffer of
 // up to keepBuf is kept between requests, so a client may cost up to
 // twice what it holds plus a few times keepBuf. On c's loop.
-func (c *Conn[S]) Holds() int {
-	n := len(c.in) + len(c.unscanned) + len(c.Out) + len(c.split.inline) + c.s.h.Holds(c)
+func (c *Conn[S]) Bytes() int {
+	n := len(c.in) + len(c.unscanned) + len(c.Out) + len(c.split.inline) + c.ahead.bytes() + c.s.h.Bytes(c)
 	if c.link != nil {
 		n += c.link.OutboundBuffered()
 	}
@@ -41,16 +41,16 @@ func (c *Conn[S]) Holds() int {
 // limit for soft-seconds; otherwise it charges what c holds to the
 // server's total. On c's loop.
 func (s *Server[S]) account(c *Conn[S]) gnet.Action {
-	lim, held := s.opts.Output, c.Holds()
+	lim, n := s.opts.Output, c.Bytes()
 	switch {
 	case len(c.in)+len(c.unscanned) > s.opts.QueryBufferLimit:
 		return s.closeAtQueryLimit(c)
-	case lim.Hard > 0 && held > lim.Hard:
-		return s.closeAtLimit(c, held, "what it holds (unsent replies, waiting requests, queued commands) passed the hard limit")
+	case lim.Hard > 0 && n > lim.Hard:
+		return s.closeAtLimit(c, n, "what it holds (unsent replies, waiting requests, queued commands) passed the hard limit")
 	case c.held && lim.SoftFor > 0 && time.Since(c.heldAt) > lim.SoftFor:
-		return s.closeAtLimit(c, held, "it did not read its replies below the soft limit for soft-seconds")
+		return s.closeAtLimit(c, n, "it did not read its replies below the soft limit for soft-seconds")
 	}
-	s.charge(c, held)
+	s.charge(c, n)
 	s.watchUnsent(c)
 	return gnet.None
 }

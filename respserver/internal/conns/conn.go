@@ -34,9 +34,9 @@ type Conn[S any] struct {
 	tls   *tlsConn // nil for plain TCP
 	scan  resplimit.Scanner
 	split Splitter
-	next  []byte   // the whole commands after the one running, for Ahead
-	peek  Splitter // Ahead's own: the running command's args stay valid
-	in    []byte   // read but not yet run: an unfinished command, or what came while busy
+	next  []byte // the whole commands after the one running, for Ahead
+	ahead ahead  // those Ahead split, for the pass that runs them
+	in    []byte // read but not yet run: an unfinished command, or what came while busy
 	// unscanned is what was read behind a command of a client not yet
 	// authenticated, scanned once that command ran (see SetAuthenticated).
 	unscanned []byte
@@ -44,14 +44,9 @@ type Conn[S any] struct {
 	quit      bool            // close once the replies are out
 	start     time.Time
 
-	busy     bool         // a command cannot finish on the loop: it runs off it
-	off      func() error // that command's part off the loop
-	then     func(error)  // and its end, on the loop again
-	hold     func() error // the batch's replies are written once it returned (Hold)
-	holdThen func(error)  // and once this ran on the loop with its error (Hold)
-	// holdFor reports whether a command must run only after the hold
-	// ended (Hold); nil: none must.
-	holdFor func(args [][]byte) bool
+	busy     bool // a command cannot finish on the loop: wait runs off it
+	wait     Wait // that command's (Block), or the batch's deferred replies'
+	deferred Wait // the batch's replies wait for it (Defer)
 
 	paused bool // its loop does not read it: it waits (stopReading)
 	pollFD int  // its loop's epoll descriptor, once found; -1 if it cannot be
@@ -118,31 +113,6 @@ func (c *Conn[S]) SetAuthenticated(ok bool) { c.scan.Unauthenticated(!ok) }
 
 // Quit closes c once its replies so far are written. On c's loop.
 func (c *Conn[S]) Quit() { c.quit = true }
-
-// Wait finishes the command running now off the loop: off runs on a
-// goroutine of its own (it may block; it owns what it touches of the
-// session until it returns), then then runs on the loop with off's error,
-// to write the reply. c's later commands wait for it, in order. On c's
-// loop, from Handler.Command, or from a then, for a command that finishes
-// in more than one step off the loop.
-func (c *Conn[S]) Wait(off func() error, then func(error)) {
-	c.busy, c.off, c.then = true, off, then
-}
-
-// Hold has the replies of the batch running now written only once off,
-// run on a goroutine of its own, has returned, and then then (if not
-// nil) has run on the loop with off's error, before any later command's
-// reply: for replies that may be sent only once something is durable,
-// and that then may correct in c.Out (a write that failed). c's later
-// commands wait for it, as for Wait; the batch's commands after this one
-// run meanwhile, but for the first for which waitFor (if not nil)
-// reports true: it and those after it run once then has (a command that
-// must see what the held ones did). A second Hold in the same batch
-// replaces the first, so its functions must cover all of them. On c's
-// loop, from Handler.Command.
-func (c *Conn[S]) Hold(off func() error, then func(error), waitFor func(args [][]byte) bool) {
-	c.hold, c.holdThen, c.holdFor = off, then, waitFor
-}
 
 // Close closes c from any goroutine; what was written to it is sent
 // first. From now on Conns leaves c out, as Redis frees a client it
@@ -256,25 +226,12 @@ func (s *Server[S]) runBatch(c *Conn[S], data []byte) gnet.Action {
 		s.runIn(c, data)
 		data = s.rescan(c)
 	}
-	if c.hold != nil {
-		// The replies so far wait for hold; then this runs again, and
+	if c.deferred.Mode == Defer {
+		// The replies so far wait for it; then this runs again, and
 		// sends them with what follows. A command that waits (one the
-		// batch ran into after the Hold) runs its part off the loop
-		// after hold, its reply after theirs.
-		hold, held := c.hold, c.holdThen
-		c.hold, c.holdThen, c.holdFor = nil, nil, nil
-		if held == nil {
-			held = func(error) {}
-		}
-		if c.busy {
-			off, then := c.off, c.then
-			var err error
-			c.off = func() error { err = hold(); return off() }
-			c.then = func(e error) { held(err); then(e) }
-		} else {
-			c.busy, c.off, c.then = true, hold, held
-			s.blocked.Add(1)
-		}
+		// batch ran into after it deferred) runs its part off the loop
+		// after the deferred one, its reply after theirs.
+		s.waitDeferred(c)
 		s.stopReading(c)
 		go s.finish(c)
 		return gnet.None
@@ -316,6 +273,7 @@ func (s *Server[S]) runIn(c *Conn[S], data []byte) {
 	switch ran := whole - len(rest); {
 	case c.quit:
 		c.in = c.in[:0]
+		c.ahead.reset()
 	case ran == 0 && len(c.in) > 0:
 		// c.in is buf, as it stays: copied onto itself at every read, a
 		// command of 4 MB cost 115 ms of its loop's CPU (memmove, 92%).
@@ -383,72 +341,56 @@ func (s *Server[S]) runCommands(c *Conn[S], buf []byte, room int) []byte {
 			s.hold(c)
 			return buf
 		}
-		args, rest, err := c.split.Next(buf)
+		args, note, rest, err := c.nextCommand(buf)
 		if err != nil {
 			c.bad = err
+			c.ahead.reset()
 			return nil
 		}
 		if len(args) == 0 {
+			c.ahead.consumed()
 			buf = rest
 			continue // an empty line
 		}
-		if c.holdFor != nil && c.holdFor(args) {
-			// It runs once the hold ended, as a command that waited.
-			c.busy, c.off, c.then = true, nop, func(error) {}
-			s.blocked.Add(1)
-			return buf
-		}
-		buf = rest
-		c.next = buf
-		s.h.Command(c, args)
+		c.next = rest
+		w := s.h.Command(c, args, note)
 		c.next = nil
-		if c.busy {
+		switch w.Mode {
+		case Behind:
+			// It runs once the deferred replies settled, as a command
+			// that waited; it is not consumed.
+			c.busy, c.wait = true, Wait{Off: nop, Then: nothen, Mode: Block}
 			s.blocked.Add(1)
 			return buf
+		case Defer:
+			c.deferred = w
+		case Block:
+			c.busy, c.wait = true, w
+			s.blocked.Add(1)
 		}
+		c.ahead.consumed()
+		buf = rest
 	}
 	return buf
 }
 
-func nop() error { return nil }
-
-// aheadMax bounds the commands one Ahead reads: its work stays bounded
-// however deep the pipeline.
-const aheadMax = 1024
-
-// Ahead calls fn with the arguments of each command the client sent
-// after the one running (those already read, up to aheadMax), until fn
-// returns false. It consumes nothing: they run in turn as usual. A
-// command that will wait calls it to prepare what the commands behind it
-// will need, so that a pipeline waits once rather than once for each.
-func (c *Conn[S]) Ahead(fn func(args [][]byte) bool) {
-	buf := c.next
-	for i := 0; i < aheadMax && len(buf) > 0; i++ {
-		args, rest, err := c.peek.Next(buf)
-		if err != nil {
-			return
-		}
-		buf = rest
-		if len(args) > 0 && !fn(args) {
-			return
-		}
-	}
-}
+func nop() error        { return nil }
+func nothen(error) Wait { return Wait{} }
 
 // finish runs the part of a command that cannot run on the loop, off it,
 // and then has the loop end it and go on with the client's commands.
 func (s *Server[S]) finish(c *Conn[S]) {
-	err := c.off()
+	err := c.wait.Off()
 	c.link.AsyncWrite(nil, func(_ gnet.Conn, closed error) error {
 		// On the loop again.
-		then := c.then
-		c.busy, c.off, c.then = false, nil, nil
+		then := c.wait.Then
+		c.busy, c.wait = false, Wait{}
 		s.blocked.Add(-1)
 		if closed != nil {
 			return nil
 		}
-		then(err)
-		if c.busy { // then waits again: runBatch goes on with it
+		if next := then(err); next.Mode == Block { // it waits again: runBatch goes on with it
+			c.busy, c.wait = true, next
 			s.blocked.Add(1)
 		}
 		if s.runBatch(c, nil) == gnet.Close {

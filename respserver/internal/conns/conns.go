@@ -11,8 +11,9 @@
 // one whose command waits is not read),
 // the accountant (every byte held for a client, bounded per client and
 // across all of them), idle timeouts, a graceful Shutdown, and a way for a
-// command that cannot finish on the loop to finish off it (Conn.Wait),
-// while that connection's later commands wait, in order.
+// command that cannot finish on the loop to finish off it (Wait, the one
+// value a command returns: its later commands, or only its batch's
+// replies, wait for it, in order).
 //
 // A Handler gives the commands their meaning; each connection carries the
 // handler's session state S.
@@ -47,18 +48,20 @@ type Handler[S any] interface {
 	// its commands run.
 	Open(c *Conn[S]) S
 	// Command runs one command, args valid only during the call, and
-	// appends its reply to c.Out. A command that cannot finish on the
-	// loop calls c.Wait instead.
-	Command(c *Conn[S], args [][]byte)
+	// appends its reply to c.Out; note is what the handler's Ahead fn
+	// returned for it, nil if none saw it. A command that cannot finish
+	// on the loop returns what is left (Wait); one that finished, the
+	// zero Wait.
+	Command(c *Conn[S], args [][]byte, note any) Wait
 	// Sent is called once the replies of a batch of commands (those one
 	// read brought, see Conn.Start) have been written.
 	Sent(c *Conn[S])
 	// Closed is called once c is closed, or never served; it may come on
 	// another goroutine than c's loop.
 	Closed(c *Conn[S])
-	// Holds is how many bytes the session holds (a transaction queued,
+	// Bytes is how many bytes the session holds (a transaction queued,
 	// lines pending for it), for the accountant.
-	Holds(c *Conn[S]) int
+	Bytes(c *Conn[S]) int
 	// Pending returns what is to be written to c before its next commands
 	// run, not made by its own commands (MONITOR's lines, see Conn.Wake),
 	// valid until the next call; overflow means it passed the hard output

@@ -2,6 +2,7 @@ package conns
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"io"
 	"net"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -41,7 +43,13 @@ type echo struct {
 	refuse         func(net.Addr) *replyerr.Error // Refuse's answer; nil admits every connection
 }
 
-type session struct{ commands, sent int }
+type session struct {
+	commands, sent int
+	deferring      bool     // DEFER's wait has not ended
+	log            []string // what ran: the command and its note, "behind", "then"
+	peeked         []string // the commands PEEK's Ahead saw
+	maxKept        int      // the most commands Ahead kept
+}
 
 func (h *echo) Refuse(addr net.Addr) *replyerr.Error {
 	if h.refuse == nil {
@@ -52,18 +60,45 @@ func (h *echo) Refuse(addr net.Addr) *replyerr.Error {
 
 func (h *echo) Open(c *Conn[*session]) *session { return &session{} }
 
-func (h *echo) Command(c *Conn[*session], args [][]byte) {
+func (h *echo) Command(c *Conn[*session], args [][]byte, note any) Wait {
+	name := strings.ToUpper(string(args[0]))
+	if name == "AFTER" && c.Session.deferring {
+		c.Session.log = append(c.Session.log, "behind")
+		return Wait{Mode: Behind}
+	}
 	c.Session.commands++
-	switch strings.ToUpper(string(args[0])) {
+	c.Session.log = append(c.Session.log, fmt.Sprintf("%s %v", bytes.Join(args, []byte(" ")), note))
+	switch name {
+	case "AFTER":
+		c.Out = redcon.AppendString(c.Out, "AFTER")
+	case "DEFER":
+		c.Session.deferring = true
+		c.Out = redcon.AppendString(c.Out, "DEFERRED")
+		return Wait{Off: func() error { <-h.release; return nil }, Then: func(error) Wait {
+			c.Session.deferring = false
+			c.Session.log = append(c.Session.log, "then")
+			return Wait{}
+		}, Mode: Defer}
+	case "PEEK":
+		c.Ahead(func(args [][]byte) (any, bool) {
+			c.Session.peeked = append(c.Session.peeked, string(bytes.Join(args, []byte(" "))))
+			return "noted", true
+		})
+		c.Session.maxKept = max(c.Session.maxKept, len(c.ahead.cmds))
+		return Wait{Off: func() error { <-h.release; return nil }, Then: func(error) Wait {
+			c.Out = redcon.AppendString(c.Out, "PEEKED")
+			return Wait{}
+		}, Mode: Block}
 	case "ECHO":
 		c.Out = redcon.AppendBulk(c.Out, args[1])
 	case "BIG":
 		n, _ := strconv.Atoi(string(args[1]))
 		c.Out = redcon.AppendBulkString(c.Out, strings.Repeat("x", n))
 	case "WAIT":
-		c.Wait(func() error { <-h.release; return nil }, func(err error) {
+		return Wait{Off: func() error { <-h.release; return nil }, Then: func(err error) Wait {
 			c.Out = redcon.AppendString(c.Out, "DONE")
-		})
+			return Wait{}
+		}, Mode: Block}
 	case "STALL":
 		h.stalled <- struct{}{}
 		<-h.unstall
@@ -74,6 +109,7 @@ func (h *echo) Command(c *Conn[*session], args [][]byte) {
 	default:
 		c.Out = redcon.AppendError(c.Out, "ERR unknown command")
 	}
+	return Wait{}
 }
 
 func (h *echo) Sent(c *Conn[*session]) {
@@ -83,7 +119,7 @@ func (h *echo) Sent(c *Conn[*session]) {
 }
 
 func (h *echo) Closed(c *Conn[*session]) { h.closed.Add(1) }
-func (h *echo) Holds(c *Conn[*session]) int {
+func (h *echo) Bytes(c *Conn[*session]) int {
 	if p := h.pending.Load(); p != nil {
 		return len(*p)
 	}
@@ -382,6 +418,69 @@ func TestPipe(t *testing.T) {
 	p.Close()
 	if st := s.Stats(); st.Clients != 0 || h.closed.Load() != 1 {
 		t.Fatalf("after Close: %d clients, Closed %d times", st.Clients, h.closed.Load())
+	}
+}
+
+// TestDeferBehind: a Defer has the batch's replies wait for it while
+// the commands behind it run, but for one that returns Behind: it, and
+// those after it, run once the Defer's Then ran, and nothing is written
+// before.
+func TestDeferBehind(t *testing.T) {
+	h := &echo{release: make(chan struct{}, 1)}
+	s := New[*session](Options{}, h)
+	p := s.Pipe("127.0.0.1:1", "127.0.0.1:2")
+	h.release <- struct{}{}
+	p.Send([]byte(cmd("DEFER") + cmd("ECHO", "a") + cmd("AFTER") + cmd("ECHO", "b")))
+	if got, want := string(p.Written()), "+DEFERRED\r\n$1\r\na\r\n+AFTER\r\n$1\r\nb\r\n"; got != want {
+		t.Fatalf("written %q, want %q", got, want)
+	}
+	want := []string{"DEFER <nil>", "ECHO a <nil>", "behind", "then", "AFTER <nil>", "ECHO b <nil>"}
+	if got := p.Conn().Session.log; !slices.Equal(got, want) {
+		t.Fatalf("ran %q, want %q", got, want)
+	}
+}
+
+// TestAheadSplitsOnce: the commands a command's Ahead saw run with the
+// note it left on each, split once: a second Ahead, in the pass that
+// runs them, sees only those no Ahead saw, inline commands included.
+func TestAheadSplitsOnce(t *testing.T) {
+	h := &echo{release: make(chan struct{}, 2)}
+	s := New[*session](Options{}, h)
+	p := s.Pipe("127.0.0.1:1", "127.0.0.1:2")
+	h.release <- struct{}{}
+	h.release <- struct{}{}
+	p.Send([]byte(cmd("PEEK") + cmd("ECHO", "a") + "ECHO \"b c\"\r\n" + cmd("PEEK") + "*0\r\n" + cmd("ECHO", "d")))
+	p.Send([]byte(cmd("ECHO", "e")))
+	if got, want := string(p.Written()), "+PEEKED\r\n$1\r\na\r\n$3\r\nb c\r\n+PEEKED\r\n$1\r\nd\r\n$1\r\ne\r\n"; got != want {
+		t.Fatalf("written %q, want %q", got, want)
+	}
+	if got, want := p.Conn().Session.peeked, []string{"ECHO a", "ECHO b c", "PEEK", "ECHO d"}; !slices.Equal(got, want) {
+		t.Fatalf("Ahead saw %q, want each command behind the first PEEK once: %q", got, want)
+	}
+	want := []string{"PEEK <nil>", "ECHO a noted", "ECHO b c noted", "PEEK noted", "ECHO d noted", "ECHO e <nil>"}
+	if got := p.Conn().Session.log; !slices.Equal(got, want) {
+		t.Fatalf("ran %q, want %q", got, want)
+	}
+}
+
+// TestAheadBounded: in a pipeline far longer than aheadMax of commands
+// that each wait and look ahead, Ahead keeps at most aheadMax commands
+// behind the running one, and sees each command once.
+func TestAheadBounded(t *testing.T) {
+	const n = 3 * aheadMax
+	h := &echo{release: make(chan struct{}, n)}
+	s := New[*session](Options{}, h)
+	p := s.Pipe("127.0.0.1:1", "127.0.0.1:2")
+	for range n {
+		h.release <- struct{}{}
+	}
+	p.Send([]byte(strings.Repeat(cmd("PEEK"), n)))
+	if got, want := string(p.Written()), strings.Repeat("+PEEKED\r\n", n); got != want {
+		t.Fatalf("%d bytes written, want %d", len(got), len(want))
+	}
+	ses := p.Conn().Session
+	if len(ses.peeked) != n-1 || ses.maxKept > aheadMax+1 {
+		t.Fatalf("Ahead saw %d commands, want %d; kept up to %d, want at most %d", len(ses.peeked), n-1, ses.maxKept, aheadMax+1)
 	}
 }
 

@@ -158,13 +158,13 @@ func (s *Server[S]) queue(c *Conn[S], data []byte) gnet.Action {
 }
 
 // closeAtLimit closes c, which has reached one of its output limits
-// holding held bytes, as Redis closes a client at
+// holding n bytes, as Redis closes a client at
 // client-output-buffer-limit.
-func (s *Server[S]) closeAtLimit(c *Conn[S], held int, why string) gnet.Action {
+func (s *Server[S]) closeAtLimit(c *Conn[S], n int, why string) gnet.Action {
 	c.quit = true
 	s.limitClosed.Add(1)
 	if ok, skipped := s.limitLog.Allow(); ok {
-		s.log.Warn().Str("client", c.addr).Int("bytes", held).Int("waiting_request_bytes", len(c.in)).
+		s.log.Warn().Str("client", c.addr).Int("bytes", n).Int("waiting_request_bytes", len(c.in)).
 			Uint64("also_closed", skipped).Msg("closing a client at client-output-buffer-limit: " + why)
 	}
 	return gnet.Close

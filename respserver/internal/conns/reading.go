@@ -4,7 +4,7 @@ import "github.com/panjf2000/gnet/v2"
 
 // Backpressure on input. A client whose command waits off the loop (a new
 // key's first write, SET's write, the ID lead bound), or whose batch's
-// replies are held (Hold), is not read until it runs again, as Redis does
+// replies are deferred (Defer), is not read until it runs again, as Redis does
 // not read a blocked client: the kernel's socket buffers and TCP's flow
 // control hold it back, and what the server holds for it stays one read.
 // Reading it all the same would hold, unrun, whatever it pipelines behind
