@@ -399,12 +399,7 @@ func (l *execLater) later(s *Server, c *client) later {
 		return nil
 	}, func(c *client, _ error) (later, error) {
 		for i, w := range l.cmds {
-			start := time.Now()
-			if _, err := w.then(c, w.err); err != nil {
-				s.fail(c, w.cmd, err)
-			}
-			s.calls(w.cmd).busy.Add(uint64(time.Since(start)))
-			s.calls(w.cmd).latency.Observe(time.Since(w.start))
+			s.finished(c, w.cmd, w.start, w.then, w.err) // one step: no next (see above)
 			end := len(after)
 			if i+1 < len(l.cmds) {
 				end = l.cmds[i+1].at
