@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idserver/idserver/idgen"
+	"github.com/idserver/idserver/internal/await"
 	"github.com/idserver/idserver/internal/testseed"
 )
 
@@ -36,6 +37,15 @@ var hostileScripts = []struct {
 	}},
 	{"unfinished command", func(c net.Conn, r *rand.Rand, n int) error {
 		_, err := fmt.Fprintf(c, "*2\r\n$4\r\nECHO\r\n$65536\r\n%s", strings.Repeat("u", r.IntN(64<<10)))
+		return err
+	}},
+	{"reset while replies are written", func(c net.Conn, r *rand.Rand, n int) error {
+		// Closed with a reset (SO_LINGER 0) right behind its requests: the
+		// server's write of their replies may fail, and gnet close the
+		// connection inside that write.
+		err := writeN(c, n, []byte(strings.Repeat("MGETID 1000\r\n", 10)))
+		c.(*net.TCPConn).SetLinger(0)
+		c.Close()
 		return err
 	}},
 	{"reads its replies", func(c net.Conn, r *rand.Rand, n int) error {
@@ -65,11 +75,12 @@ func writeN(c net.Conn, n int, b []byte) error {
 // TestAccountantRandomClients: 24 clients run scripts drawn from a logged
 // seed (pipelines never read, transactions never run, big arguments,
 // unfinished commands, honest reads), on connections they keep, drop or
-// have closed. The oracle, sampled every 5 ms: no client is charged more
-// than its hard limit, all of them no more than maxmemory-clients plus a
-// hard limit per loop (charged concurrently), and the live heap grows by
-// no more than a budget; a client on another connection is answered
-// throughout.
+// have closed or reset. The oracle, sampled every 5 ms: no client is
+// charged more than its hard limit, all of them no more than
+// maxmemory-clients plus a hard limit per loop (charged concurrently),
+// and the live heap grows by no more than a budget; a client on another
+// connection is answered throughout; once every client is gone, nothing
+// is charged any more.
 func TestAccountantRandomClients(t *testing.T) {
 	const hard, bound = 1 << 20, 4 << 20
 	s, addr := startServer(t, idgen.Settings{Layout: idgen.Layout{IDBits: 2, ShardBits: 19}}, Options{ConnOptions: ConnOptions{
@@ -137,6 +148,10 @@ func TestAccountantRandomClients(t *testing.T) {
 	wg.Wait()
 	if failure != "" {
 		t.Fatal(failure)
+	}
+	probe.conn.Close()
+	if !await.Within(time.Minute, func() bool { return len(s.conns.Conns()) == 0 && s.Stats().ClientMem == 0 }) {
+		t.Fatalf("every client gone, yet %d connections listed and %d bytes charged", len(s.conns.Conns()), s.Stats().ClientMem)
 	}
 	st := s.Stats()
 	t.Logf("scripts run %v; clients charged at most %d KiB in all, the live heap grew at most %d MiB; closed at the query limit %d, the output limits %d, maxmemory-clients %d",

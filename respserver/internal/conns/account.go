@@ -60,7 +60,11 @@ func (s *Server[S]) account(c *Conn[S]) gnet.Action {
 type bill struct {
 	mem     atomic.Int64 // what it holds, as last charged to Server.clientMem
 	evicted atomic.Bool  // closed at maxmemory-clients: no longer charged
+	closed  atomic.Bool  // its holder is gone: never charged again
 }
+
+// off reports whether b is no longer charged.
+func (b *bill) off() bool { return b.evicted.Load() || b.closed.Load() }
 
 // charge records that c holds n bytes, and evicts clients if the total
 // passed maxmemory-clients.
@@ -68,9 +72,14 @@ func (s *Server[S]) charge(c *Conn[S], n int) { s.chargeBill(&c.bill, n) }
 
 // chargeBill records that b's holder holds n bytes, and evicts if the total
 // passed maxmemory-clients.
+//
+// A closed client's bill is charged no more: one that gnet closed inside
+// a write of its replies (OnClose, and so uncharge, ran in that write)
+// would otherwise keep the charge of what follows for good, and the
+// total, growing with every such client, evict the others without end.
 func (s *Server[S]) chargeBill(b *bill, n int) {
-	if b.evicted.Load() {
-		return // no longer counted: its close is on its way
+	if b.off() {
+		return // no longer counted: closed, or its close is on its way
 	}
 	total := s.clientMem.Add(int64(n) - b.mem.Swap(int64(n)))
 	if limit := s.opts.MaxMemoryClients; limit > 0 && total > int64(limit) {
@@ -78,8 +87,11 @@ func (s *Server[S]) chargeBill(b *bill, n int) {
 	}
 }
 
-// uncharge takes a closed client off the total.
-func (s *Server[S]) uncharge(c *Conn[S]) { s.clearBill(&c.bill) }
+// uncharge takes a closed client off the total, for good.
+func (s *Server[S]) uncharge(c *Conn[S]) {
+	c.closed.Store(true)
+	s.clearBill(&c.bill)
+}
 
 // clearBill takes b off the total.
 func (s *Server[S]) clearBill(b *bill) { s.clientMem.Add(-b.mem.Swap(0)) }

@@ -421,6 +421,36 @@ func TestPipe(t *testing.T) {
 	}
 }
 
+// TestClosedInAWrite: a connection that gnet closes inside a write of its
+// replies (a reset socket) is touched no more: not written to again (its
+// descriptor's number may be another connection's), nor charged. Both
+// writes of a read: the handler's pending output, and the batch's
+// replies.
+func TestClosedInAWrite(t *testing.T) {
+	for _, at := range []string{"pending", "replies"} {
+		t.Run(at, func(t *testing.T) {
+			h := &echo{}
+			s := New[*session](Options{MaxMemoryClients: 64 << 20}, h)
+			p := s.Pipe("127.0.0.1:1", "127.0.0.1:2")
+			p.Send([]byte(cmd("ECHO", "a")))
+			p.FailWrites()
+			if at == "pending" {
+				lines := []byte("+line\r\n")
+				h.pending.Store(&lines)
+			}
+			// A reply, and an unfinished command the connection would be
+			// charged for.
+			p.Send([]byte(cmd("ECHO", strings.Repeat("b", 1000)) + "*2\r\n$4\r\nECHO\r\n$60000\r\n" + strings.Repeat("c", 5000)))
+			if n := p.WritesAfterClose(); n != 0 {
+				t.Errorf("%d writes after the write that closed the connection", n)
+			}
+			if st := s.Stats(); st.ClientMem != 0 || st.Clients != 0 {
+				t.Errorf("after it closed: %d bytes charged, %d clients", st.ClientMem, st.Clients)
+			}
+		})
+	}
+}
+
 // TestDeferBehind: a Defer has the batch's replies wait for it while
 // the commands behind it run, but for one that returns Behind: it, and
 // those after it, run once the Defer's Then ran, and nothing is written

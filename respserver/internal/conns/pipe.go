@@ -1,6 +1,8 @@
 package conns
 
 import (
+	"syscall"
+
 	"github.com/panjf2000/gnet/v2"
 )
 
@@ -54,18 +56,43 @@ func (p *Pipe[S]) Reset() { p.m.out = p.m.out[:0] }
 // Close ends the connection, as its loop's OnClose would.
 func (p *Pipe[S]) Close() { p.c.s.forget(p.c) }
 
+// FailWrites has the connection's next write fail as one to a reset
+// socket does in gnet: the connection is closed inside the write (its
+// OnClose runs there), and nothing is written. Writes after that are
+// counted (WritesAfterClose): a socket's number may be another
+// connection's by then.
+func (p *Pipe[S]) FailWrites() { p.m.fail = p.Close }
+
+// WritesAfterClose is how many writes came after a write closed the
+// connection (FailWrites).
+func (p *Pipe[S]) WritesAfterClose() int { return p.m.afterClose }
+
 // memLink is a Pipe's link: writes collect in out, a wake is a flag, and
 // the callback of a command that waited is passed back to Send.
 type memLink struct {
-	out      []byte
-	woken    bool
-	closed   bool
-	finished chan gnet.AsyncCallback
+	out        []byte
+	woken      bool
+	closed     bool
+	finished   chan gnet.AsyncCallback
+	fail       func() // the next write closes the connection with it (FailWrites)
+	afterClose int    // writes after such a close
 }
 
-func (m *memLink) Write(b []byte) (int, error) { m.out = append(m.out, b...); return len(b), nil }
-func (m *memLink) OutboundBuffered() int       { return 0 }
-func (m *memLink) Close() error                { m.closed = true; return nil }
+func (m *memLink) Write(b []byte) (int, error) {
+	switch {
+	case m.fail != nil:
+		m.fail()
+		m.fail, m.closed = nil, true
+		return 0, syscall.ECONNRESET
+	case m.closed:
+		m.afterClose++
+		return 0, syscall.EBADF
+	}
+	m.out = append(m.out, b...)
+	return len(b), nil
+}
+func (m *memLink) OutboundBuffered() int { return 0 }
+func (m *memLink) Close() error          { m.closed = true; return nil }
 
 func (m *memLink) Wake(gnet.AsyncCallback) error { m.woken = true; return nil }
 
