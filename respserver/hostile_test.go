@@ -419,3 +419,20 @@ func TestHostileClients(t *testing.T) {
 		t.Errorf("hostile clients made the process allocate %d KiB, want under 4 MiB", alloc>>10)
 	}
 }
+
+// TestLeadRefusalAllocatesNothing: the lead bound's -BUSY refusal, which
+// a client flooding MGETID past max-lead-ms brings once per request, is
+// written without an allocation, in the words it always had.
+func TestLeadRefusalAllocatesNothing(t *testing.T) {
+	s := New(Options{})
+	c := testPipe(s).Conn().Session
+	le := &idgen.LeadError{Lead: 5003 * time.Millisecond, Max: 5 * time.Second, RetryAfter: 3 * time.Millisecond}
+	c.Out = make([]byte, 0, 4096)
+	if n := testing.AllocsPerRun(100, func() { c.Out = c.Out[:0]; s.writeError(c, le) }); n != 0 {
+		t.Errorf("%v allocations per refusal", n)
+	}
+	want := "-BUSY lead 5003ms would exceed max-lead-ms 5000 (the clock is behind IDs already issued: borrowing ahead or a backward clock step); retry in 3ms\r\n"
+	if got := string(c.Out); got != want || reply(le).Reply() != want {
+		t.Errorf("refusal %q (reply: %q), want %q", got, reply(le).Reply(), want)
+	}
+}

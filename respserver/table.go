@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/idserver/idserver/idgen"
 	"github.com/idserver/idserver/internal/replyerr"
 	"github.com/idserver/idserver/respserver/internal/conns"
 	"github.com/idserver/idserver/stats"
@@ -425,6 +426,11 @@ func (s *Server) fail(c *client, cmd *command, err error) {
 // writeError sends err's error reply and counts it by its code: the one
 // place respserver's error replies are written.
 func (s *Server) writeError(c *client, err error) {
+	if le, ok := err.(*idgen.LeadError); ok { // a flood's refusal, once per request: no value made
+		s.errorCodes[replyerr.BUSY].Add(1)
+		c.Out = replyerr.AppendText(c.Out, replyerr.BUSY, le)
+		return
+	}
 	re := reply(err)
 	s.errorCodes[re.Code].Add(1)
 	c.Out = re.Append(c.Out)

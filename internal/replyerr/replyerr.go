@@ -6,7 +6,10 @@
 // string and none parses a reply's text back to find its code.
 package replyerr
 
-import "fmt"
+import (
+	"encoding"
+	"fmt"
+)
 
 // Code is an error reply's code. The set is closed: the codes idserver
 // replies with, each one Redis or Redis Cluster replies with too.
@@ -71,6 +74,21 @@ func (e *Error) Append(b []byte) []byte {
 			ch = ' '
 		}
 		b = append(b, ch)
+	}
+	return append(b, '\r', '\n')
+}
+
+// AppendText appends the reply of code with t's text to b, as Append
+// does an Error's, without making one: for a refusal a flood may bring
+// once per request (the ID lead bound's).
+func AppendText(b []byte, code Code, t encoding.TextAppender) []byte {
+	b = append(append(append(b, '-'), codes[code]...), ' ')
+	start := len(b)
+	b, _ = t.AppendText(b)
+	for i := start; i < len(b); i++ {
+		if b[i] == '\r' || b[i] == '\n' {
+			b[i] = ' '
+		}
 	}
 	return append(b, '\r', '\n')
 }
