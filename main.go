@@ -54,7 +54,11 @@ func run(args []string) int {
 	if cfg.CheckReady {
 		return checkReady(cfg)
 	}
-	tc, err := tlsfiles.Server(cfg)
+	var files lifecycle.TLS
+	files.Server, err = tlsfiles.Server(cfg)
+	if err == nil {
+		files.ClusterServe, files.ClusterDial, err = tlsfiles.Cluster(cfg)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "idserver:", err)
 		return 1
@@ -68,7 +72,7 @@ func run(args []string) int {
 		// clients reach their bound rather than after.
 		debug.SetMemoryLimit(cfg.Memory(sequence.KeyBytes).Limit)
 	}
-	return lifecycle.Run(cfg, tc, log)
+	return lifecycle.Run(cfg, files, log)
 }
 
 // checkConfig is --check-config, as nginx -t: the configuration Load
@@ -77,6 +81,9 @@ func run(args []string) int {
 // server it checks.
 func checkConfig(cfg *conf.Config) int {
 	_, err := tlsfiles.Server(cfg)
+	if err == nil {
+		_, _, err = tlsfiles.Cluster(cfg)
+	}
 	if err == nil {
 		_, err = tlsfiles.Etcd(cfg)
 	}

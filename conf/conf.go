@@ -93,6 +93,9 @@ type Config struct {
 	ClusterAnnounceIP       string `key:"cluster-announce-ip" default:"" usage:"cluster-enabled: the address clients are told to reach this node at; empty = the first address bound, or, bound to every address, none (clients use the one they reached)"`
 	ClusterAnnouncePort     int    `key:"cluster-announce-port" default:"0" usage:"cluster-enabled: the plain port clients are told; 0 = port"`
 	ClusterAnnounceTLSPort  int    `key:"cluster-announce-tls-port" default:"0" usage:"cluster-enabled: the TLS port clients are told; 0 = tls-port"`
+	ClusterPort             int    `key:"cluster-port" default:"0" usage:"cluster mode: the port the other servers reach this one on (handovers' pulls of keys, forwarded commands; Redis's cluster bus), on every address of bind, with connections of its own apart from maxclients, so that clients filling port keep no server out; 0 = a port the kernel chooses, announced through etcd (set one to firewall it: only the servers need it)"`
+	TLSCluster              YesNo  `key:"tls-cluster" default:"no" usage:"cluster mode: yes: cluster-port speaks TLS with tls-cert-file, and admits only servers presenting a certificate tls-ca-cert-file signed; this server reaches the others' over TLS the same way (Redis's tls-cluster); the same on every server"`
+	ClusterAnnounceBusPort  int    `key:"cluster-announce-bus-port" default:"0" usage:"cluster mode: the cluster-port the other servers are told (behind NAT or a container's port mapping); 0 = cluster-port"`
 	ClusterAnnounceHostname string `key:"cluster-announce-hostname" default:"" usage:"cluster-enabled: the hostname CLUSTER SLOTS, SHARDS and NODES show beside the address; empty = none"`
 
 	LogLevel          LogLevel `key:"loglevel" default:"notice" usage:"debug, verbose, notice or warning"`
@@ -576,6 +579,18 @@ func (c *Config) validateCluster() error {
 	}
 	if err := inRange("cluster-announce-tls-port", int64(c.ClusterAnnounceTLSPort), 0, 65535); err != nil {
 		return err
+	}
+	if err := inRange("cluster-announce-bus-port", int64(c.ClusterAnnounceBusPort), 0, 65535); err != nil {
+		return err
+	}
+	if err := inRange("cluster-port", int64(c.ClusterPort), 0, 65535); err != nil {
+		return err
+	}
+	if p := c.ClusterPort; p != 0 && (p == c.Port || p == c.TLSPort) {
+		return fmt.Errorf("cluster-port %d is port or tls-port too: the servers' port must be apart from the clients'", p)
+	}
+	if c.TLSCluster == Yes && (c.TLSCertFile == "" || c.TLSKeyFile == "" || c.TLSCACertFile == "") {
+		return errors.New("tls-cluster yes needs tls-cert-file and tls-key-file (this server's certificate, presented to the others too) and tls-ca-cert-file (to check theirs)")
 	}
 	if strings.ContainsFunc(c.ClusterAnnounceIP, func(r rune) bool { return r <= ' ' || r > '~' }) {
 		return fmt.Errorf("cluster-announce-ip %q must not contain spaces or control characters", c.ClusterAnnounceIP)

@@ -40,7 +40,7 @@ func defaults() Config {
 		ClientOutputBufferLimit: OutputLimit{Hard: 16 << 20, Soft: 8 << 20, SoftSeconds: time.Minute},
 		LogLevel:                LogNotice, MetricsMaxClients: 16, MetricsTimeout: Seconds{10 * time.Second}, MetricsPprof: No,
 		EtcdPrefix: "/idserver/", EtcdLeaseTTL: Seconds{5 * time.Second}, EtcdDialTimeout: Seconds{5 * time.Second},
-		ClusterEnabled: No, PublicIDAlphabet: publicid.DefaultAlphabet,
+		ClusterEnabled: No, TLSCluster: No, PublicIDAlphabet: publicid.DefaultAlphabet,
 	}
 }
 
@@ -136,6 +136,10 @@ func TestInvalid(t *testing.T) {
 		{[]string{"--cluster-enabled", "maybe"}, `invalid config: cluster-enabled "maybe": must be one of yes, no`},
 		{[]string{"--cluster-announce-port", "70000"}, "invalid config: cluster-announce-port 70000 out of range 0..65535"},
 		{[]string{"--cluster-announce-tls-port", "-1"}, "invalid config: cluster-announce-tls-port -1 out of range 0..65535"},
+		{[]string{"--cluster-announce-bus-port", "65536"}, "invalid config: cluster-announce-bus-port 65536 out of range 0..65535"},
+		{[]string{"--cluster-port", "-1"}, "invalid config: cluster-port -1 out of range 0..65535"},
+		{[]string{"--cluster-port", "6551"}, "invalid config: cluster-port 6551 is port or tls-port too: the servers' port must be apart from the clients'"},
+		{[]string{"--tls-cluster", "yes"}, "invalid config: tls-cluster yes needs tls-cert-file and tls-key-file (this server's certificate, presented to the others too) and tls-ca-cert-file (to check theirs)"},
 		{[]string{"--cluster-announce-hostname", "a_b"}, `invalid config: cluster-announce-hostname "a_b": hostnames may only contain alphanumeric characters, hyphens or dots`},
 		{[]string{"--cluster-announce-hostname", strings.Repeat("a", 256)}, "invalid config: cluster-announce-hostname: hostnames must be less than 256 characters"},
 		{[]string{"--cluster-announce-ip", "1.2.3.4 x"}, `invalid config: cluster-announce-ip "1.2.3.4 x" must not contain spaces`},

@@ -1,10 +1,13 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +18,7 @@ import (
 	"github.com/idserver/idserver/internal/await"
 	"github.com/idserver/idserver/internal/testbin"
 	"github.com/idserver/idserver/internal/testetcd"
+	"github.com/idserver/idserver/internal/testpki"
 	"github.com/idserver/idserver/internal/testseed"
 )
 
@@ -185,9 +189,83 @@ func TestPlainClientsOnEveryServer(t *testing.T) {
 // with cluster_state:ok.
 func awaitClusterOK(t *testing.T, ps []*process) {
 	t.Helper()
+	awaitClusterOKAuth(t, "", ps...)
+}
+
+// TestHandoverBesideFloodedPort: a server whose clients' port is full
+// (maxclients reached by connections that send nothing) is stopped
+// gracefully: the new owner of its slots pulls their keys on the
+// stopping one's cluster-port, whose connections are apart from
+// maxclients, so every key continues exactly (before cluster-port, the
+// pull was refused with the clients, and every key of the slots jumped
+// to above its slot's ceiling, 2 to 1001). The oracle: each key's INCR
+// after the stop is its value before plus one.
+func TestHandoverBesideFloodedPort(t *testing.T) {
+	e := testetcd.Start(t)
+	args := []string{"--cluster-enabled", "yes", "--maxclients", "12", "--requirepass", "pw"}
+	a, b := member(t, e, args...), member(t, e, args...)
+	awaitClusterOKAuth(t, "pw", a, b)
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{a.Addr, b.Addr}, Password: "pw", PoolSize: 2,
+		MaxRedirects: 64, MaxRetries: 64, MinRetryBackoff: 10 * time.Millisecond, MaxRetryBackoff: 200 * time.Millisecond})
+	defer c.Close()
+	ctx := context.Background()
+	const keys = 200
+	want := map[string]int64{}
+	for k := range keys {
+		key := fmt.Sprintf("flood:%d", k)
+		for range 2 {
+			v, err := c.Incr(ctx, key).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			want[key] = v + 1
+		}
+	}
+	// b's clients' port filled: its last free places taken, and past
+	// them refused.
+	refused := 0
+	for range 30 {
+		conn, err := net.Dial("tcp", b.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		conn.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		if line, _ := bufio.NewReader(conn).ReadString('\n'); strings.Contains(line, "max number of clients reached") {
+			refused++
+		}
+	}
+	if refused == 0 {
+		t.Fatal("b's port was not filled: no connection refused at maxclients")
+	}
+	b.Stop()
+	// A client of a alone: b's slots are a's now.
+	ca := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{a.Addr}, Password: "pw",
+		MaxRedirects: 64, MaxRetries: 64, MinRetryBackoff: 10 * time.Millisecond, MaxRetryBackoff: 200 * time.Millisecond})
+	defer ca.Close()
+	for key, v := range want {
+		got, err := ca.Incr(ctx, key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != v {
+			for _, l := range a.Lines() {
+				if strings.Contains(l, "slot") || strings.Contains(l, "pull") {
+					t.Log("a: " + l)
+				}
+			}
+			t.Fatalf("INCR %s after b stopped: %d, want %d (%d connections refused at b's port)", key, got, v, refused)
+		}
+	}
+}
+
+// awaitClusterOKAuth is awaitClusterOK for servers asking for password
+// ("" for none).
+func awaitClusterOKAuth(t *testing.T, password string, ps ...*process) {
+	t.Helper()
 	await.True(t, time.Minute, "the cluster to be whole", func() bool {
 		for _, p := range ps {
-			c := redis.NewClient(&redis.Options{Addr: p.Addr, MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: time.Second})
+			c := redis.NewClient(&redis.Options{Addr: p.Addr, Password: password, MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: time.Second})
 			info, _ := c.ClusterInfo(context.Background()).Result()
 			c.Close()
 			if !strings.Contains(info, "cluster_state:ok") {
@@ -196,4 +274,64 @@ func awaitClusterOK(t *testing.T, ps []*process) {
 		}
 		return true
 	})
+}
+
+// TestTLSCluster: two servers with tls-port only (port 0) and tls-cluster
+// yes, for plain clients (cluster-enabled no): a command of a key the
+// other server owns is forwarded over its cluster-port's TLS, and when
+// one stops gracefully, the other pulls its slots' keys the same way:
+// INCRs on either server, and then on the one left, give each key's
+// values one after the other. A connection to cluster-port with a client
+// certificate of another CA is refused.
+func TestTLSCluster(t *testing.T) {
+	pki := testpki.New(t)
+	e := testetcd.Start(t)
+	server := func() *process {
+		s := testbin.Listen(t, "tls-port")
+		return testbin.Start(t, nil, []testbin.Socket{s}, binary, append(memberArgs(e), "--dir", t.TempDir(),
+			"--port", "0", "--tls-port", s.Port, "--tls-cluster", "yes", "--requirepass", "pw",
+			"--tls-cert-file", pki.File("server.crt"), "--tls-key-file", pki.File("server.key"), "--tls-ca-cert-file", pki.File("ca.crt"))...)
+	}
+	a, b := server(), server()
+	client := func(p *process) *redis.Client {
+		c := redis.NewClient(&redis.Options{Addr: p.TLSAddr, Password: "pw", MaxRetries: 20, ReadTimeout: 10 * time.Second,
+			TLSConfig: &tls.Config{RootCAs: pki.Roots, Certificates: []tls.Certificate{pki.Client}}})
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	ca, cb := client(a), client(b)
+	ctx := context.Background()
+	const keys = 200
+	want := map[string]int64{}
+	for k := range keys {
+		key := fmt.Sprintf("tls:%d", k)
+		for i, c := range []*redis.Client{ca, cb, ca} {
+			v, err := c.Incr(ctx, key).Result()
+			if err != nil {
+				t.Fatalf("INCR %s (%d of 3): %v", key, i+1, err)
+			}
+			if prev, ok := want[key]; ok && v != prev {
+				t.Fatalf("INCR %s on the other server: %d, want %d", key, v, prev)
+			}
+			want[key] = v + 1
+		}
+	}
+	b.Stop()
+	for key, v := range want {
+		if got, err := ca.Incr(ctx, key).Result(); err != nil || got != v {
+			t.Fatalf("INCR %s after b stopped: %d, %v; want %d", key, got, err, v)
+		}
+	}
+	conn, err := tls.Dial("tcp", a.ClusterAddr, &tls.Config{RootCAs: pki.Roots, Certificates: []tls.Certificate{pki.Stranger}})
+	if err == nil {
+		conn.SetDeadline(time.Now().Add(10 * time.Second))
+		_, err = conn.Write([]byte("PING\r\n"))
+		if err == nil {
+			_, err = bufio.NewReader(conn).ReadString('\n')
+		}
+		conn.Close()
+	}
+	if err == nil {
+		t.Fatal("cluster-port answered a client certificate of another CA")
+	}
 }

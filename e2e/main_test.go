@@ -213,7 +213,7 @@ func TestSocketActivation(t *testing.T) {
 		}
 	}
 	for _, c := range []struct{ name, want string }{
-		{"bogus", `a socket passed by systemd is named bogus: name each port, tls-port or metrics-addr (FileDescriptorName=)`},
+		{"bogus", `a socket passed by systemd is named bogus: name each port, tls-port, cluster-port or metrics-addr (FileDescriptorName=)`},
 		{"tls-port", "a socket passed by systemd is named tls-port, but tls-port is off in the configuration"},
 	} {
 		s := testbin.Listen(t, c.name)

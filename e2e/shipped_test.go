@@ -319,10 +319,7 @@ type k8sContainer struct {
 			} `yaml:"fieldRef"`
 		} `yaml:"valueFrom"`
 	}
-	Ports []struct {
-		Name          string
-		ContainerPort int `yaml:"containerPort"`
-	}
+	Ports          []k8sPort
 	StartupProbe   k8sProbe     `yaml:"startupProbe"`
 	ReadinessProbe k8sProbe     `yaml:"readinessProbe"`
 	LivenessProbe  k8sProbe     `yaml:"livenessProbe"`
@@ -334,6 +331,12 @@ type k8sContainer struct {
 }
 
 // k8sResources are requests and limits: cpu, memory, storage.
+// k8sPort is a port of a container.
+type k8sPort struct {
+	Name          string
+	ContainerPort int `yaml:"containerPort"`
+}
+
 type k8sResources struct {
 	Requests map[string]string
 	Limits   map[string]string
@@ -391,6 +394,8 @@ func kubernetesConfig(t *testing.T, objects map[string]k8sObject, image []string
 		switch {
 		case e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil:
 			value = "secret"
+		case e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "status.podIP":
+			value = "10.1.2.3"
 		case e.ValueFrom != nil && e.ValueFrom.FieldRef != nil:
 			value = "0" // metadata.labels['apps.kubernetes.io/pod-index'] of the first pod
 		}
@@ -456,7 +461,12 @@ func quantity(t *testing.T, s string) int64 {
 // memory limit at or above the RSS ceiling its configuration states
 // (conf.Config.Memory), a volume at or above the sequence file's bound
 // (sequence.FileBound), no GOMEMLIMIT that would override the server's
-// own limit, and probes on the endpoints the server serves.
+// own limit, probes on the endpoints the server serves, and pods that
+// can reach each other: an address announced (bound to every address, a
+// pod announces none, and the others could neither pull its slots' keys
+// at a handover nor forward it commands: every handover skipped values,
+// and plain clients lost per-key order), and a fixed cluster-port among
+// the container's ports.
 func TestKubernetesManifest(t *testing.T) {
 	objects := readManifest(t)
 	set := objects["StatefulSet"]
@@ -500,6 +510,12 @@ func TestKubernetesManifest(t *testing.T) {
 			cfg.Dir, storage>>20, bound>>20, cfg.SeqMaxKeys, cfg.SeqMaxKeyBytes)
 	}
 
+	if set.Spec.Replicas > 1 && cfg.ClusterAnnounceIP == "" && slices.ContainsFunc(cfg.Bind.Addrs(), func(a conf.BindAddr) bool { return a.IP.IsUnspecified() }) {
+		t.Errorf("bind %s without cluster-announce-ip: a pod announces no address the others can reach it at", cfg.Bind)
+	}
+	if cfg.ClusterPort != 0 && !slices.ContainsFunc(c.Ports, func(p k8sPort) bool { return p.ContainerPort == cfg.ClusterPort }) {
+		t.Errorf("cluster-port %d is not among the container's ports %v", cfg.ClusterPort, c.Ports)
+	}
 	_, metricsPort, err := net.SplitHostPort(cfg.MetricsAddr)
 	if err != nil {
 		t.Fatalf("metrics-addr %q: %v", cfg.MetricsAddr, err)

@@ -29,17 +29,18 @@ func oneNodeCluster(cfg *conf.Config, lns *listen.Set) (slots.Source, error) {
 	return slots.NewStatic(self.ID, slots.Single(self)), nil
 }
 
-// announced is this node as cluster clients are told of it, with the ID
-// kept in dir: the cluster-announce-* address and ports, or the first
-// address and ports it listens on (no address when that is every
-// address: then clients use the one they reached, as with Redis).
+// announced is this node as cluster clients (and, of its cluster-port,
+// the other servers) are told of it, with the ID kept in dir: the
+// cluster-announce-* address and ports, or the first address and ports
+// it listens on (no address when that is every address: then clients use
+// the one they reached, as with Redis).
 func announced(cfg *conf.Config, lns *listen.Set) (slots.Node, error) {
 	id, err := slots.LoadID(cfg.Dir)
 	if err != nil {
 		return slots.Node{}, err
 	}
 	self := slots.Node{ID: id, IP: cfg.ClusterAnnounceIP, Port: cfg.ClusterAnnouncePort,
-		TLSPort: cfg.ClusterAnnounceTLSPort, Hostname: cfg.ClusterAnnounceHostname}
+		TLSPort: cfg.ClusterAnnounceTLSPort, BusPort: cfg.ClusterAnnounceBusPort, Hostname: cfg.ClusterAnnounceHostname}
 	first := func(lns []net.Listener) *net.TCPAddr {
 		if len(lns) > 0 {
 			if a, ok := lns[0].Addr().(*net.TCPAddr); ok {
@@ -48,7 +49,7 @@ func announced(cfg *conf.Config, lns *listen.Set) (slots.Node, error) {
 		}
 		return nil
 	}
-	plain, tls := first(lns.Plain), first(lns.TLS)
+	plain, tls, peers := first(lns.Plain), first(lns.TLS), first(lns.Peers)
 	if self.IP == "" {
 		if a := cmp.Or(plain, tls); a != nil && !a.IP.IsUnspecified() {
 			self.IP = a.IP.String()
@@ -59,6 +60,9 @@ func announced(cfg *conf.Config, lns *listen.Set) (slots.Node, error) {
 	}
 	if self.TLSPort == 0 && tls != nil {
 		self.TLSPort = tls.Port
+	}
+	if self.BusPort == 0 && peers != nil {
+		self.BusPort = peers.Port
 	}
 	return self, nil
 }

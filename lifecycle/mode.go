@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -58,11 +59,12 @@ type mode interface {
 }
 
 // newMode prepares cfg's mode: it locks and reads the state file, or reads
-// etcd's TLS files.
-func newMode(cfg *conf.Config, log zerolog.Logger) (mode, error) {
+// etcd's TLS files; peerTLS is what a cluster mode server reaches the
+// others' cluster-port with (tls-cluster), nil for plain TCP.
+func newMode(cfg *conf.Config, peerTLS *tls.Config, log zerolog.Logger) (mode, error) {
 	if cfg.EtcdEndpoints != "" {
 		etcdTLS, err := tlsfiles.Etcd(cfg)
-		m := &clusterMode{cfg: cfg, log: log, etcdTLS: etcdTLS}
+		m := &clusterMode{cfg: cfg, log: log, etcdTLS: etcdTLS, peerTLS: peerTLS}
 		if err == nil {
 			m.seqFile, m.seqKnown, _, err = sequence.OpenFile(clusterSeqPath(cfg))
 		}
@@ -182,6 +184,7 @@ type clusterMode struct {
 	cfg     *conf.Config
 	log     zerolog.Logger
 	etcdTLS *tls.Config
+	peerTLS *tls.Config // to the others' cluster-port (tls-cluster); nil: plain
 	member  *cluster.Member
 	slots   *slotassign.Participant // a Redis Cluster node's part in the slots' assignment
 	seqs    *sequence.Table
@@ -249,6 +252,7 @@ func (m *clusterMode) reserve(lns *listen.Set) (respserver.Options, error) {
 			return slices.Concat(m.member.Persistence(), sequence.Info(stats.T("seq_file", m.seqFile.Path()), m.seqs, nil))
 		},
 		Cluster: m.member.Info,
+		PeerTLS: m.peerTLS,
 	}
 	opts.SeqHandover, opts.SeqSettling, opts.SeqSeen = m.engine.Handover, m.engine.Settling, m.known.Seen
 	if cfg.ClusterEnabled == conf.Yes {
@@ -260,17 +264,18 @@ func (m *clusterMode) reserve(lns *listen.Set) (respserver.Options, error) {
 }
 
 // ownerOf is where a plain client's command of a slot goes, by src's
-// map: to the node that owns it (moving or not) if another, else here,
+// map: to the node that owns it (moving or not) if another, at its
+// cluster-port (its port, before cluster-port came), else here,
 // where a slot not taken yet (no owner known: the assignment not read
 // yet, or being made) has the command wait for its take (sequence's
 // awaitOpen) rather than fail.
 func ownerOf(src *slotassign.Source) func(slot int) (addr string, self, ok bool) {
 	return func(slot int) (string, bool, bool) {
 		_, n := src.Map().Route(src.Self(), slot)
-		if n == nil || n.ID == src.Self() || n.IP == "" || n.Port == 0 {
+		if n == nil || n.ID == src.Self() || n.IP == "" || cmp.Or(n.BusPort, n.Port) == 0 {
 			return "", true, true
 		}
-		return net.JoinHostPort(n.IP, strconv.Itoa(n.Port)), false, true
+		return net.JoinHostPort(n.IP, strconv.Itoa(cmp.Or(n.BusPort, n.Port))), false, true
 	}
 }
 
@@ -285,7 +290,7 @@ func (m *clusterMode) joinSlots(lns *listen.Set) (*slotassign.Source, error) {
 	src := slotassign.NewSource(self, slotassign.Kept{Path: filepath.Join(cfg.Dir, slotassign.KeptFile), Prefix: cfg.EtcdPrefix, Log: m.log})
 	m.slots = slotassign.New(slotassign.Config{
 		Prefix: cfg.EtcdPrefix, TTL: cfg.EtcdLeaseTTL.Duration, DialTimeout: cfg.EtcdDialTimeout.Duration,
-		Node: slotassign.Node{ID: self.ID, IP: self.IP, Port: self.Port, TLSPort: self.TLSPort, Hostname: self.Hostname},
+		Node: slotassign.Node{ID: self.ID, IP: self.IP, Port: self.Port, TLSPort: self.TLSPort, BusPort: self.BusPort, Hostname: self.Hostname},
 		// What the server serves reaches its sequences first (they drop
 		// the values they hold of slots that become its), then the map
 		// it answers from.
@@ -314,7 +319,7 @@ func (m *clusterMode) startEngine(src *slotassign.Source) {
 	opts := seqOptions(m.cfg, m.log)
 	opts.KeepSlot = func(slot int) bool { return gens[slot] > 0 }
 	m.seqs = sequence.New(opts, gate, m.seqKnown)
-	pullCfg := seqpull.Config{Password: m.cfg.RequirePass, MaxArgs: m.cfg.ProtoMaxMultibulkLen}
+	pullCfg := seqpull.Config{Password: m.cfg.RequirePass, MaxArgs: m.cfg.ProtoMaxMultibulkLen, TLS: m.peerTLS}
 	pull := func(ctx context.Context, owner int64, list []int) ([]sequence.Handed, error) {
 		n, ok := src.Node(owner)
 		if !ok {

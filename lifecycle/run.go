@@ -37,8 +37,14 @@ import (
 	"github.com/idserver/idserver/respserver"
 )
 
-// Run serves in cfg's mode until stopped, with tc (tlsfiles.Server) on
-// tls-port, logging on log, and returns the process's exit status: 0
+// TLS is what a server serves and reaches other servers with: Server on
+// tls-port (tlsfiles.Server); ClusterServe on cluster-port and
+// ClusterDial to the others' (tlsfiles.Cluster), nil for plain TCP.
+type TLS struct {
+	Server, ClusterServe, ClusterDial *tls.Config
+}
+
+// Run serves in cfg's mode until stopped, with tc's TLS, logging on log, and returns the process's exit status: 0
 // after a graceful stop; 1, the reason logged, if the start failed, the
 // server stopped by itself or the final reservation was not stored.
 //
@@ -49,7 +55,7 @@ import (
 // that a start that fails leaves the state as it found it; and only then
 // the first write of the reservation. The lock goes last, after every
 // write.
-func Run(cfg *conf.Config, tc *tls.Config, log zerolog.Logger) int {
+func Run(cfg *conf.Config, tc TLS, log zerolog.Logger) int {
 	passed, err := listen.Sockets(cfg, activation.Files(true))
 	if err == nil {
 		err = listen.Check(cfg, passed)
@@ -64,13 +70,16 @@ func Run(cfg *conf.Config, tc *tls.Config, log zerolog.Logger) int {
 		return 1
 	}
 	defer dirLock.Release()
-	m, err := newMode(cfg, log)
+	m, err := newMode(cfg, tc.ClusterDial, log)
 	if err != nil {
 		log.Error().Err(err).Msg("refusing to start")
 		return 1
 	}
 	defer m.close()
-	lns, err := listen.Open(cfg, tc, passed, log)
+	lns, err := listen.Open(cfg, tc.Server, passed, log)
+	if lns != nil {
+		lns.PeersTLS = tc.ClusterServe
+	}
 	if err != nil {
 		log.Error().Err(err).Msg("cannot listen")
 		return 1
@@ -132,13 +141,16 @@ func serve(cfg *conf.Config, log zerolog.Logger, srv *respserver.Server, lns *li
 func serveUntilStopped(srv *respserver.Server, lns *listen.Set, stopRequested stopper, log zerolog.Logger, ready, handOver func()) bool {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	serving := len(lns.Plain) + len(lns.TLS)
+	serving := len(lns.Plain) + len(lns.TLS) + len(lns.Peers)
 	served := make(chan error, serving)
 	for _, ln := range lns.Plain {
 		go func() { served <- srv.Serve(ln) }()
 	}
 	for _, ln := range lns.TLS {
 		go func() { served <- srv.ServeTLS(ln, lns.TLSConfig) }()
+	}
+	for _, ln := range lns.Peers {
+		go func() { served <- srv.ServePeers(ln, lns.PeersTLS) }()
 	}
 	// The ready line only once /readyz can say so too.
 	select {
@@ -196,6 +208,12 @@ func serveMetrics(ln net.Listener, h http.Handler, lim metrics.Limits, log zerol
 	return func() { hs.Close() }
 }
 
+// maxPeers is how many connections cluster-port serves at once. Another
+// server holds at most 6 to this one: 4 of its forwarding pool (2 per
+// protocol), a pull of keys and an ask of slot records; 64 is room for
+// 10 others with some to spare, and little of a low open files limit.
+const maxPeers = 64
+
 // getIDReply and debugAccess are respserver's values of getid-reply and
 // enable-debug-command, by conf's: an index out of range would panic, not
 // fall back.
@@ -223,6 +241,9 @@ func newServer(cfg *conf.Config, log zerolog.Logger, opts respserver.Options) *r
 	if cfg.MetricsAddr != "" {
 		opts.OtherFDs = cfg.MetricsMaxClients
 	}
+	if cfg.EtcdEndpoints != "" {
+		opts.MaxPeers = maxPeers
+	}
 	opts.Output = respserver.OutputLimits{
 		Soft:    int(cfg.ClientOutputBufferLimit.Soft),
 		Hard:    int(cfg.ClientOutputBufferLimit.Hard),
@@ -242,7 +263,7 @@ func logReady(log zerolog.Logger, cfg *conf.Config, lns *listen.Set, m mode) {
 	for _, port := range []struct {
 		one, all string
 		lns      []net.Listener
-	}{{"addr", "addrs", lns.Plain}, {"tls_addr", "tls_addrs", lns.TLS}} {
+	}{{"addr", "addrs", lns.Plain}, {"tls_addr", "tls_addrs", lns.TLS}, {"cluster_addr", "cluster_addrs", lns.Peers}} {
 		if len(port.lns) > 0 {
 			ready.Str(port.one, port.lns[0].Addr().String())
 		}

@@ -1,5 +1,6 @@
 // Package listen takes the addresses a server serves: port and tls-port
-// on every address of bind, and metrics-addr; or the sockets systemd
+// on every address of bind, cluster-port there too in cluster mode, and
+// metrics-addr; or the sockets systemd
 // passes for them (socket activation). It checks them all before a start
 // takes anything, and takes them all or none.
 package listen
@@ -26,8 +27,10 @@ import (
 type Set struct {
 	Plain     []net.Listener // port's: one per address of bind, or per socket passed
 	TLS       []net.Listener // tls-port's, likewise
+	Peers     []net.Listener // cluster-port's (cluster mode), likewise
 	Metrics   net.Listener   // metrics-addr's
-	TLSConfig *tls.Config    // what TLS is served with
+	TLSConfig *tls.Config    // what TLS is served with on tls-port
+	PeersTLS  *tls.Config    // and on cluster-port (tls-cluster); nil: plain TCP
 }
 
 // Open takes every address of cfg, or none: on an error, those already
@@ -45,6 +48,9 @@ func Open(cfg *conf.Config, tc *tls.Config, passed map[string][]*os.File, log ze
 	}
 	if cfg.TLSPort != 0 && err == nil {
 		l.TLS, err = listenPort(cfg, "tls-port", cfg.TLSPort, passed["tls-port"], log)
+	}
+	if cfg.EtcdEndpoints != "" && err == nil {
+		l.Peers, err = listenPort(cfg, "cluster-port", cfg.ClusterPort, passed["cluster-port"], log)
 	}
 	if cfg.MetricsAddr != "" && err == nil {
 		if fs := passed["metrics-addr"]; fs != nil {
@@ -79,6 +85,9 @@ func listenPort(cfg *conf.Config, what string, port int, passed []*os.File, log 
 		}
 	} else {
 		for _, a := range cfg.Bind.Addrs() {
+			if port == 0 && len(lns) > 0 { // cluster-port 0: the port the kernel chose for the first
+				port = lns[0].Addr().(*net.TCPAddr).Port
+			}
 			ln, lerr := net.Listen(a.Network(), a.HostPort(port))
 			if why := skipped(a, lerr); why != "" {
 				log.Warn().Err(lerr).Str("bind", a.String()).Str(what, strconv.Itoa(port)).Msg("skipping an address of bind: " + why)
@@ -170,20 +179,21 @@ func Check(cfg *conf.Config, passed map[string][]*os.File) error {
 
 // Sockets names the listening sockets passed to the server by systemd's
 // socket activation protocol (LISTEN_FDS, LISTEN_FDNAMES; a .socket unit
-// with FileDescriptorName=port, tls-port or metrics-addr), which tests use
-// too: a socket the parent bound and keeps cannot be taken by another
-// process between a port being chosen and served. Each serves the address
-// of its name, which must be on in cfg (tls-port needs its files). port
-// and tls-port may have several, as they have several addresses of bind
-// (a unit with a ListenStream= for each); metrics-addr has one address.
+// with FileDescriptorName=port, tls-port, cluster-port or metrics-addr),
+// which tests use too: a socket the parent bound and keeps cannot be taken
+// by another process between a port being chosen and served. Each serves
+// the address of its name, which must be on in cfg (tls-port needs its
+// files, cluster-port etcd-endpoints). port, tls-port and cluster-port may
+// have several, as they have several addresses of bind (a unit with a
+// ListenStream= for each); metrics-addr has one address.
 func Sockets(cfg *conf.Config, passed []*os.File) (map[string][]*os.File, error) {
-	on := map[string]bool{"port": cfg.Port != 0, "tls-port": cfg.TLSPort != 0, "metrics-addr": cfg.MetricsAddr != ""}
+	on := map[string]bool{"port": cfg.Port != 0, "tls-port": cfg.TLSPort != 0, "cluster-port": cfg.EtcdEndpoints != "", "metrics-addr": cfg.MetricsAddr != ""}
 	named := map[string][]*os.File{}
 	for _, f := range passed {
 		name := f.Name()
 		switch isOn, known := on[name]; {
 		case !known:
-			return nil, fmt.Errorf("a socket passed by systemd is named %s: name each port, tls-port or metrics-addr (FileDescriptorName=)", name)
+			return nil, fmt.Errorf("a socket passed by systemd is named %s: name each port, tls-port, cluster-port or metrics-addr (FileDescriptorName=)", name)
 		case !isOn:
 			return nil, fmt.Errorf("a socket passed by systemd is named %s, but %s is off in the configuration", name, name)
 		case name == "metrics-addr" && named[name] != nil:
@@ -198,6 +208,7 @@ func Sockets(cfg *conf.Config, passed []*os.File) (map[string][]*os.File, error)
 func (l *Set) Close() {
 	closeAll(l.Plain)
 	closeAll(l.TLS)
+	closeAll(l.Peers)
 	if l.Metrics != nil {
 		l.Metrics.Close()
 	}

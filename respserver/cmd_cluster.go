@@ -1,6 +1,7 @@
 package respserver
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"math"
@@ -360,15 +361,16 @@ func cmdClusterShards(s *Server, c *client, args [][]byte) (later, error) {
 }
 
 // cmdClusterNodes is CLUSTER NODES: a line per node in Redis's format.
-// The bus port after @ is Redis's default, port + 10000: there is no
-// cluster bus (etcd is the manager), and clients do not use it.
+// The bus port after @ is the node's cluster-port (the servers' own
+// port; etcd is the cluster's manager, clients do not use it), or Redis's
+// default, port + 10000, for a node that announces none.
 func cmdClusterNodes(s *Server, c *client, args [][]byte) (later, error) {
 	return s.listing(c, func(v view) {
 		spans := v.spans()
 		var b strings.Builder
 		for _, n := range v.nodes() {
 			port := v.port(n)
-			fmt.Fprintf(&b, "%s %s:%d@%d", n.ID, n.IP, port, port+10000)
+			fmt.Fprintf(&b, "%s %s:%d@%d", n.ID, n.IP, port, cmp.Or(n.BusPort, port+10000))
 			if n.Hostname != "" {
 				b.WriteString("," + n.Hostname)
 			}

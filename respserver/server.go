@@ -117,9 +117,12 @@ type Options struct {
 	// forward.go); nil: every key served here.
 	Owner func(slot int) (addr string, self, ok bool)
 	// Forward carries the commands Owner sends elsewhere; nil with Owner
-	// set: a pool of New's own, authenticated with RequirePass, without
-	// TLS, closed with the server.
+	// set: a pool of New's own, authenticated with RequirePass, over TLS
+	// with PeerTLS if set, closed with the server.
 	Forward *forward.Pool
+	// PeerTLS is the TLS client configuration to reach other servers'
+	// cluster-port with (tls-cluster); nil: plain TCP.
+	PeerTLS *tls.Config
 
 	// PublicID encodes PUBLICID's and decodes PRIVATEID's strings; nil
 	// means plain Sqids with its defaults.
@@ -229,7 +232,7 @@ func New(opts Options) *Server {
 	}
 	s.forward, s.ownPool = opts.Forward, opts.Forward == nil && opts.Owner != nil
 	if s.ownPool {
-		s.forward = forward.New(forward.Options{Password: opts.RequirePass})
+		s.forward = forward.New(forward.Options{Password: opts.RequirePass, TLS: opts.PeerTLS})
 	}
 	s.conns = conns.New(opts.ConnOptions, handler{s})
 	s.opts.MaxClients = s.conns.MaxClients()
@@ -272,6 +275,17 @@ func (s *Server) Serve(ln net.Listener) error {
 func (s *Server) ServeTLS(ln net.Listener, cfg *tls.Config) error {
 	s.startWatch()
 	return s.conns.ServeTLS(ln, cfg)
+}
+
+// ServePeers serves the port other servers of a cluster reach this one
+// on (cluster-port: handovers' pulls, the asks of slot records,
+// forwarded commands), ServeTLS's way if cfg is set: its connections
+// count against ConnOptions.MaxPeers rather than maxclients, so that
+// clients filling the clients' ports keep no server out, and each must
+// authenticate (requirepass) within two seconds.
+func (s *Server) ServePeers(ln net.Listener, cfg *tls.Config) error {
+	s.startWatch()
+	return s.conns.ServePeers(ln, cfg)
 }
 
 // startWatch starts watch, once the server serves.

@@ -1,8 +1,9 @@
 // Package seqpull fetches, for a slot's new owner, the keys of the slots
-// an old owner let go (CLUSTER SEQHANDOVER on the old owner's announced
-// port, in pages), and what another server saw of the slot records
-// (CLUSTER SEQSEEN), over the Redis protocol, as a client authenticated
-// with the server's own password.
+// an old owner let go (CLUSTER SEQHANDOVER, in pages), and what another
+// server saw of the slot records (CLUSTER SEQSEEN), over the Redis
+// protocol on the other's announced cluster-port (its port before
+// cluster-port came), as a client authenticated with the server's own
+// password.
 package seqpull
 
 import (
@@ -28,7 +29,8 @@ type Config struct {
 	// Username and Password authenticate as the server's own clients
 	// must (requirepass): every server of a cluster has the same.
 	Username, Password string
-	// TLS, if set, is used for nodes that announce only a TLS port.
+	// TLS, if set (tls-cluster), is what the others' cluster-port is
+	// reached with; nil: plain TCP.
 	TLS *tls.Config
 	// MaxArgs is the most arguments a command may have on the others
 	// (proto-max-multibulk-len, the same on every server of a cluster):
@@ -182,10 +184,10 @@ func dial(ctx context.Context, cfg Config, node slots.Node, use func(do func(arg
 	opts := &redis.Options{Username: cfg.Username, Password: cfg.Password, PoolSize: 1,
 		DisableIdentity: true, Protocol: 2, ContextTimeoutEnabled: true, MaxRetries: -1}
 	switch {
-	case node.Port != 0:
+	case node.BusPort != 0:
+		opts.Addr, opts.TLSConfig = net.JoinHostPort(node.IP, strconv.Itoa(node.BusPort)), cfg.TLS
+	case node.Port != 0: // a server of a version before cluster-port
 		opts.Addr = net.JoinHostPort(node.IP, strconv.Itoa(node.Port))
-	case node.TLSPort != 0 && cfg.TLS != nil:
-		opts.Addr, opts.TLSConfig = net.JoinHostPort(node.IP, strconv.Itoa(node.TLSPort)), cfg.TLS
 	default:
 		return fmt.Errorf("node %s announces no port this server can reach", node.ID)
 	}

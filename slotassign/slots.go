@@ -54,6 +54,7 @@ type Node struct {
 	IP       string // announced address; "" means the one a client reached
 	Port     int    // plain port; 0: none
 	TLSPort  int    `json:",omitempty"` // TLS port; 0: none
+	BusPort  int    `json:",omitempty"` // cluster-port; 0: none (a server of a version before it)
 	Hostname string `json:",omitempty"` // announced hostname; "" for none
 }
 

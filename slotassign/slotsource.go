@@ -162,7 +162,7 @@ func (s *Serving) slotMap(self slots.Node, known map[int64]slots.Node, served []
 
 // nodeOf is n as clients are told of it, in an assignment of version.
 func nodeOf(n Node, version int64) slots.Node {
-	return slots.Node{ID: n.ID, IP: n.IP, Port: n.Port, TLSPort: n.TLSPort, Hostname: n.Hostname, ConfigEpoch: uint64(version)}
+	return slots.Node{ID: n.ID, IP: n.IP, Port: n.Port, TLSPort: n.TLSPort, BusPort: n.BusPort, Hostname: n.Hostname, ConfigEpoch: uint64(version)}
 }
 
 // Live is the server-ids of the nodes alive (holding a lease) in the

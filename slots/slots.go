@@ -66,6 +66,7 @@ type Node struct {
 	IP       string // announced address; "" means the one a client reached (as Redis says when it knows none)
 	Port     int    // plain port; 0: none
 	TLSPort  int    // TLS port; 0: none
+	BusPort  int    // the port other servers reach it on (cluster-port); 0: none announced
 	Hostname string // announced hostname; "" for none
 	// ConfigEpoch is the version of the assignment that last gave the
 	// node slots (Redis's configEpoch).

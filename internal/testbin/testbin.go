@@ -152,9 +152,10 @@ func Unused(t testing.TB) string {
 
 // Process is a running idserver, its addresses and its log lines.
 type Process struct {
-	Cmd     *exec.Cmd // the binary running
-	Addr    string    // plain TCP, from the "idserver ready" line; "" if off
-	TLSAddr string    // TLS, likewise
+	Cmd         *exec.Cmd // the binary running
+	Addr        string    // plain TCP, from the "idserver ready" line; "" if off
+	TLSAddr     string    // TLS, likewise
+	ClusterAddr string    // cluster-port's, likewise (cluster mode)
 
 	mu   sync.Mutex
 	log  []string
@@ -177,6 +178,7 @@ func Start(t testing.TB, env []string, sockets []Socket, name string, args ...st
 	type readyLine struct {
 		Message, Addr string
 		TLSAddr       string `json:"tls_addr"`
+		ClusterAddr   string `json:"cluster_addr"`
 	}
 	ready := make(chan readyLine, 1)
 	go func() {
@@ -198,7 +200,7 @@ func Start(t testing.TB, env []string, sockets []Socket, name string, args ...st
 	})
 	select {
 	case line := <-ready:
-		p.Addr, p.TLSAddr = line.Addr, line.TLSAddr
+		p.Addr, p.TLSAddr, p.ClusterAddr = line.Addr, line.TLSAddr, line.ClusterAddr
 	case <-p.done:
 		t.Fatalf("idserver exited before it was ready:\n%s", strings.Join(p.Lines(), "\n"))
 	case <-time.After(20 * time.Second):

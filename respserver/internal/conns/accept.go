@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -16,7 +17,7 @@ import (
 // accept takes connections from ln until it is closed (then it returns
 // nil) or fails for good. With cfg, each one's TLS handshake runs on a
 // goroutine of its own before it is admitted.
-func (s *Server[S]) accept(ln net.Listener, cfg *tls.Config) error {
+func (s *Server[S]) accept(ln net.Listener, cfg *tls.Config, g *gate) error {
 	fds := newFDReserve(s)
 	defer fds.release()
 	var backoff time.Duration
@@ -48,10 +49,10 @@ func (s *Server[S]) accept(ln net.Listener, cfg *tls.Config) error {
 		}
 		backoff = 0
 		if cfg != nil {
-			go s.admitTLS(nc, cfg, s.nextID.Add(1))
+			go s.admitTLS(nc, cfg, s.nextID.Add(1), g)
 			continue
 		}
-		fds.handOver(nc, s.nextID.Add(1)) // the id now: ids follow the accepts, as in Redis
+		fds.handOver(nc, s.nextID.Add(1), g) // the id now: ids follow the accepts, as in Redis
 	}
 }
 
@@ -62,7 +63,7 @@ func (s *Server[S]) accept(ln net.Listener, cfg *tls.Config) error {
 // never finished keeps no client out of the plain port. Past it, a
 // connection is closed unanswered (a reply before the handshake would be
 // noise to it).
-func (s *Server[S]) admitTLS(nc net.Conn, cfg *tls.Config, id int64) {
+func (s *Server[S]) admitTLS(nc net.Conn, cfg *tls.Config, id int64, g *gate) {
 	if s.handshakes.Add(1) > s.pending {
 		s.handshakes.Add(-1)
 		s.rejected.Add(1)
@@ -84,7 +85,7 @@ func (s *Server[S]) admitTLS(nc net.Conn, cfg *tls.Config, id int64) {
 		nc.Close()
 		return
 	}
-	if err := s.admit(nc, t, id); err != nil {
+	if err := s.admit(nc, t, id, g); err != nil {
 		s.log.Debug().Err(err).Str("client", nc.RemoteAddr().String()).Msg("TLS connection not served")
 	}
 }
@@ -146,28 +147,29 @@ func (s *Server[S]) turnAway(nc net.Conn, t *tlsConn, reply *replyerr.Error) {
 }
 
 // admit hands a new connection to an event loop, or refuses it. t is its
-// TLS state, nil for plain TCP. It returns the error of the hand-over, if
-// it failed.
-func (s *Server[S]) admit(nc net.Conn, t *tlsConn, id int64) error {
+// TLS state, nil for plain TCP; g the gate of its listener. It returns
+// the error of the hand-over, if it failed.
+func (s *Server[S]) admit(nc net.Conn, t *tlsConn, id int64, g *gate) error {
 	// Counted at once: hand-overs run side by side (handOvers), and
 	// maxclients holds for them together.
-	if s.clients.Add(1) > int64(s.opts.MaxClients) {
-		s.clients.Add(-1)
+	if g.count.Add(1) > int64(g.max) {
+		g.count.Add(-1)
 		s.turnAway(nc, t, errMaxClients)
 		return nil
 	}
 	if reply := s.h.Refuse(nc.RemoteAddr()); reply != nil {
-		s.clients.Add(-1)
+		g.count.Add(-1)
 		s.turnAway(nc, t, reply)
 		return nil
 	}
 	c := s.newConn(id, nc.RemoteAddr().String(), nc.LocalAddr().String())
+	c.peer = g.peer
 	if t != nil {
 		t.detach()
 		c.tls = t
 	}
 	if !s.register(c) {
-		s.clients.Add(-1)
+		g.count.Add(-1)
 		nc.Close()
 		return nil
 	}
@@ -235,7 +237,15 @@ func (s *Server[S]) forget(c *Conn[S]) {
 	s.unhold(c)
 	s.uncharge(c)
 	if ok {
-		s.clients.Add(-1)
+		s.counter(c).Add(-1)
 		s.h.Closed(c)
 	}
+}
+
+// counter is where c is counted: the clients, or the peers' port.
+func (s *Server[S]) counter(c *Conn[S]) *atomic.Int64 {
+	if c.peer {
+		return &s.peers
+	}
+	return &s.clients
 }

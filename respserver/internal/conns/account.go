@@ -99,6 +99,11 @@ func (s *Server[S]) clearBill(b *bill) { s.clientMem.Add(-b.mem.Swap(0)) }
 // evict closes the clients and TLS handshakes that hold the most until
 // the total is back under maxmemory-clients, as Redis's client eviction
 // does. One eviction runs at a time; one closed is off the total at once.
+// The peers' port's connections (a slot's keys pulled at a handover) are
+// not closed, as Redis does not evict its replicas' links: clients
+// flooding the server with replies they never read would otherwise have
+// a handover's pull closed in their place. They are at most MaxPeers,
+// each held to the output limits.
 func (s *Server[S]) evict() {
 	if !s.evictMu.TryLock() {
 		return
@@ -113,7 +118,7 @@ func (s *Server[S]) evict() {
 	s.mu.Lock()
 	all := make([]charged, 0, len(s.conns)+len(s.shakes))
 	for c := range s.conns {
-		if n := c.mem.Load(); n > 0 && !c.evicted.Load() {
+		if n := c.mem.Load(); n > 0 && !c.evicted.Load() && !c.peer {
 			all = append(all, charged{&c.bill, n, c.addr, c.Close})
 		}
 	}

@@ -31,12 +31,14 @@ type Conn[S any] struct {
 	link   link         // set by OnOpen, under Server.mu
 	opened bool         // OnOpen ran, under Server.mu
 
-	tls   *tlsConn // nil for plain TCP
-	scan  resplimit.Scanner
-	split Splitter
-	next  []byte // the whole commands after the one running, for Ahead
-	ahead ahead  // those Ahead split, for the pass that runs them
-	in    []byte // read but not yet run: an unfinished command, or what came while busy
+	tls    *tlsConn    // nil for plain TCP
+	peer   bool        // of the peers' port (ServePeers)
+	authed atomic.Bool // SetAuthenticated's last word
+	scan   resplimit.Scanner
+	split  Splitter
+	next   []byte // the whole commands after the one running, for Ahead
+	ahead  ahead  // those Ahead split, for the pass that runs them
+	in     []byte // read but not yet run: an unfinished command, or what came while busy
 	// unscanned is what was read behind a command of a client not yet
 	// authenticated, scanned once that command ran (see SetAuthenticated).
 	unscanned []byte
@@ -115,7 +117,10 @@ func (c *Conn[S]) Start() time.Time { return c.start }
 // has, it is held to Redis's framing limits for such a client, and what it
 // sends behind a command is not scanned until that command ran, as Redis
 // reads it (resplimit.Scanner.Unauthenticated). On c's loop.
-func (c *Conn[S]) SetAuthenticated(ok bool) { c.scan.Unauthenticated(!ok) }
+func (c *Conn[S]) SetAuthenticated(ok bool) {
+	c.scan.Unauthenticated(!ok)
+	c.authed.Store(ok)
+}
 
 // Quit closes c once its replies so far are written. On c's loop.
 func (c *Conn[S]) Quit() { c.quit = true }

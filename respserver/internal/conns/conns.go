@@ -92,6 +92,12 @@ type Options struct {
 	// hold at once (metrics-maxclients): the open files limit keeps them
 	// beside the clients' (see fitBudget).
 	OtherFDs int
+	// MaxPeers is how many connections the peers' port (ServePeers)
+	// serves at once, apart from MaxClients: filling the clients' port
+	// keeps no peer out. The open files limit keeps them beside the
+	// clients' too. A peer connection that has not authenticated within
+	// peerAuthWait is closed, if the handler asks for a password.
+	MaxPeers int
 }
 
 // Server serves connections on any number of listeners, sharing its event
@@ -106,6 +112,7 @@ type Server[S any] struct {
 	tick   atomic.Int64 // seconds since the loops started: the idle clock
 
 	clients     atomic.Int64
+	peers       atomic.Int64 // connections of the peers' port
 	blocked     atomic.Int64 // clients whose command waits off the loop
 	accepted    atomic.Uint64
 	rejected    atomic.Uint64
@@ -185,12 +192,36 @@ func (s *Server[S]) MaxClients() int { return s.opts.MaxClients }
 // Serve answers clients on ln until Close or Shutdown. It always returns a
 // non-nil error: ErrServerClosed after Close or Shutdown, once they have
 // finished with the clients.
-func (s *Server[S]) Serve(ln net.Listener) error { return s.serveOn(ln, nil) }
+func (s *Server[S]) Serve(ln net.Listener) error { return s.serveOn(ln, nil, s.clientsGate()) }
 
 // ServeTLS is Serve for a listener whose clients speak TLS, with cfg.
-func (s *Server[S]) ServeTLS(ln net.Listener, cfg *tls.Config) error { return s.serveOn(ln, cfg) }
+func (s *Server[S]) ServeTLS(ln net.Listener, cfg *tls.Config) error {
+	return s.serveOn(ln, cfg, s.clientsGate())
+}
 
-func (s *Server[S]) serveOn(ln net.Listener, cfg *tls.Config) error {
+// ServePeers is Serve (ServeTLS with cfg) for the port other servers
+// reach this one on: its connections count against Options.MaxPeers, not
+// maxclients, and must authenticate within peerAuthWait.
+func (s *Server[S]) ServePeers(ln net.Listener, cfg *tls.Config) error {
+	return s.serveOn(ln, cfg, &gate{count: &s.peers, max: s.opts.MaxPeers, peer: true})
+}
+
+// gate is how a listener's connections are admitted: counted in count,
+// at most max at once.
+type gate struct {
+	count *atomic.Int64
+	max   int
+	peer  bool // the peers' port
+}
+
+// clientsGate is the clients' ports' gate: maxclients.
+func (s *Server[S]) clientsGate() *gate { return &gate{count: &s.clients, max: s.opts.MaxClients} }
+
+// peerAuthWait is how long a connection of the peers' port may stay
+// unauthenticated: idle connections opened to fill it are closed.
+const peerAuthWait = 2 * time.Second
+
+func (s *Server[S]) serveOn(ln net.Listener, cfg *tls.Config, g *gate) error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -209,7 +240,7 @@ func (s *Server[S]) serveOn(ln net.Listener, cfg *tls.Config) error {
 	// waits for the loop, and a loop stopped meanwhile must not keep Serve
 	// from returning.
 	accepted := make(chan error, 1)
-	go func() { accepted <- s.accept(ln, cfg) }()
+	go func() { accepted <- s.accept(ln, cfg, g) }()
 	select {
 	case err := <-accepted:
 		if err != nil {
@@ -361,6 +392,7 @@ func (s *Server[S]) Conns() []*Conn[S] {
 type Stats struct {
 	Loops          int64                   // event loops
 	Clients        int64                   // connected now
+	Peers          int64                   // connections of the peers' port now
 	Blocked        int64                   // clients whose command waits off the loop
 	Held           int64                   // clients whose commands wait for their replies to drain
 	Accepted       uint64                  // connections accepted
@@ -387,6 +419,7 @@ func (s *Server[S]) Stats() Stats {
 		ProtocolErrors: proto,
 		Loops:          s.loops.Load(),
 		Clients:        s.clients.Load(),
+		Peers:          s.peers.Load(),
 		Blocked:        s.blocked.Load(),
 		Held:           held,
 		Accepted:       s.accepted.Load(),
@@ -414,6 +447,7 @@ func (s *Server[S]) clock() {
 		if s.opts.IdleTimeout > 0 {
 			s.closeIdle(now)
 		}
+		s.closeUnauthenticatedPeers(now)
 	}
 }
 
@@ -426,6 +460,20 @@ func (s *Server[S]) closeIdle(now int64) {
 	defer s.mu.Unlock()
 	for c := range s.conns {
 		if c.link != nil && now-c.active.Load() > limit {
+			c.link.Close()
+		}
+	}
+}
+
+// closeUnauthenticatedPeers closes the connections of the peers' port
+// that have not authenticated within peerAuthWait (of the clock's
+// one-second steps).
+func (s *Server[S]) closeUnauthenticatedPeers(now int64) {
+	limit := int64(peerAuthWait / time.Second)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		if c.peer && !c.authed.Load() && c.link != nil && now-c.born > limit {
 			c.link.Close()
 		}
 	}

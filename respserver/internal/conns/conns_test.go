@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"runtime"
 	"slices"
 	"strconv"
@@ -106,6 +107,9 @@ func (h *echo) Command(c *Conn[*session], args [][]byte, note any) Wait {
 	case "QUIT":
 		c.Out = redcon.AppendString(c.Out, "OK")
 		c.Quit()
+	case "AUTH":
+		c.SetAuthenticated(true)
+		c.Out = redcon.AppendString(c.Out, "OK")
 	default:
 		c.Out = redcon.AppendError(c.Out, "ERR unknown command")
 	}
@@ -336,6 +340,63 @@ func TestMaxClients(t *testing.T) {
 	b.expect(t, "-ERR max number of clients reached")
 	if st := s.Stats(); st.Rejected != 1 || st.Clients != 1 {
 		t.Fatalf("rejected %d, clients %d; want 1, 1", st.Rejected, st.Clients)
+	}
+}
+
+// TestPeersPort: the peers' port admits its own MaxPeers connections
+// while maxclients is reached on the clients' port, refuses past them,
+// and closes those that do not authenticate within peerAuthWait; one
+// that did stays.
+func TestPeersPort(t *testing.T) {
+	s, addr := start(t, Options{MaxClients: 1, MaxPeers: 2}, &echo{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.ServePeers(ln, nil)
+	client := dial(t, addr)
+	client.Write([]byte(cmd("ECHO", "c")))
+	client.expect(t, "c")
+	dial(t, addr).expect(t, "-ERR max number of clients reached")
+	authed, idle := dial(t, ln.Addr().String()), dial(t, ln.Addr().String())
+	authed.Write([]byte(cmd("AUTH") + cmd("ECHO", "p")))
+	authed.expect(t, "+OK", "p")
+	dial(t, ln.Addr().String()).expect(t, "-ERR max number of clients reached")
+	if st := s.Stats(); st.Clients != 1 || st.Peers != 2 {
+		t.Fatalf("%d clients, %d peers; want 1, 2", st.Clients, st.Peers)
+	}
+	idle.SetDeadline(time.Now().Add(time.Minute))
+	if got, err := idle.reply(); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the peer that did not authenticate: %q, %v; want it closed", got, err)
+	}
+	authed.Write([]byte(cmd("ECHO", "still")))
+	authed.expect(t, "still")
+	await.True(t, time.Minute, "the closed peer uncounted", func() bool { return s.Stats().Peers == 1 })
+}
+
+// TestPeersNotEvicted: past maxmemory-clients, a client is closed and a
+// peer connection holding more is not.
+func TestPeersNotEvicted(t *testing.T) {
+	s, addr := start(t, Options{MaxMemoryClients: 1 << 20, QueryBufferLimit: 8 << 20, MaxPeers: 1}, &echo{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.ServePeers(ln, nil)
+	peer, client := dial(t, ln.Addr().String()), dial(t, addr)
+	peer.Write([]byte(cmd("AUTH")))
+	peer.expect(t, "+OK")
+	// Unfinished commands of 60,000-byte bulks: 1.2 MB on the peer's
+	// connection, then 0.12 MB on the client's, which takes the total
+	// past the bound.
+	bulk := "$60000\r\n" + strings.Repeat("x", 60000) + "\r\n"
+	peer.Write([]byte("*42\r\n$4\r\nECHO\r\n" + strings.Repeat(bulk, 20)))
+	await.True(t, time.Minute, "the peer charged", func() bool { return s.Stats().ClientMem > 1<<20 })
+	client.Write([]byte("*42\r\n$4\r\nECHO\r\n" + strings.Repeat(bulk, 2)))
+	await.True(t, time.Minute, "a client evicted", func() bool { return s.Stats().Evicted == 1 })
+	peer.Write([]byte(strings.Repeat(bulk, 21)))
+	if got, err := peer.reply(); err != nil || len(got) != 60000 {
+		t.Fatalf("the peer: %d bytes, %v", len(got), err)
 	}
 }
 

@@ -24,7 +24,8 @@ import (
 //	spares     = 2 + 8: one per RESP listener, to refuse with when out of
 //	             descriptors all the same, and one for the duplicate each
 //	             hand-over of a connection to its loop makes, 8 at a time
-//	budget     = RLIMIT_NOFILE − own − spares − metrics-maxclients
+//	budget     = RLIMIT_NOFILE − own − spares − metrics-maxclients − peers
+//	             (peers: MaxPeers, the peers' port's connections in cluster mode)
 //	pending    = min(256, max(budget / 16, 4)), twice: for connections
 //	             refused and read to their end (a second at most), and for
 //	             TLS handshakes under way (10 s at most)
@@ -46,7 +47,7 @@ const (
 type budget struct {
 	nofile     uint64 // RLIMIT_NOFILE; 0 if unknown
 	own        int
-	other      int // Options.OtherFDs: metrics-maxclients
+	other      int // Options.OtherFDs + MaxPeers: metrics-maxclients, the peers' port
 	pending    int // each of the two shares
 	maxClients int // fitted
 }
@@ -72,9 +73,9 @@ func (s *Server[S]) fitMaxClients() {
 		s.log.Warn().Err(err).Msg("cannot read the open files limit: maxclients is not fitted to it")
 		return
 	}
-	b := fitBudget(lim.Cur, max(runtime.GOMAXPROCS(0), 1), s.opts.OtherFDs, s.opts.MaxClients)
+	b := fitBudget(lim.Cur, max(runtime.GOMAXPROCS(0), 1), s.opts.OtherFDs+s.opts.MaxPeers, s.opts.MaxClients)
 	s.pending = int64(b.pending)
-	s.log.Info().Uint64("rlimit_nofile", b.nofile).Int("own", b.own).Int("spares", spareFDs).Int("http", b.other).
+	s.log.Info().Uint64("rlimit_nofile", b.nofile).Int("own", b.own).Int("spares", spareFDs).Int("http", s.opts.OtherFDs).Int("peers", s.opts.MaxPeers).
 		Int("refused", b.pending).Int("tls_handshakes", b.pending).Int("maxclients", b.maxClients).
 		Msg("file descriptors: the open files limit is shared out so that no listener can take those another, or a reservation save, needs")
 	if b.maxClients < s.opts.MaxClients {
@@ -150,11 +151,11 @@ func (r *fdReserve[S]) refusePending(ln net.Listener) bool {
 // and a loop busy with other clients takes one at each round, so that one
 // at a time, the 20th of 20 clients connecting at once waited 20 rounds
 // (see handOvers).
-func (r *fdReserve[S]) handOver(nc net.Conn, id int64) {
+func (r *fdReserve[S]) handOver(nc net.Conn, id int64, g *gate) {
 	r.s.handing <- struct{}{}
 	go func() {
 		defer func() { <-r.s.handing }()
-		if err := r.s.admit(nc, nil, id); outOfFDs(err) {
+		if err := r.s.admit(nc, nil, id, g); outOfFDs(err) {
 			r.s.rejected.Add(1) // gnet has closed it already
 			r.refused()
 		}
