@@ -430,6 +430,27 @@ func TestPipelinedSetFails(t *testing.T) {
 	}
 }
 
+// TestDeferredAmongBigReplies: SETs whose writes fail, among MGETID 5000s
+// in one batch (replies past the size a batch writes at once), each
+// reply in its place: a deferred reply's place among the replies stays
+// put until it settles, so nothing is written from behind it.
+func TestDeferredAmongBigReplies(t *testing.T) {
+	c := dialRaw(t, overFile(t, func(f *sequence.File) sequence.Backend { return failingSets{f} }))
+	mget := encode("MGETID", "5000")
+	c.send(mget + mget + encode("SET", "bad1", "1") + mget + mget + mget + encode("SET", "a", "1") + mget + encode("SET", "bad2", "1") + mget)
+	failed := respError("ERR no space left on device")
+	for i, w := range []any{5000, 5000, failed, 5000, 5000, 5000, "OK", 5000, failed, 5000} {
+		got := c.reply()
+		if n, ok := w.(int); ok {
+			if ids, isArray := got.([]any); !isArray || len(ids) != n {
+				t.Fatalf("reply %d: not %d IDs", i, n)
+			}
+		} else if got != w {
+			t.Fatalf("reply %d: %#v, want %#v", i, got, w)
+		}
+	}
+}
+
 // failingBirths is a File whose takes that record a key beginning with
 // "bad" as existing fail (a full disk, for the write of its birth); the
 // others are written.

@@ -512,6 +512,40 @@ func TestClosedInAWrite(t *testing.T) {
 	}
 }
 
+// TestBigRepliesFlushed: a batch of big replies is written as it goes,
+// each time they pass flushAt, in order, and the connection keeps no big
+// buffer after; behind a deferred reply (which holds its place in them
+// until it settles), the batch is written in one write at its end.
+func TestBigRepliesFlushed(t *testing.T) {
+	const n, size = 20, 100000
+	big := strings.Repeat(cmd("BIG", strconv.Itoa(size)), n)
+	want := strings.Repeat("$100000\r\n"+strings.Repeat("x", size)+"\r\n", n)
+	for _, tt := range []struct {
+		name, first, reply string
+		writes             func(int) bool
+	}{
+		{"alone", "", "", func(w int) bool { return w >= n*size/flushAt && w < n }},
+		{"behind a deferred reply", cmd("DEFER"), "+DEFERRED\r\n", func(w int) bool { return w == 1 }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := &echo{release: make(chan struct{}, 1)}
+			s := New[*session](Options{}, h)
+			p := s.Pipe("127.0.0.1:1", "127.0.0.1:2")
+			h.release <- struct{}{}
+			p.Send([]byte(tt.first + big))
+			if got := string(p.Written()); got != tt.reply+want {
+				t.Fatalf("written %d bytes, not the %d replies in order", len(got), n)
+			}
+			if w := p.Writes(); !tt.writes(w) {
+				t.Errorf("%d replies of %d bytes in %d writes", n, size, w)
+			}
+			if c := cap(p.Conn().Out); c > keepBuf {
+				t.Errorf("the connection keeps a buffer of %d bytes", c)
+			}
+		})
+	}
+}
+
 // TestDeferBehind: a Defer has the batch's replies wait for it while
 // the commands behind it run, but for one that returns Behind: it, and
 // those after it, run once the Defer's Then ran, and nothing is written

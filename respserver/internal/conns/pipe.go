@@ -51,7 +51,7 @@ func (p *Pipe[S]) Send(data []byte) (closed bool) {
 func (p *Pipe[S]) Written() []byte { return p.m.out }
 
 // Reset empties Written.
-func (p *Pipe[S]) Reset() { p.m.out = p.m.out[:0] }
+func (p *Pipe[S]) Reset() { p.m.out, p.m.writes = p.m.out[:0], 0 }
 
 // Close ends the connection, as its loop's OnClose would.
 func (p *Pipe[S]) Close() { p.c.s.forget(p.c) }
@@ -67,6 +67,9 @@ func (p *Pipe[S]) FailWrites() { p.m.fail = p.Close }
 // connection (FailWrites).
 func (p *Pipe[S]) WritesAfterClose() int { return p.m.afterClose }
 
+// Writes is how many writes the connection made since the last Reset.
+func (p *Pipe[S]) Writes() int { return p.m.writes }
+
 // memLink is a Pipe's link: writes collect in out, a wake is a flag, and
 // the callback of a command that waited is passed back to Send.
 type memLink struct {
@@ -76,6 +79,7 @@ type memLink struct {
 	finished   chan gnet.AsyncCallback
 	fail       func() // the next write closes the connection with it (FailWrites)
 	afterClose int    // writes after such a close
+	writes     int
 }
 
 func (m *memLink) Write(b []byte) (int, error) {
@@ -89,6 +93,7 @@ func (m *memLink) Write(b []byte) (int, error) {
 		return 0, syscall.EBADF
 	}
 	m.out = append(m.out, b...)
+	m.writes++
 	return len(b), nil
 }
 func (m *memLink) OutboundBuffered() int { return 0 }
