@@ -170,6 +170,7 @@ func (s *Server) infoClients() []stats.Field {
 	st := s.Stats()
 	return []stats.Field{
 		stats.G("connected_clients", st.Clients, "Clients connected now."),
+		stats.G("cluster_connections", st.Peers, "Connections of other servers on cluster-port now (Redis's: its cluster bus's), apart from connected_clients and maxclients."),
 		stats.G("blocked_clients", st.Blocked, "Clients whose command waits: for its IDs (at the lead bound or for the reservation), or for a sequence's segment."),
 		stats.G("clients_over_soft_limit", st.Held, "Clients whose commands wait for their unsent replies to drain below the soft output limit."),
 		stats.G("maxclients", int64(s.opts.MaxClients), "Most clients served at once."),

@@ -385,6 +385,7 @@ func (s *Server) Ready() error {
 // Stats are a Server's connection and command counters since New.
 type Stats struct {
 	Clients     int64  // connected now
+	Peers       int64  // connections of cluster-port now (ServePeers)
 	Blocked     int64  // clients whose command waits for its IDs off the loop
 	Held        int64  // clients whose commands wait for their replies to drain
 	Accepted    uint64 // connections accepted
@@ -405,6 +406,7 @@ func (s *Server) Stats() Stats {
 	st := s.conns.Stats()
 	return Stats{
 		Clients:     st.Clients,
+		Peers:       st.Peers,
 		Blocked:     st.Blocked,
 		Held:        st.Held,
 		Accepted:    st.Accepted,
