@@ -95,7 +95,8 @@ type Options struct {
 	// MaxPeers is how many connections the peers' port (ServePeers)
 	// serves at once, apart from MaxClients: filling the clients' port
 	// keeps no peer out. The open files limit keeps them beside the
-	// clients' too. A peer connection that has not authenticated within
+	// clients' too, and as many for this server's own connections to the
+	// others' (see fitBudget). A peer connection that has not authenticated within
 	// peerAuthWait is closed, if the handler asks for a password.
 	MaxPeers int
 }

@@ -24,8 +24,9 @@ import (
 //	spares     = 2 + 8: one per RESP listener, to refuse with when out of
 //	             descriptors all the same, and one for the duplicate each
 //	             hand-over of a connection to its loop makes, 8 at a time
-//	budget     = RLIMIT_NOFILE − own − spares − metrics-maxclients − peers
-//	             (peers: MaxPeers, the peers' port's connections in cluster mode)
+//	budget     = RLIMIT_NOFILE − own − spares − metrics-maxclients − 2 × peers
+//	             (peers: MaxPeers, cluster mode's: the peers' port's connections,
+//	             and as many of this server's to the others' peers' ports)
 //	pending    = min(256, max(budget / 16, 4)), twice: for connections
 //	             refused and read to their end (a second at most), and for
 //	             TLS handshakes under way (10 s at most)
@@ -47,7 +48,7 @@ const (
 type budget struct {
 	nofile     uint64 // RLIMIT_NOFILE; 0 if unknown
 	own        int
-	other      int // Options.OtherFDs + MaxPeers: metrics-maxclients, the peers' port
+	other      int // Options.OtherFDs + 2 × MaxPeers: metrics-maxclients, the peers' connections
 	pending    int // each of the two shares
 	maxClients int // fitted
 }
@@ -73,9 +74,9 @@ func (s *Server[S]) fitMaxClients() {
 		s.log.Warn().Err(err).Msg("cannot read the open files limit: maxclients is not fitted to it")
 		return
 	}
-	b := fitBudget(lim.Cur, max(runtime.GOMAXPROCS(0), 1), s.opts.OtherFDs+s.opts.MaxPeers, s.opts.MaxClients)
+	b := fitBudget(lim.Cur, max(runtime.GOMAXPROCS(0), 1), s.opts.OtherFDs+2*s.opts.MaxPeers, s.opts.MaxClients)
 	s.pending = int64(b.pending)
-	s.log.Info().Uint64("rlimit_nofile", b.nofile).Int("own", b.own).Int("spares", spareFDs).Int("http", s.opts.OtherFDs).Int("peers", s.opts.MaxPeers).
+	s.log.Info().Uint64("rlimit_nofile", b.nofile).Int("own", b.own).Int("spares", spareFDs).Int("http", s.opts.OtherFDs).Int("peers", 2*s.opts.MaxPeers).
 		Int("refused", b.pending).Int("tls_handshakes", b.pending).Int("maxclients", b.maxClients).
 		Msg("file descriptors: the open files limit is shared out so that no listener can take those another, or a reservation save, needs")
 	if b.maxClients < s.opts.MaxClients {
