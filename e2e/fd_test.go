@@ -45,7 +45,7 @@ const (
 // Redis's error, counted.
 func TestMaxClientsFitsOpenFiles(t *testing.T) {
 	p := startLimited(t, 64)
-	if !p.Logged("serving at most 12 clients") || !p.Logged(`"rlimit_nofile":64,"own":34,"spares":10,"http":0,"refused":4,"tls_handshakes":4,"maxclients":12`) {
+	if !p.Logged("serving at most 12 clients") || !p.Logged(`"rlimit_nofile":64,"own":34,"spares":10,"http":0,"peers":0,"refused":4,"tls_handshakes":4,"maxclients":12`) {
 		t.Fatalf("no warning about maxclients, or no budget, at start:\n%s", strings.Join(p.Lines(), "\n"))
 	}
 	var served []net.Conn

@@ -86,7 +86,7 @@ func TestDescriptorFlood(t *testing.T) {
 	pki := testpki.New(t)
 	p, httpAddr := startAllPorts(t, nofile, pki, "--metrics-maxclients", "4", "--metrics-timeout", "2",
 		"--reserve-ms", "100", "--tls-auth-clients", "no")
-	if !p.Logged(fmt.Sprintf(`"rlimit_nofile":%d,"own":34,"spares":10,"http":4,"refused":%d,"tls_handshakes":%d,"maxclients":%d`, nofile, pending, pending, maxClients)) {
+	if !p.Logged(fmt.Sprintf(`"rlimit_nofile":%d,"own":34,"spares":10,"http":4,"peers":0,"refused":%d,"tls_handshakes":%d,"maxclients":%d`, nofile, pending, pending, maxClients)) {
 		t.Fatalf("no budget, or another, logged at start:\n%s", strings.Join(p.Lines(), "\n"))
 	}
 	pid := p.Cmd.Process.Pid
