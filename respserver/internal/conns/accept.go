@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -163,7 +162,7 @@ func (s *Server[S]) admit(nc net.Conn, t *tlsConn, id int64, g *gate) error {
 		return nil
 	}
 	c := s.newConn(id, nc.RemoteAddr().String(), nc.LocalAddr().String())
-	c.peer = g.peer
+	c.gate = g
 	if t != nil {
 		t.detach()
 		c.tls = t
@@ -237,15 +236,7 @@ func (s *Server[S]) forget(c *Conn[S]) {
 	s.unhold(c)
 	s.uncharge(c)
 	if ok {
-		s.counter(c).Add(-1)
+		c.gate.count.Add(-1)
 		s.h.Closed(c)
 	}
-}
-
-// counter is where c is counted: the clients, or the peers' port.
-func (s *Server[S]) counter(c *Conn[S]) *atomic.Int64 {
-	if c.peer {
-		return &s.peers
-	}
-	return &s.clients
 }

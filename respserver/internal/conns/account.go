@@ -118,7 +118,7 @@ func (s *Server[S]) evict() {
 	s.mu.Lock()
 	all := make([]charged, 0, len(s.conns)+len(s.shakes))
 	for c := range s.conns {
-		if n := c.mem.Load(); n > 0 && !c.evicted.Load() && !c.peer {
+		if n := c.mem.Load(); n > 0 && !c.evicted.Load() && !c.gate.peer {
 			all = append(all, charged{&c.bill, n, c.addr, c.Close})
 		}
 	}

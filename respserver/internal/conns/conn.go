@@ -32,7 +32,7 @@ type Conn[S any] struct {
 	opened bool         // OnOpen ran, under Server.mu
 
 	tls    *tlsConn    // nil for plain TCP
-	peer   bool        // of the peers' port (ServePeers)
+	gate   *gate       // the gate it came through: where it is counted
 	authed atomic.Bool // SetAuthenticated's last word
 	scan   resplimit.Scanner
 	split  Splitter

@@ -474,7 +474,7 @@ func (s *Server[S]) closeUnauthenticatedPeers(now int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for c := range s.conns {
-		if c.peer && !c.authed.Load() && c.link != nil && now-c.born > limit {
+		if c.gate.peer && !c.authed.Load() && c.link != nil && now-c.born > limit {
 			c.link.Close()
 		}
 	}

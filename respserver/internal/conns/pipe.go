@@ -19,8 +19,8 @@ type Pipe[S any] struct {
 func (s *Server[S]) Pipe(addr, laddr string) *Pipe[S] {
 	c := s.newConn(s.nextID.Add(1), addr, laddr)
 	m := &memLink{finished: make(chan gnet.AsyncCallback, 1)}
-	c.link, c.opened = m, true
-	s.clients.Add(1)
+	c.link, c.opened, c.gate = m, true, s.clientsGate()
+	c.gate.count.Add(1)
 	s.register(c)
 	return &Pipe[S]{c: c, m: m}
 }
