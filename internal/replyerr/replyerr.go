@@ -68,14 +68,8 @@ func (e *Error) Append(b []byte) []byte {
 	b = append(b, '-')
 	b = append(b, codes[e.Code]...)
 	b = append(b, ' ')
-	for i := 0; i < len(e.Msg); i++ {
-		ch := e.Msg[i]
-		if ch == '\r' || ch == '\n' {
-			ch = ' '
-		}
-		b = append(b, ch)
-	}
-	return append(b, '\r', '\n')
+	start := len(b)
+	return end(append(b, e.Msg...), start)
 }
 
 // AppendText appends the reply of code with t's text to b, as Append
@@ -85,6 +79,12 @@ func AppendText(b []byte, code Code, t encoding.TextAppender) []byte {
 	b = append(append(append(b, '-'), codes[code]...), ' ')
 	start := len(b)
 	b, _ = t.AppendText(b)
+	return end(b, start)
+}
+
+// end ends a reply whose text is b[start:]: each CR or LF in it becomes
+// a space (see Append), then the CRLF.
+func end(b []byte, start int) []byte {
 	for i := start; i < len(b); i++ {
 		if b[i] == '\r' || b[i] == '\n' {
 			b[i] = ' '
