@@ -76,10 +76,7 @@ func Run(cfg *conf.Config, tc TLS, log zerolog.Logger) int {
 		return 1
 	}
 	defer m.close()
-	lns, err := listen.Open(cfg, tc.Server, passed, log)
-	if lns != nil {
-		lns.PeersTLS = tc.ClusterServe
-	}
+	lns, err := listen.Open(cfg, tc.Server, tc.ClusterServe, passed, log)
 	if err != nil {
 		log.Error().Err(err).Msg("cannot listen")
 		return 1

@@ -34,14 +34,15 @@ type Set struct {
 }
 
 // Open takes every address of cfg, or none: on an error, those already
-// taken are let go. tc is the TLS configuration, for tls-port. Sockets
+// taken are let go. tc is the TLS configuration for tls-port, peersTC
+// for cluster-port (tls-cluster; nil: plain TCP). Sockets
 // passed by systemd (see Sockets), by the name of an address, serve it
 // instead of those bound here. An address of bind is skipped, with a
 // warning, where Redis 7 skips it: optional (-) and not this machine's,
 // or of a protocol this machine lacks (IPv6 turned off); the start fails
 // if that leaves a port with no address.
-func Open(cfg *conf.Config, tc *tls.Config, passed map[string][]*os.File, log zerolog.Logger) (*Set, error) {
-	l := &Set{TLSConfig: tc}
+func Open(cfg *conf.Config, tc, peersTC *tls.Config, passed map[string][]*os.File, log zerolog.Logger) (*Set, error) {
+	l := &Set{TLSConfig: tc, PeersTLS: peersTC}
 	var err error
 	if cfg.Port != 0 {
 		l.Plain, err = listenPort(cfg, "port", cfg.Port, passed["port"], log)
