@@ -52,44 +52,44 @@ func init() {
 var seqCommands = []*command{
 	incrCommand,
 	incrByCommand,
-	{name: "get", arity: 2, flags: []string{"readonly", "fast"}, run: cmdGet, doc: doc{
+	{name: "get", arity: 2, flags: []string{"readonly", "fast"}, start: cmdGet, doc: doc{
 		summary: "Returns the key's value: at least every value handed out (after a restart, the durable mark); nil for a new key.",
 		since:   "1.0.0", group: "string", complexity: "O(1)",
 		args: []arg{{name: "key", typ: "key"}},
 	}},
-	{name: "mget", arity: -2, flags: []string{"readonly", "fast"}, tips: []string{"request_policy:multi_shard"}, run: cmdMGet, doc: doc{
+	{name: "mget", arity: -2, flags: []string{"readonly", "fast"}, tips: []string{"request_policy:multi_shard"}, start: cmdMGet, doc: doc{
 		summary: "Returns the values of the keys, as GET does each.",
 		since:   "1.0.0", group: "string", complexity: "O(N) where N is the number of keys to retrieve.",
 		args: []arg{{name: "key", typ: "key", flags: multiple}},
 	}},
 	setCommand,
 	setNXCommand,
-	{name: "exists", arity: -2, flags: []string{"readonly", "fast"}, tips: []string{"request_policy:multi_shard", "response_policy:agg_sum"}, keyFlags: roKey, run: cmdExists, doc: doc{
+	{name: "exists", arity: -2, flags: []string{"readonly", "fast"}, tips: []string{"request_policy:multi_shard", "response_policy:agg_sum"}, keyFlags: roKey, start: cmdExists, doc: doc{
 		summary: "Returns how many of the keys exist (a key named twice counts twice).",
 		since:   "1.0.0", group: "generic", complexity: "O(N) where N is the number of keys to check.",
 		args: []arg{{name: "key", typ: "key", flags: multiple}},
 	}},
-	{name: "type", arity: 2, flags: []string{"readonly", "fast"}, keyFlags: roKey, run: cmdType, doc: doc{
+	{name: "type", arity: 2, flags: []string{"readonly", "fast"}, keyFlags: roKey, start: cmdType, doc: doc{
 		summary: "Returns the type of the key: string for a sequence, none otherwise.",
 		since:   "1.0.0", group: "generic", complexity: "O(1)",
 		args: []arg{{name: "key", typ: "key"}},
 	}},
-	{name: "strlen", arity: 2, flags: []string{"readonly", "fast"}, keyFlags: roKey, run: cmdStrlen, doc: doc{
+	{name: "strlen", arity: 2, flags: []string{"readonly", "fast"}, keyFlags: roKey, start: cmdStrlen, doc: doc{
 		summary: "Returns the length of the key's value as a string of digits (redis-cli --bigkeys reads it); 0 for a new key.",
 		since:   "2.2.0", group: "string", complexity: "O(1)",
 		args: []arg{{name: "key", typ: "key"}},
 	}},
-	{name: "ttl", arity: 2, flags: []string{"readonly", "fast"}, tips: nondeterministic, run: cmdTTL, doc: doc{
+	{name: "ttl", arity: 2, flags: []string{"readonly", "fast"}, tips: nondeterministic, start: cmdTTL, doc: doc{
 		summary: "Returns -1 for a sequence (they never expire), -2 for a key that does not exist.",
 		since:   "1.0.0", group: "generic", complexity: "O(1)",
 		args: []arg{{name: "key", typ: "key"}},
 	}},
-	{name: "pttl", arity: 2, flags: []string{"readonly", "fast"}, tips: nondeterministic, run: cmdTTL, doc: doc{
+	{name: "pttl", arity: 2, flags: []string{"readonly", "fast"}, tips: nondeterministic, start: cmdTTL, doc: doc{
 		summary: "Returns -1 for a sequence (they never expire), -2 for a key that does not exist.",
 		since:   "2.6.0", group: "generic", complexity: "O(1)",
 		args: []arg{{name: "key", typ: "key"}},
 	}},
-	{name: "touch", arity: -2, flags: []string{"readonly", "fast"}, tips: []string{"request_policy:multi_shard", "response_policy:agg_sum"}, keyFlags: roKey, run: cmdExists, doc: doc{
+	{name: "touch", arity: -2, flags: []string{"readonly", "fast"}, tips: []string{"request_policy:multi_shard", "response_policy:agg_sum"}, keyFlags: roKey, start: cmdExists, doc: doc{
 		summary: "Returns how many of the keys exist (nothing else changes: sequences have no access time).",
 		since:   "3.2.1", group: "generic", complexity: "O(N) where N is the number of keys that will be touched.",
 		args: []arg{{name: "key", typ: "key", flags: multiple}},
@@ -343,11 +343,11 @@ func (s *Server) prepareAhead(c *client, seq *sequence.Table) {
 	})
 }
 
-func cmdGet(s *Server, c *client, args [][]byte) error {
+func cmdGet(s *Server, c *client, args [][]byte) (later, error) {
 	return s.readKeys(c, args[1:], func(c *client, vals []int64, exist []bool) { c.writeValue(vals[0], exist[0]) })
 }
 
-func cmdMGet(s *Server, c *client, args [][]byte) error {
+func cmdMGet(s *Server, c *client, args [][]byte) (later, error) {
 	return s.readKeys(c, args[1:], func(c *client, vals []int64, exist []bool) {
 		c.writeArray(len(vals))
 		for i, v := range vals {
@@ -356,19 +356,19 @@ func cmdMGet(s *Server, c *client, args [][]byte) error {
 	})
 }
 
-func cmdExists(s *Server, c *client, args [][]byte) error {
+func cmdExists(s *Server, c *client, args [][]byte) (later, error) {
 	return s.readKeys(c, args[1:], func(c *client, vals []int64, exist []bool) {
 		c.writeInt(len(slices.DeleteFunc(exist, func(ok bool) bool { return !ok })))
 	})
 }
 
-func cmdType(s *Server, c *client, args [][]byte) error {
+func cmdType(s *Server, c *client, args [][]byte) (later, error) {
 	return s.readKeys(c, args[1:], func(c *client, vals []int64, exist []bool) {
 		c.writeString(map[bool]string{true: "string", false: "none"}[exist[0]])
 	})
 }
 
-func cmdStrlen(s *Server, c *client, args [][]byte) error {
+func cmdStrlen(s *Server, c *client, args [][]byte) (later, error) {
 	return s.readKeys(c, args[1:], func(c *client, vals []int64, exist []bool) {
 		n := 0
 		if exist[0] {
@@ -379,7 +379,7 @@ func cmdStrlen(s *Server, c *client, args [][]byte) error {
 }
 
 // cmdTTL is TTL and PTTL: sequences never expire.
-func cmdTTL(s *Server, c *client, args [][]byte) error {
+func cmdTTL(s *Server, c *client, args [][]byte) (later, error) {
 	return s.readKeys(c, args[1:], func(c *client, vals []int64, exist []bool) {
 		c.writeInt(map[bool]int{true: -1, false: -2}[exist[0]])
 	})
@@ -387,29 +387,55 @@ func cmdTTL(s *Server, c *client, args [][]byte) error {
 
 // readKeys has reply answer with the values of keys in this server's
 // table, and whether each exists: inside EXEC, as the transaction's
-// INCRs left them.
-func (s *Server) readKeys(c *client, keys [][]byte, reply func(c *client, vals []int64, exist []bool)) error {
+// INCRs left them. A key whose slot is being taken (a Redis Cluster over
+// etcd) is read once the take ends, off the loop, as INCR waits for it:
+// until then this server may not hold its last owner's value.
+func (s *Server) readKeys(c *client, keys [][]byte, reply func(c *client, vals []int64, exist []bool)) (later, error) {
 	seq, err := s.sequences()
 	if err != nil {
-		return err
+		return later{}, err
 	}
 	vals, exist := make([]int64, len(keys)), make([]bool, len(keys))
+	var taken []int // the keys of slots being taken
 	for i, k := range keys {
-		vals[i], exist[i] = c.value(seq, k)
+		vals[i], exist[i], err = c.value(seq, k)
+		if errors.Is(err, sequence.ErrNotServed) {
+			taken = append(taken, i)
+		}
 	}
-	reply(c, vals, exist)
-	return nil
+	if taken == nil {
+		reply(c, vals, exist)
+		return later{}, nil
+	}
+	wait := make([]string, len(taken)) // keys' bytes are the loop's
+	for j, i := range taken {
+		wait[j] = string(keys[i])
+	}
+	return offLoop(func() error {
+		for j, i := range taken {
+			var err error
+			if vals[i], exist[i], err = seq.Get(wait[j]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, func(c *client, err error) (later, error) {
+		if err == nil {
+			reply(c, vals, exist)
+		}
+		return later{}, err
+	}), nil
 }
 
 // value is key's value on this server: inside EXEC, as the transaction's
-// INCRs so far left it.
-func (c *client) value(seq *sequence.Table, key []byte) (int64, bool) {
+// INCRs so far left it; or ErrNotServed while its slot is being taken.
+func (c *client) value(seq *sequence.Table, key []byte) (int64, bool, error) {
 	if c.inExec {
 		if v, ok := c.txSeq.last(key); ok {
-			return v, true
+			return v, true, nil
 		}
 	}
-	return seq.Get(string(key))
+	return seq.TryGet(string(key))
 }
 
 // writeValue writes a value as GET replies: a bulk string, or nil.

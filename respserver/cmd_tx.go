@@ -276,7 +276,7 @@ func (s *Server) overflowing(wants []sequence.Want) (rest []sequence.Want, over 
 		return wants, nil
 	}
 	return slices.DeleteFunc(wants, func(w sequence.Want) bool {
-		v, _ := seq.Get(w.Key)
+		v, _, _ := seq.TryGet(w.Key) // one being taken fails in IncrAll
 		if v > math.MaxInt64-w.N {
 			over = append(over, w.Key)
 			return true
@@ -457,7 +457,9 @@ func cmdWatch(s *Server, c *client, args [][]byte) error {
 	}
 	if seq, err := s.sequences(); err == nil {
 		for _, key := range args[1:] {
-			v, ok := seq.Get(string(key))
+			// A key whose slot is being taken reads as absent: if it
+			// exists, that differs from its value, and EXEC fails.
+			v, ok, _ := seq.TryGet(string(key))
 			c.watched = append(c.watched, watchedKey{string(key), v, ok, s.touches.watch(string(key))})
 		}
 	}
@@ -466,14 +468,14 @@ func cmdWatch(s *Server, c *client, args [][]byte) error {
 }
 
 // watchedChanged reports whether a key c WATCHes changed since, or was
-// written (touched).
+// written (touched), or may have: its slot is being taken.
 func (s *Server) watchedChanged(c *client) bool {
 	seq, err := s.sequences()
 	if err != nil {
 		return false
 	}
 	for _, w := range c.watched {
-		if v, ok := seq.Get(w.key); v != w.v || ok != w.exists || s.touches.count(w.key) != w.touches {
+		if v, ok, err := seq.TryGet(w.key); err != nil || v != w.v || ok != w.exists || s.touches.count(w.key) != w.touches {
 			return true
 		}
 	}

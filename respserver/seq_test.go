@@ -16,6 +16,7 @@ import (
 	"github.com/idserver/idserver/idgen"
 	"github.com/idserver/idserver/internal/await"
 	"github.com/idserver/idserver/sequence"
+	"github.com/idserver/idserver/slots"
 )
 
 // withSequences gives opts a sequence table kept in a file of t's.
@@ -520,4 +521,54 @@ func TestWatchTouchedLikeRedis(t *testing.T) {
 		t.Errorf("idserver replied %#v, redis-server %#v", got, want)
 	}
 	await.True(t, time.Minute, "no key watched once the clients closed", func() bool { return s.touches.empty() })
+}
+
+// TestReadsWaitForTakes: GET, MGET, EXISTS, TYPE, STRLEN and a GET inside
+// EXEC of a key whose slot is being taken (closed: its last owner's
+// value may not be here yet) wait for the take, off the loop (another
+// client is answered meanwhile), then answer in order; a WATCHed key
+// whose slot is being taken at EXEC counts as changed.
+func TestReadsWaitForTakes(t *testing.T) {
+	opts := withSequences(t, Options{})
+	_, addr := startServer(t, idgen.Settings{}, opts)
+	seq := opts.Sequences
+	a, b := dialRaw(t, addr), dialRaw(t, addr)
+	if v := a.do("INCRBY", "{r}a", "5"); v != int64(5) {
+		t.Fatalf("INCRBY: %#v", v)
+	}
+	slot := slots.Of([]byte("{r}"))
+	seq.CloseSlot(slot)
+	cmds := [][]string{{"GET", "{r}a"}, {"MGET", "{r}a", "{r}none", "other"}, {"EXISTS", "{r}a", "{r}none"}, {"TYPE", "{r}a"}, {"STRLEN", "{r}a"},
+		{"MULTI"}, {"INCR", "other"}, {"GET", "{r}a"}, {"GET", "other"}, {"EXEC"}, {"PING"}}
+	for _, c := range cmds {
+		a.send(encode(c...))
+	}
+	if v := b.do("PING"); v != "PONG" {
+		t.Fatalf("another client's PING meanwhile: %#v", v)
+	}
+	a.conn.SetReadDeadline(time.Now().Add(100 * time.Millisecond)) // the thing under test: a while passes, and GET still waits
+	if v, err := readReply(a.r); err == nil {
+		t.Fatalf("GET of a key of a slot being taken answered at once: %#v", v)
+	}
+	a.conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	seq.OpenSlot(slot)
+	want := []any{"5", []any{"5", nil, nil}, int64(1), "string", int64(1), "OK", "QUEUED", "QUEUED", "QUEUED", []any{int64(1), "5", "1"}, "PONG"}
+	for i, w := range want {
+		if got := a.reply(); !reflect.DeepEqual(got, w) {
+			t.Errorf("%q: %#v, want %#v", cmds[i], got, w)
+		}
+	}
+	// WATCHed absent, a key whose slot is then being taken may exist by
+	// now: EXEC fails.
+	a.do("WATCH", "{r}new")
+	seq.CloseSlot(slot)
+	a.do("MULTI")
+	a.do("GET", "{r}new")
+	if v := a.do("EXEC"); v != nil {
+		t.Errorf("EXEC of a key WATCHed, then of a slot being taken: %#v, want nil (not run)", v)
+	}
+	seq.OpenSlot(slot)
+	if v := a.do("GET", "{r}a"); v != "5" {
+		t.Errorf("GET after: %#v", v)
+	}
 }

@@ -611,3 +611,56 @@ func asksWhatOthersSaw(t *testing.T, lose func(ctx context.Context, cli *clientv
 	}
 	t.Logf("INCR %s: %d before the crash, %d after the take-over", key, last, v)
 }
+
+// TestEngineReadsWaitForTakes: a GET of a key on the server taking its
+// slot, while the take runs (the key not pulled yet), waits for the take
+// and answers the value its last owner handed out: never "no such key",
+// nor a value below one a client was given.
+func TestEngineReadsWaitForTakes(t *testing.T) {
+	c := newTestCluster(t, Steps{Min: 16, Max: 64, Fast: time.Minute, Slow: 10 * time.Minute})
+	const slot = 3
+	key := keysOf([]int{slot}, 1)[0]
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	c.afterAsk = func(self int64) {
+		if self == 1 {
+			once.Do(func() { close(entered); <-release })
+		}
+	}
+	c.assign(slot, 0)
+	c.start(0, t.TempDir())
+	for range 5 {
+		if _, err := c.incr(ctx, key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := c.start(1, t.TempDir())
+	c.assign(slot, 1)
+	<-entered // b's take under way, held
+	type read struct {
+		v   int64
+		ok  bool
+		err error
+	}
+	got := make(chan read, 1)
+	go func() { v, ok, err := b.table.Get(key); got <- read{v, ok, err} }()
+	select {
+	case r := <-got:
+		t.Fatalf("GET %s on b during its take: %d %v %v; want to wait, then 5", key, r.v, r.ok, r.err)
+	case <-time.After(100 * time.Millisecond): // waits, as it should
+	}
+	close(release)
+	select {
+	case r := <-got:
+		if r.err != nil || !r.ok || r.v != 5 {
+			t.Errorf("GET %s on b once its take ended: %d %v %v; want 5", key, r.v, r.ok, r.err)
+		}
+	case <-ctx.Done():
+		t.Fatal("GET still waits after the take")
+	}
+	if v, err := c.incr(ctx, key); err != nil || v != 6 {
+		t.Errorf("INCR %s on b: %d, %v; want 6", key, v, err)
+	}
+}

@@ -1,6 +1,7 @@
 package sequence
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -68,9 +69,20 @@ func TestCloseSlotIsABarrier(t *testing.T) {
 	time.Sleep(time.Duration(20+rng.IntN(50)) * time.Millisecond) // a while under load: the slot closes at no set point
 	tb.CloseSlot(slot)
 	mu.Lock()
-	at := map[string]int64{}
+	at := map[string]int64{} // as the slot's next owner pulls them
+	for from := 0; ; {
+		marks, next, _ := tb.SlotMarks(slot, from, 1<<20)
+		for _, m := range marks {
+			at[m.Key] = m.Value
+		}
+		if from = next; next == 0 {
+			break
+		}
+	}
 	for _, k := range in {
-		at[k], _ = tb.Get(k)
+		if _, _, err := tb.TryGet(k); !errors.Is(err, ErrNotServed) {
+			t.Errorf("GET %s of the closed slot: %v, want ErrNotServed", k, err)
+		}
 		if last[k] > at[k] {
 			t.Errorf("%s: %d handed out, above its value %d once closed", k, last[k], at[k])
 		}
@@ -125,5 +137,52 @@ func TestClosedSlotWaits(t *testing.T) {
 	}
 	if err := <-set; err != nil {
 		t.Errorf("SET once the slot opened: %v", err)
+	}
+}
+
+// TestClosedSlotGetWaits: a GET of a key of a closed slot (a take under
+// way: the key may not be here yet, nor its last owner's value) waits
+// for OpenSlot, up to its bound, rather than answer "no such key" or an
+// older value.
+func TestClosedSlotGetWaits(t *testing.T) {
+	tb := newTable(t, newMem(), Options{Wait: 5 * time.Second}, nil)
+	incr(t, tb, "{g}old", 3)
+	slot := slots.Of([]byte("{g}"))
+	tb.CloseSlot(slot)
+	type res struct {
+		v   int64
+		ok  bool
+		err error
+	}
+	got := make(chan res, 2)
+	for _, k := range []string{"{g}old", "{g}new"} {
+		go func() { v, ok, err := tb.Get(k); got <- res{v, ok, err} }()
+	}
+	time.Sleep(100 * time.Millisecond) // the thing under test: a while passes, and the GETs still wait
+	select {
+	case r := <-got:
+		t.Fatalf("GET of a closed slot's key returned at once: %d %v %v", r.v, r.ok, r.err)
+	default:
+	}
+	// The take loads the last owner's values, then opens the slot.
+	if err := tb.LoadSlot(context.Background(), []Mark{{Key: "{g}old", Value: 10, Born: true}, {Key: "{g}new", Value: 7, Born: true}}); err != nil {
+		t.Fatal(err)
+	}
+	tb.OpenSlot(slot)
+	seen := map[int64]bool{}
+	for range 2 {
+		if r := <-got; r.err != nil || !r.ok {
+			t.Errorf("GET once the slot opened: %d %v %v", r.v, r.ok, r.err)
+		} else {
+			seen[r.v] = true
+		}
+	}
+	if !seen[10] || !seen[7] {
+		t.Errorf("GETs once the slot opened saw %v; want the loaded 10 and 7", seen)
+	}
+	short := newTable(t, newMem(), Options{Wait: 50 * time.Millisecond}, nil)
+	short.CloseSlot(slot)
+	if _, _, err := short.Get("{g}x"); !errors.Is(err, ErrNotServed) {
+		t.Errorf("GET of a slot closed past the wait: %v, want ErrNotServed", err)
 	}
 }

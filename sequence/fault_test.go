@@ -167,12 +167,12 @@ func (o *oracle) restarted(t *testing.T, run int, tb *Table) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for key, top := range o.top {
-		if v, ok := tb.Get(key); !ok || v < top {
+		if v, ok := get(t, tb, key); !ok || v < top {
 			t.Fatalf("run %d: %s restarts at %d (exists: %v), below %d given", run, key, v, ok, top)
 		}
 	}
 	for _, key := range o.counted {
-		if _, ok := tb.Get(key); !ok {
+		if _, ok := get(t, tb, key); !ok {
 			t.Fatalf("run %d: %s, counted before the stop, is gone", run, key)
 		}
 	}

@@ -120,7 +120,7 @@ func TestSetsShareWrites(t *testing.T) {
 		if err := awaitOne(tb, p); err == nil || !errors.Is(err, b.fail) {
 			t.Fatalf("SET whose write failed: %v", err)
 		}
-		if _, ok := tb.Get("k"); ok {
+		if _, ok := get(t, tb, "k"); ok {
 			t.Fatal("a key made by a SET that failed exists")
 		}
 		b.mu.Lock()
@@ -158,7 +158,7 @@ func TestPipelinedSetsNeverGoBack(t *testing.T) {
 		fz := &freezable{File: f}
 		tb := New(Options{}, fz, known)
 		for k, v := range top {
-			if got, ok := tb.Get(k); !ok || got < v {
+			if got, ok := get(t, tb, k); !ok || got < v {
 				t.Fatalf("run %d: %s restarts at %d (exists: %v), below %d handed out or SET", run, k, got, ok, v)
 			}
 		}

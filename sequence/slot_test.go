@@ -72,7 +72,7 @@ func TestHandOver(t *testing.T) {
 	}
 	want[higher] = keep
 	for k, v := range want {
-		if got, ok := tb.Get(k); !ok || got != v {
+		if got, ok := get(t, tb, k); !ok || got != v {
 			t.Fatalf("%s after LoadSlot: %d %v; want %d", k, got, ok, v)
 		}
 	}
@@ -176,17 +176,17 @@ func TestLoadSlotRefuses(t *testing.T) {
 	m.mu.Lock()
 	_, stored := m.marks["a"]
 	m.mu.Unlock()
-	if _, ok := tb.Get("a"); ok || stored || tb.Len() != 1 {
+	if _, ok := get(t, tb, "a"); ok || stored || tb.Len() != 1 {
 		t.Fatalf("a refused load left a: present %v, stored %v, DBSIZE %d", ok, stored, tb.Len())
 	}
 	err := tb.LoadSlot(context.Background(), []Mark{{Key: "a", Value: 5, Born: true}, {Key: "bad", Value: 6, Born: true}})
 	if !errors.Is(err, errDisk) || !strings.Contains(err.Error(), `"bad"`) {
 		t.Fatalf("a load whose store fails for one key: %v; want the disk's error naming it", err)
 	}
-	if v, ok := tb.Get("a"); !ok || v != 5 {
+	if v, ok := get(t, tb, "a"); !ok || v != 5 {
 		t.Fatalf("a, stored: %d %v", v, ok)
 	}
-	if _, ok := tb.Get("bad"); ok {
+	if _, ok := get(t, tb, "bad"); ok {
 		t.Fatal("a key whose store failed was loaded")
 	}
 	if err := tb.LoadSlot(context.Background(), []Mark{{Key: "y", Value: 1, Born: true}}); err != nil {
@@ -201,7 +201,7 @@ func TestKeepSlot(t *testing.T) {
 	keep := slotOf(slotKey("a", 0))
 	tb := newTable(t, newMem(), Options{KeepSlot: func(slot int) bool { return slot == keep }}, marks)
 	for _, m := range marks {
-		if _, ok := tb.Get(m.Key); ok != (slotOf(m.Key) == keep) {
+		if _, ok := get(t, tb, m.Key); ok != (slotOf(m.Key) == keep) {
 			t.Errorf("%s: present %v, its slot kept %v", m.Key, ok, slotOf(m.Key) == keep)
 		}
 	}

@@ -861,16 +861,35 @@ func (t *Table) IncrAll(ws []Want) error {
 	}
 }
 
-// Get returns key's value: the last handed out (after a restart, its
-// stored mark), and whether key exists.
-func (t *Table) Get(key string) (int64, bool) {
+// TryGet returns key's value: the last handed out (after a restart, its
+// stored mark), and whether key exists; or ErrNotServed while key's hash
+// slot is closed (CloseSlot): a slot being taken may not hold its keys
+// yet, nor their values as its last owner handed them out, and a read
+// must never go back from a value a client has seen.
+func (t *Table) TryGet(key string) (int64, bool, error) {
 	sh, h := t.shardOf(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if e := find(&sh.index, h, key); e != nil && e.mayReply() {
-		return e.issued, true
+	switch e := find(&sh.index, h, key); {
+	case e == nil && t.closedSlots[slotOf(key)].Load(), e != nil && e.has(closed):
+		return 0, false, ErrNotServed
+	case e != nil && e.mayReply():
+		return e.issued, true, nil
 	}
-	return 0, false
+	return 0, false, nil
+}
+
+// Get is TryGet that waits, up to Options.Wait, for key's slot to open
+// (as Incr does): ErrNotServed if it did not.
+func (t *Table) Get(key string) (int64, bool, error) {
+	d := t.deadline()
+	defer d.stop()
+	for {
+		v, ok, err := t.TryGet(key)
+		if !errors.Is(err, ErrNotServed) || !t.awaitOpen(&d, key) {
+			return v, ok, err
+		}
+	}
 }
 
 // Reserved is the end of what key has reserved on this server (its

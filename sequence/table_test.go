@@ -156,7 +156,7 @@ func incr(t *testing.T, tb *Table, key string, n int64) int64 {
 // its values, GET the last value handed out, SET only goes up.
 func TestIncrLikeRedis(t *testing.T) {
 	tb := newTable(t, newMem(), Options{}, nil)
-	if _, ok := tb.Get("orders"); ok {
+	if _, ok := get(t, tb, "orders"); ok {
 		t.Fatal("GET of a new key: exists")
 	}
 	for want := int64(1); want <= 3; want++ {
@@ -167,7 +167,7 @@ func TestIncrLikeRedis(t *testing.T) {
 	if v := incr(t, tb, "orders", 100); v != 103 {
 		t.Fatalf("INCRBY 100: %d, want 103", v)
 	}
-	if v, ok := tb.Get("orders"); !ok || v != 103 {
+	if v, ok := get(t, tb, "orders"); !ok || v != 103 {
 		t.Fatalf("GET: %d %v, want 103", v, ok)
 	}
 	if err := tb.Set("orders", 5000, Always); err != nil {
@@ -275,7 +275,7 @@ func TestNoRepeat(t *testing.T) {
 				for range 500 {
 					key := fmt.Sprintf("k%d", crnd.IntN(keys))
 					if crnd.IntN(50) == 0 {
-						v, _ := tb.Get(key)
+						v, _ := get(t, tb, key)
 						if err := tb.Set(key, v+int64(crnd.IntN(1000)), Always); err != nil && !errors.As(err, new(*BelowError)) {
 							t.Error(err)
 							return
@@ -336,7 +336,7 @@ func TestSetRacesIncr(t *testing.T) {
 		wg.Go(func() {
 			for i := range 300 {
 				if g == 0 && i%10 == 0 {
-					v, _ := tb.Get("k")
+					v, _ := get(t, tb, "k")
 					if err := tb.Set("k", v+1000, Always); err != nil && !errors.As(err, new(*BelowError)) {
 						t.Error(err)
 					}
@@ -491,7 +491,7 @@ func TestKeysInOrder(t *testing.T) {
 	if i := slices.Index(all, "{t}2"); i < 0 || i+1 >= len(all) || all[i+1] != "{t}1" {
 		t.Fatalf("keys: %v; want {t}2, then {t}1, which came after it", all)
 	}
-	if v, _ := tb.Get("b"); v != 7 {
+	if v, _ := get(t, tb, "b"); v != 7 {
 		t.Fatalf("GET of a stored key: %d", v)
 	}
 	if v := incr(t, tb, "b", 1); v != 8 {
@@ -576,7 +576,7 @@ func TestPrepareIsInvisible(t *testing.T) {
 	tb := newTable(t, b, Options{}, nil)
 	tb.Prepare([]byte("p"), 1)
 	waitIdle(t, tb, "p")
-	if _, ok := tb.Get("p"); ok || tb.Len() != 0 {
+	if _, ok := get(t, tb, "p"); ok || tb.Len() != 0 {
 		t.Fatalf("a prepared key exists: %v, %d keys", ok, tb.Len())
 	}
 	if keys, _ := tb.Keys(0, 10, nil); len(keys) != 0 {
@@ -592,7 +592,7 @@ func TestPrepareIsInvisible(t *testing.T) {
 	if err := awaitOne(tb, p); err != nil || !b.born("p") {
 		t.Fatalf("Await: %v; the backend holds it as born: %v", err, b.born("p"))
 	}
-	if v, ok := tb.Get("p"); !ok || v != 1 || tb.Len() != 1 {
+	if v, ok := get(t, tb, "p"); !ok || v != 1 || tb.Len() != 1 {
 		t.Fatalf("after INCR: %d %v, %d keys", v, ok, tb.Len())
 	}
 	if v, err := tryIncr(tb, []byte("p"), 1); err != nil || v != 2 {
@@ -788,7 +788,7 @@ func traffic(t *testing.T, tb *Table, seed uint64, keys, ops int, seen func(key 
 				var v int64
 				var err error
 				if rnd.IntN(20) == 0 {
-					v, _ = tb.Get(key)
+					v, _ = get(t, tb, key)
 					v += int64(rnd.IntN(100))
 					if err = tb.Set(key, v, Always); errors.As(err, new(*BelowError)) {
 						continue
@@ -927,4 +927,13 @@ func TestKeysCursorHoldsNoState(t *testing.T) {
 			t.Fatalf("key %s, there all along, returned %d times", k, seen[k])
 		}
 	}
+}
+
+// get is GET of key in tb, which must not fail (its slot open).
+func get(t testing.TB, tb *Table, key string) (int64, bool) {
+	v, ok, err := tb.Get(key)
+	if err != nil {
+		t.Errorf("GET %s: %v", key, err)
+	}
+	return v, ok
 }
