@@ -54,6 +54,19 @@ func (x *index) add(h uint64, e *entry, mem *slab[slot]) {
 	x.n++
 }
 
+// fit grows x, while empty, to hold n keys without growing again: a
+// restart's keys, put in at once, would otherwise grow it a dozen times
+// over (rehashing each time, and keeping the slots outgrown).
+func (x *index) fit(n int, mem *slab[slot]) {
+	size := 8
+	for n*4 > size*3 {
+		size *= 2
+	}
+	if x.n == 0 && size > len(x.slots) {
+		x.slots = mem.take(size)
+	}
+}
+
 func (x *index) put(h uint64, e *entry) {
 	mask := uint64(len(x.slots) - 1)
 	i := (h >> shardBits) & mask

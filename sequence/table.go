@@ -429,6 +429,9 @@ func New(opts Options, backend Backend, known []Mark) *Table {
 	t := &Table{opts: opts, backend: backend, seed: maphash.MakeSeed(),
 		wake: make(chan struct{}, 1), urgent: make(chan struct{}, 1), setWake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	resume := t.resumes(known)
+	for i := range t.shards { // a few more than its share: none grows as they load
+		t.shards[i].fit(len(known)/len(t.shards)*9/8+8, &t.alloc.slots)
+	}
 	for _, m := range known {
 		slot := slotOf(m.Key)
 		if opts.KeepSlot != nil && !opts.KeepSlot(slot) {
