@@ -20,6 +20,7 @@ import (
 // is not served, dropped, dumped and loaded.
 type Table interface {
 	CloseSlot(slot int)
+	LetGoSlot(slot int)
 	OpenSlot(slot int)
 	DropSlot(slot int) int
 	SlotMarks(slot, from, budget int) (marks []sequence.Mark, next, used int)
@@ -154,9 +155,10 @@ func (e *Engine) Serve(now []bool) {
 		on := now != nil && now[s]
 		switch {
 		case on && !e.served[s]:
+			e.table.CloseSlot(s) // its requests wait for its take (if it moved away before)
 			gained = append(gained, s)
 		case !on && e.served[s]:
-			e.table.CloseSlot(s)
+			e.table.LetGoSlot(s)
 			e.gate.drop(s)
 			e.released[s] = time.Now()
 			if gens == nil {

@@ -45,6 +45,9 @@ type testCluster struct {
 	// unfollowing, if set before a server starts, has its Known not
 	// follow the records: it sees only its own writes and what it asks.
 	unfollowing bool
+	// wait, if set before a server starts, is how long its requests
+	// wait (sequence.Options.Wait; 5 s if 0).
+	wait time.Duration
 }
 
 // hookedStore is a File that runs before ahead of each SetSlotGens.
@@ -85,7 +88,7 @@ func (c *testCluster) start(id int64, dir string) *testNode {
 	}
 	gens := file.SlotGens()
 	gate := NewGate(file)
-	table := sequence.New(sequence.Options{KeepSlot: func(slot int) bool { return gens[slot] > 0 }}, gate, known)
+	table := sequence.New(sequence.Options{KeepSlot: func(slot int) bool { return gens[slot] > 0 }, Wait: c.wait}, gate, known)
 	ask := func(ctx context.Context, list []int) []map[int]string {
 		answers := c.ask(id, list)
 		if c.afterAsk != nil {
@@ -662,5 +665,58 @@ func TestEngineReadsWaitForTakes(t *testing.T) {
 	}
 	if v, err := c.incr(ctx, key); err != nil || v != 6 {
 		t.Errorf("INCR %s on b: %d, %v; want 6", key, v, err)
+	}
+}
+
+// TestEngineLetGoEndsWaits: an INCR waiting on a server for a slot it was
+// given, and has not taken yet, fails at once (ErrNotServed: the client
+// goes to the new owner) when the slot moves on to another server before
+// the take, rather than wait out its bound (5 s of every such client's
+// INCR as a cluster formed).
+func TestEngineLetGoEndsWaits(t *testing.T) {
+	c := newTestCluster(t, Steps{Min: 16, Max: 64, Fast: time.Minute, Slow: 10 * time.Minute})
+	c.wait = time.Minute
+	const slot = 3
+	key := keysOf([]int{slot}, 1)[0]
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	c.afterAsk = func(self int64) {
+		if self == 0 {
+			once.Do(func() { close(entered); <-release })
+		}
+	}
+	var released sync.Once
+	free := func() { released.Do(func() { close(release) }) }
+	defer free()
+	a := c.start(0, t.TempDir())
+	c.assign(slot, 0)
+	<-entered // a's take under way, held
+	done := make(chan error, 1)
+	go func() { _, err := a.table.Incr(key, 1); done <- err }()
+	select {
+	case err := <-done:
+		t.Fatalf("INCR of a slot being taken returned before its take: %v", err)
+	case <-time.After(100 * time.Millisecond): // waits, as it should
+	}
+	c.assign(slot, 1) // no server 1 yet: a lets the slot go
+	select {
+	case err := <-done:
+		if !errors.Is(err, sequence.ErrNotServed) {
+			t.Errorf("INCR once the slot moved on: %v, want ErrNotServed", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("INCR still waits 30 s after its slot moved on")
+	}
+	// Given back before the take: INCR waits for the take again.
+	c.assign(slot, 0)
+	go func() { _, err := a.table.Incr(key, 1); done <- err }()
+	select {
+	case err := <-done:
+		t.Fatalf("INCR of a slot given back returned before its take: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	free()
+	if err := <-done; err != nil {
+		t.Errorf("INCR once the slot given back was taken: %v", err)
 	}
 }

@@ -36,25 +36,43 @@ func (t *Table) CloseSlot(slot int) {
 	t.markSlot(slot, func(e *entry) { e.bits |= closed })
 }
 
+// LetGoSlot is CloseSlot of a slot that moved away: it will not open
+// here, so the requests waiting for it (awaitOpen) fail now with
+// ErrNotServed, and the later ones at once, rather than each wait out
+// its deadline (5 s of a client's INCR, at every slot that moved as a
+// cluster formed); the client is sent on to the new owner. Until
+// CloseSlot (given again) or OpenSlot.
+func (t *Table) LetGoSlot(slot int) {
+	t.CloseSlot(slot)
+	t.endWaits(slot)
+}
+
 // OpenSlot hands out values of the keys of slot again, and ends the
 // waits for it (awaitOpen).
 func (t *Table) OpenSlot(slot int) {
 	if t.closedSlots[slot].Swap(false) {
 		t.markSlot(slot, func(e *entry) { e.bits &^= closed })
 	}
+	t.endWaits(slot)
+}
+
+// endWaits ends the waits for slot to open (awaitOpen), and has the next
+// ones not begin: each looks at the slot again, and fails if it is
+// closed, until CloseSlot.
+func (t *Table) endWaits(slot int) {
 	t.openMu.Lock()
+	defer t.openMu.Unlock()
 	if ch := t.opened[slot]; ch != nil {
 		close(ch)
 		t.opened[slot] = nil
 	}
-	t.openMu.Unlock()
 }
 
 // awaitOpen waits, until d, for key's slot to open if it is closed, and
 // reports whether it opened: a request that found it closed (ErrNotServed)
 // tries again then. A slot being taken by this server opens within a
-// moment; one that moved away stays closed, and the request fails at d
-// (the server's map sends the next ones to the new owner).
+// moment; for one that moved away (LetGoSlot) it waits no more, and the
+// request fails (the server's map sends the next ones to the new owner).
 func (t *Table) awaitOpen(d *deadline, key string) bool {
 	slot := slotOf(key)
 	if !t.closedSlots[slot].Load() {
@@ -63,7 +81,7 @@ func (t *Table) awaitOpen(d *deadline, key string) bool {
 	t.openMu.Lock()
 	ch := t.opened[slot]
 	t.openMu.Unlock()
-	if ch == nil { // OpenSlot ended the waits just now
+	if ch == nil { // opened just now, or let go
 		return !t.closedSlots[slot].Load()
 	}
 	select {

@@ -186,3 +186,61 @@ func TestClosedSlotGetWaits(t *testing.T) {
 		t.Errorf("GET of a slot closed past the wait: %v, want ErrNotServed", err)
 	}
 }
+
+// TestLetGoEndsWaits: the requests waiting for a closed slot to open
+// (INCR, SET, GET) fail at once, with ErrNotServed, when the slot is let
+// go (it moved away: it will not open here), rather than wait out their
+// bound; so do the later ones, until the slot is closed again (given
+// back: they wait for its take again) or opened.
+func TestLetGoEndsWaits(t *testing.T) {
+	tb := newTable(t, newMem(), Options{Wait: time.Minute}, nil)
+	slot := slots.Of([]byte("{l}"))
+	tb.CloseSlot(slot)
+	waits := []func() error{
+		func() error { _, err := tb.Incr("{l}a", 1); return err },
+		func() error { return tb.Set("{l}b", 7, Always) },
+		func() error { _, _, err := tb.Get("{l}c"); return err },
+	}
+	run := func() chan error {
+		done := make(chan error, len(waits))
+		for _, w := range waits {
+			go func() { done <- w() }()
+		}
+		return done
+	}
+	done := run()
+	time.Sleep(100 * time.Millisecond) // the thing under test: they wait, then the slot is let go
+	select {
+	case err := <-done:
+		t.Fatalf("a request of a closed slot returned before it was let go: %v", err)
+	default:
+	}
+	tb.LetGoSlot(slot)
+	for range waits {
+		select {
+		case err := <-done:
+			if !errors.Is(err, ErrNotServed) {
+				t.Errorf("a request waiting when its slot was let go: %v, want ErrNotServed", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("a request still waits, 30 s after its slot was let go")
+		}
+	}
+	if _, err := tb.Incr("{l}a", 1); !errors.Is(err, ErrNotServed) {
+		t.Errorf("INCR of a slot let go: %v, want ErrNotServed", err)
+	}
+	tb.CloseSlot(slot) // given back: its requests wait for its take
+	done = run()
+	time.Sleep(100 * time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("a request of a slot given back returned before its take: %v", err)
+	default:
+	}
+	tb.OpenSlot(slot)
+	for range waits {
+		if err := <-done; err != nil {
+			t.Errorf("a request once the slot opened: %v", err)
+		}
+	}
+}

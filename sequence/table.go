@@ -205,7 +205,7 @@ type Table struct {
 
 	closedSlots [slots.N]atomic.Bool // CloseSlot's
 	openMu      sync.Mutex
-	opened      [slots.N]chan struct{} // closed by OpenSlot: a closed slot's waits end
+	opened      [slots.N]chan struct{} // closed by OpenSlot and LetGoSlot: a closed slot's waits end; nil: none begin
 
 	bySlotMu sync.RWMutex
 	bySlot   [slots.N][]*entry // every key, in its hash slot's list, in the order it came: SCAN's cursor is a place in them
