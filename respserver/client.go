@@ -41,6 +41,7 @@ type session struct {
 
 	lower [32]byte // the command name, lower-cased, without allocating
 	ids   []int64  // scratch for MGETID
+	read  keyReads // scratch for GET and MGET
 }
 
 // txState is a client's transaction, from MULTI to EXEC.

@@ -395,7 +395,8 @@ func (s *Server) readKeys(c *client, keys [][]byte, reply func(c *client, vals [
 	if err != nil {
 		return later{}, err
 	}
-	vals, exist := make([]int64, len(keys)), make([]bool, len(keys))
+	vals, exist := c.read.scratch(len(keys))
+	defer c.read.drop()
 	var taken []int // the keys of slots being taken
 	for i, k := range keys {
 		vals[i], exist[i], err = c.value(seq, k)
@@ -407,6 +408,9 @@ func (s *Server) readKeys(c *client, keys [][]byte, reply func(c *client, vals [
 		reply(c, vals, exist)
 		return later{}, nil
 	}
+	// Their own: inside EXEC, each command read off the loop has its reply
+	// written after the others ran.
+	vals, exist = slices.Clone(vals), slices.Clone(exist)
 	wait := make([]string, len(taken)) // keys' bytes are the loop's
 	for j, i := range taken {
 		wait[j] = string(keys[i])
@@ -425,6 +429,28 @@ func (s *Server) readKeys(c *client, keys [][]byte, reply func(c *client, vals [
 		}
 		return later{}, err
 	}), nil
+}
+
+// keyReads is a client's scratch space for the keys a command reads, kept
+// between its requests: GET allocates nothing.
+type keyReads struct {
+	vals  []int64
+	exist []bool
+}
+
+// scratch returns room for n keys' values and whether each exists.
+func (r *keyReads) scratch(n int) ([]int64, []bool) {
+	if cap(r.vals) < n {
+		r.vals, r.exist = make([]int64, n), make([]bool, n)
+	}
+	return r.vals[:n], r.exist[:n]
+}
+
+// drop lets a scratch space grown for a rare big request go.
+func (r *keyReads) drop() {
+	if cap(r.vals) > keepBuf/8 {
+		r.vals, r.exist = nil, nil
+	}
 }
 
 // value is key's value on this server: inside EXEC, as the transaction's

@@ -242,7 +242,7 @@ func isErrorCode(e string) bool {
 // GETID or MGETID 100 through the framing checks, the parser, dispatch
 // and the reply, as the connection layer runs one read.
 func BenchmarkHandle(b *testing.B) {
-	for _, args := range [][]string{{"GETID"}, {"MGETID", "100"}, {"INCR", "counter"}, {"INCRBY", "counter", "100"}, {"SET", "counter", "1000000"}} {
+	for _, args := range [][]string{{"GETID"}, {"MGETID", "100"}, {"INCR", "counter"}, {"INCRBY", "counter", "100"}, {"SET", "counter", "1000000"}, {"GET", "counter"}, {"MGET", "counter", "none"}} {
 		b.Run(strings.Join(args, "_"), func(b *testing.B) {
 			g, err := idgen.New(idgen.Settings{MaxLead: 24 * time.Hour})
 			if err != nil {
