@@ -104,12 +104,12 @@ func TestCloseSlotIsABarrier(t *testing.T) {
 		}
 	}
 	mu.Unlock()
+	stop.Store(true) // before it opens: none of them INCRs in[0] before the check below
+	wg.Wait()
 	tb.OpenSlot(slot)
 	if v, err := tb.Incr(in[0], 1); err != nil || v != at[in[0]]+1 {
 		t.Errorf("INCR once open again: %d, %v; want %d", v, err, at[in[0]]+1)
 	}
-	stop.Store(true)
-	wg.Wait()
 }
 
 // TestClosedSlotWaits: an INCR or SET of a key of a closed slot waits
