@@ -91,6 +91,12 @@ func fullDiskNoValueTwice(t *testing.T, serve func(dir string) *process) {
 	filler := filepath.Join(dir, "filler")
 	l := newFullDiskLoad()
 	p := serve(dir)
+	ran := []*process{p} // for their logs, should a check fail
+	defer func() {
+		if t.Failed() {
+			logRuns(t, ran, "sequences", "slot", "etcd")
+		}
+	}()
 	c := redis.NewClient(&redis.Options{Addr: p.Addr})
 	for i := range fullDiskOld {
 		key := oldKey(i)
@@ -147,6 +153,7 @@ func fullDiskNoValueTwice(t *testing.T, serve func(dir string) *process) {
 			t.Fatal(err)
 		}
 		p = serve(dir)
+		ran = append(ran, p)
 		after := dbSize(t, p.Addr)
 		received, keys := l.roundValues()
 		t.Logf("round %d: %d pages freed after the fill; killed after %v of load; %d values received of %d keys; SCAN listed %d keys, DBSIZE %d before the kill, %d after the restart",
@@ -713,3 +720,14 @@ func readIntReply(r *bufio.Reader) (int64, error) {
 type protocolError string
 
 func (e protocolError) Error() string { return fmt.Sprintf("not a reply of INCR: %q", string(e)) }
+
+// logRuns logs the lines of each of ran that say one of words.
+func logRuns(t *testing.T, ran []*process, words ...string) {
+	for i, p := range ran {
+		for _, l := range p.Lines() {
+			if slices.ContainsFunc(words, func(w string) bool { return strings.Contains(l, w) }) {
+				t.Logf("run %d: %s", i, l)
+			}
+		}
+	}
+}

@@ -32,6 +32,8 @@ type Table interface {
 type Store interface {
 	SlotGens() map[int]int64
 	SetSlotGens(ctx context.Context, gens map[int]int64) error
+	SlotTakes() map[int][]byte
+	SetSlotTakes(takes map[int][]byte) error
 }
 
 // A Puller fetches from owner, a live server that let slots go, the
@@ -429,6 +431,7 @@ func (e *Engine) take(ctx context.Context, list []int) error {
 		recs[i] = higher(recs[i], cur.known.get(slot))
 		decidedOn[slot] = recs[i].Gen
 	}
+	e.ownTakes(gens, list, recs)
 	pulled := e.pullAll(ctx, cur.owner, list, recs, gens)
 	imported, err := e.imports(ctx, cur, list, recs)
 	if err != nil {
@@ -468,7 +471,7 @@ func (e *Engine) take(ctx context.Context, list []int) error {
 		}
 		decided[slot] = how
 		return how, ceil, e.serves(slot)
-	})
+	}, e.intend)
 	if err != nil {
 		return fmt.Errorf("take slots: %w", err)
 	}
@@ -481,7 +484,7 @@ func (e *Engine) take(ctx context.Context, list []int) error {
 			// Not one key of it is to be trusted: taken again as after a
 			// crash, its keys above its ceiling.
 			e.cfg.Log.Error().Err(err).Int("slot", slot).Msg("sequences: the keys handed over could not be stored; the slot is taken as after a crash")
-			again, err := cur.Take(ctx, []int{slot}, func(int, Record) (How, int64, bool) { return Crashed, 0, e.serves(slot) })
+			again, err := cur.Take(ctx, []int{slot}, func(int, Record) (How, int64, bool) { return Crashed, 0, e.serves(slot) }, nil)
 			if err != nil {
 				return fmt.Errorf("take slot %d again: %w", slot, err)
 			}
@@ -502,6 +505,36 @@ func (e *Engine) take(ctx context.Context, list []int) error {
 	e.cfg.Log.Info().Int("current", n[Current]).Int("handed_over", n[HandedOver]).Int("crashed", n[Crashed]).
 		Msg("sequences: slots taken: those handed over or current continue each key exactly, the others above their ceilings")
 	return nil
+}
+
+// ownTakes counts, in gens, the slots of list whose record (recs) a take
+// of this server wrote, as its store recorded before the write (intend),
+// as held at the record's generation: the take ended before the store
+// recorded that generation (a full disk, a kill), and no server served
+// the slot since (its take would have written another), so the store's
+// keys are exact. (Taken as after a crash instead, every key of the
+// slot was dropped: a key a client had values of read as missing.)
+func (e *Engine) ownTakes(gens map[int]int64, list []int, recs []Record) {
+	takes := e.cfg.Store.SlotTakes()
+	for i, slot := range list {
+		b, ok := takes[slot]
+		if !ok {
+			continue
+		}
+		if r, err := unmarshal(b); err == nil && r.Take != 0 && r.Take == recs[i].Take && r.Gen == recs[i].Gen {
+			gens[slot] = r.Gen
+		}
+	}
+}
+
+// intend stores, before a take writes them, the records of the slots it
+// takes Current (Slots.Take).
+func (e *Engine) intend(recs map[int]Record) error {
+	takes := make(map[int][]byte, len(recs))
+	for slot, r := range recs {
+		takes[slot] = []byte(r.marshal())
+	}
+	return e.cfg.Store.SetSlotTakes(takes)
 }
 
 // setTaking records that this server's take of list is writing (on), or

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,8 +38,9 @@ type testCluster struct {
 	others []*Known      // servers that only follow the records, asked too
 	noPull bool          // every pull fails, as from an owner that does not answer
 	// beforeGens, if set before a server starts, runs before each write
-	// of its slots' generations to its file.
-	beforeGens func()
+	// of its slots' generations to its file; the write fails with its
+	// error, if any.
+	beforeGens func() error
 	// afterAsk, if set before a server starts, runs once it asked the
 	// others what they saw (between its take's read and its write).
 	afterAsk func(self int64)
@@ -50,15 +52,18 @@ type testCluster struct {
 	wait time.Duration
 }
 
-// hookedStore is a File that runs before ahead of each SetSlotGens.
+// hookedStore is a File that runs before ahead of each SetSlotGens, and
+// fails it with before's error.
 type hookedStore struct {
 	*sequence.File
-	before func()
+	before func() error
 }
 
 func (h hookedStore) SetSlotGens(ctx context.Context, gens map[int]int64) error {
 	if h.before != nil {
-		h.before()
+		if err := h.before(); err != nil {
+			return err
+		}
 	}
 	return h.File.SetSlotGens(ctx, gens)
 }
@@ -314,12 +319,13 @@ func TestEngineHandOversAreExact(t *testing.T) {
 func TestEngineTakingAsksAgain(t *testing.T) {
 	c := newTestCluster(t, Steps{Min: 16, Max: 64, Fast: time.Minute, Slow: 10 * time.Minute})
 	hold, reached := make(chan struct{}), make(chan struct{}, 1)
-	c.beforeGens = func() {
+	c.beforeGens = func() error {
 		select {
 		case reached <- struct{}{}:
 		default:
 		}
 		<-hold
+		return nil
 	}
 	c.assign(3, 0)
 	a := c.start(0, t.TempDir())
@@ -718,5 +724,57 @@ func TestEngineLetGoEndsWaits(t *testing.T) {
 	free()
 	if err := <-done; err != nil {
 		t.Errorf("INCR once the slot given back was taken: %v", err)
+	}
+}
+
+// TestEngineOwnTakeKnown: a server's take of its own slot again (Current)
+// that wrote the slot's record in etcd, but could not record the new
+// generation in its file (a full disk), then a kill: a server started on
+// that directory (another server-id) keeps the slot's keys, as its file
+// recorded the record before the write (Slots.Take's intend), rather
+// than drop every one as after a crash (a key a client had values of
+// then read as missing: e2e TestFullDiskNoValueTwice).
+func TestEngineOwnTakeKnown(t *testing.T) {
+	c := newTestCluster(t, Steps{Min: 16, Max: 64, Fast: time.Minute, Slow: 10 * time.Minute})
+	const slot = 3
+	key := keysOf([]int{slot}, 1)[0]
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var full atomic.Bool
+	failed := make(chan struct{}, 1)
+	c.beforeGens = func() error {
+		if !full.Load() {
+			return nil
+		}
+		select {
+		case failed <- struct{}{}:
+		default:
+		}
+		return errors.New("no space left on device")
+	}
+	dir := t.TempDir()
+	c.assign(slot, 0)
+	a := c.start(0, dir)
+	for range 3 {
+		if _, err := c.incr(ctx, key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	full.Store(true)
+	c.assign(slot, 5) // no such server: a lets it go, then takes it again
+	c.assign(slot, 0)
+	select {
+	case <-failed:
+	case <-ctx.Done():
+		t.Fatal("a never took the slot again")
+	}
+	c.crash(a)
+	a.file.Close() // as a kill: the directory is free, what the file holds stays
+	c.beforeGens = nil
+	c.assign(slot, 1)
+	b := c.start(1, dir)
+	await.True(t, time.Minute, "b owns the slot", func() bool { _, ok := b.slots.Owned(slot); return ok })
+	if v, ok, err := b.table.Get(key); err != nil || !ok || v < 3 {
+		t.Fatalf("GET %s on b, started on a's directory: %d %v %v; want the key, at 3 or above", key, v, ok, err)
 	}
 }

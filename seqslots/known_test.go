@@ -44,7 +44,7 @@ func followedThenLost(t *testing.T) followed {
 	fctx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel)
 	go f.known.Follow(fctx, f.cliB, "/t/")
-	if _, err := f.a.Take(ctx, []int{followedSlot}, crashed); err != nil {
+	if _, err := f.a.Take(ctx, []int{followedSlot}, crashed, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.a.Cover(ctx, followedSlot, 5000); err != nil {
@@ -68,7 +68,7 @@ func followedThenLost(t *testing.T) followed {
 func TestRecordDeletedTakenFromKnown(t *testing.T) {
 	f := followedThenLost(t)
 	b := New(Config{Client: f.cliB, Prefix: "/t/", Owner: 1, Steps: DefaultSteps, Known: f.known})
-	taken, err := b.Take(context.Background(), []int{followedSlot}, crashed)
+	taken, err := b.Take(context.Background(), []int{followedSlot}, crashed, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestDeletedRecordPutBack(t *testing.T) {
 	f := followedThenLost(t)
 	await.True(t, 30*time.Second, "the follower to put the record back", func() bool { return stored(t, f.a, followedSlot).Gen > 0 })
 	fresh := New(Config{Client: f.cliA, Prefix: "/t/", Owner: 1, Steps: DefaultSteps}) // saw nothing
-	taken, err := fresh.Take(context.Background(), []int{followedSlot}, crashed)
+	taken, err := fresh.Take(context.Background(), []int{followedSlot}, crashed, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func TestOwnWritesKeptBeforeUse(t *testing.T) {
 	}, zerolog.Nop())
 	s := New(Config{Client: cli, Prefix: "/t/", Steps: DefaultSteps, Known: known})
 	run(t, s)
-	if _, err := s.Take(ctx, []int{7}, crashed); err != nil {
+	if _, err := s.Take(ctx, []int{7}, crashed, nil); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()

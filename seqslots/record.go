@@ -47,6 +47,10 @@ type Record struct {
 	// Floor is what every key of the slot that its owner does not know
 	// exactly continues above: the ceiling at the last crash take-over.
 	Floor int64 `json:"floor,omitempty"`
+	// Take is a token of the take that wrote Gen (random, not 0; 0 in
+	// records of earlier versions): the server that stored it before the
+	// write knows the record as its own (Slots.Take).
+	Take uint64 `json:"take,omitempty"`
 }
 
 func (r Record) marshal() string {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -225,10 +226,20 @@ func fill(rec *Record, rev *int64, kv *mvccpb.KeyValue) error {
 // no (the slot is no longer this server's to take): it returns the
 // records it wrote. A slot whose record changed between the read and the write is
 // read again, until ctx ends.
-func (s *Slots) Take(ctx context.Context, slots []int, how func(slot int, prev Record) (h How, ceil int64, ok bool)) (map[int]Record, error) {
+//
+// Each record it writes bears a token of the write (Record.Take), and
+// before it writes those of the slots taken Current, intend, if not nil,
+// must have stored them durably: were the take to end before the store
+// recorded the slots' new generation (a full disk, a kill), the store
+// still knows the records as its own, and its keys as exact (the slot
+// was served by no one at that generation: not by this server, which
+// had not opened it, nor by another, whose take would have written one
+// more). If intend fails, nothing is written.
+func (s *Slots) Take(ctx context.Context, slots []int, how func(slot int, prev Record) (h How, ceil int64, ok bool), intend func(map[int]Record) error) (map[int]Record, error) {
 	taken := map[int]Record{}
 	left := slices.Clone(slots)
 	for len(left) > 0 {
+		token := rand.Uint64() | 1 // never 0: no token
 		recs, revs, at, err := s.read(ctx, left)
 		if err != nil {
 			return taken, err
@@ -236,6 +247,7 @@ func (s *Slots) Take(ctx context.Context, slots []int, how func(slot int, prev R
 		var todo []int
 		var todoRevs []int64
 		var nexts []Record
+		intents := map[int]Record{} // the slots taken Current
 		for i, slot := range left {
 			prev, lost := s.known.lift(slot, recs[i], at[i])
 			if lost {
@@ -246,7 +258,16 @@ func (s *Slots) Take(ctx context.Context, slots []int, how func(slot int, prev R
 				// A step of room at once: a slot's first values (all of
 				// a new cluster's) need no raise of their own.
 				r := raised(next(prev, s.owner, h), max(prev.Ceil, ceil)-1, s.steps.Min)
+				r.Take = token
 				todo, todoRevs, nexts = append(todo, slot), append(todoRevs, revs[i]), append(nexts, r)
+				if h == Current {
+					intents[slot] = r
+				}
+			}
+		}
+		if len(intents) > 0 && intend != nil {
+			if err := intend(intents); err != nil {
+				return taken, fmt.Errorf("store the records about to be written: %w", err)
 			}
 		}
 		var again []int // under s.mu, as taken

@@ -42,7 +42,7 @@ func TestCoverStoresCeiling(t *testing.T) {
 	ctx := context.Background()
 	s := New(Config{Client: cli, Prefix: "/t/", Steps: DefaultSteps})
 	run(t, s)
-	if _, err := s.Take(ctx, []int{1, 2}, crashed); err != nil {
+	if _, err := s.Take(ctx, []int{1, 2}, crashed, nil); err != nil {
 		t.Fatal(err)
 	}
 	first := DefaultSteps.Min // a take leaves a step of room
@@ -80,7 +80,7 @@ func TestWritesFollowGrowth(t *testing.T) {
 	for i := range slots {
 		slots[i] = i
 	}
-	if _, err := s.Take(ctx, slots, crashed); err != nil {
+	if _, err := s.Take(ctx, slots, crashed, nil); err != nil {
 		t.Fatal(err)
 	}
 	for v := int64(1); v <= 1_000_000; v++ {
@@ -143,7 +143,7 @@ func TestTakeOversNeverRepeat(t *testing.T) {
 			defer wg.Done()
 			for ctx.Err() == nil {
 				time.Sleep(time.Duration(rng.IntN(50)) * time.Millisecond)
-				taken, err := s.Take(ctx, []int{slot}, crashed)
+				taken, err := s.Take(ctx, []int{slot}, crashed, nil)
 				if err != nil {
 					return
 				}

@@ -64,6 +64,8 @@ type File struct {
 	dirUnsynced bool
 	// slotSeen is what the slot seen bucket holds (SlotSeen), by slot.
 	slotSeen map[int][]byte
+	// slotTakes is what the slot takes bucket holds (SlotTakes), by slot.
+	slotTakes map[int][]byte
 	// fault, if set (tests), is asked at each point where the file
 	// writes: an error fails the write there, as a disk would; it may
 	// block, as a disk that stalls.
@@ -223,7 +225,10 @@ func (f *File) load(file *os.File) (marks []Mark, r Restart, err error) {
 	if v != format && v != format2 && v != format1 {
 		return nil, Restart{}, errors.New("not a sequences file of idserver (no format key " + format + ")")
 	}
-	if err := f.loadSeen(w); err != nil {
+	if err := loadSlots(w, slotSeenBucket, &f.slotSeen); err != nil {
+		return nil, Restart{}, err
+	}
+	if err := loadSlots(w, slotTakesBucket, &f.slotTakes); err != nil {
 		return nil, Restart{}, err
 	}
 	var ks keyed
@@ -883,10 +888,10 @@ func afterEntry(n uint64) []byte {
 	return binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint64(nil, n), math.MaxUint32)
 }
 
-// copyGens makes tx's slots' buckets (the slot gens, and what was seen
-// of the slots' records) old's.
+// copyGens makes tx's slots' buckets (the slot gens, what was seen of
+// the slots' records, and the takes begun) old's.
 func copyGens(old, tx *bolt.Tx) error {
-	for _, name := range [][]byte{slotGensBucket, slotSeenBucket} {
+	for _, name := range [][]byte{slotGensBucket, slotSeenBucket, slotTakesBucket} {
 		if err := tx.DeleteBucket(name); err != nil && !errors.Is(err, bolt.ErrBucketNotFound) {
 			return err
 		}

@@ -27,6 +27,26 @@ func (f *File) SetSlotSeen(seen map[int][]byte) error {
 	return f.putSlots(slotSeenBucket, &f.slotSeen, seen)
 }
 
+// slotTakesBucket holds, per hash slot, the record a take of it by this
+// server was about to write in etcd (its caller's bytes, package
+// seqslots), stored before that write: a record etcd holds that this
+// store stored so is this server's own, though the store did not record
+// the take's end (a full disk, a kill).
+var slotTakesBucket = []byte("slottakes")
+
+// SlotTakes returns what SetSlotTakes stored of each hash slot.
+func (f *File) SlotTakes() map[int][]byte {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return maps.Clone(f.slotTakes)
+}
+
+// SetSlotTakes stores takes (a nil value removes its slot), durably
+// before it returns, in one write, as SetSlotSeen.
+func (f *File) SetSlotTakes(takes map[int][]byte) error {
+	return f.putSlots(slotTakesBucket, &f.slotTakes, takes)
+}
+
 // putSlots writes vals into bucket, and into *held once written.
 func (f *File) putSlots(bucket []byte, held *map[int][]byte, vals map[int][]byte) error {
 	f.mu.Lock()
@@ -68,16 +88,17 @@ func (f *File) putSlots(bucket []byte, held *map[int][]byte, vals map[int][]byte
 	return nil
 }
 
-// loadSeen reads the slot seen bucket of a file being opened.
-func (f *File) loadSeen(w *walker) error {
-	return w.bucket(slotSeenBucket, false, func(k, v []byte) error {
+// loadSlots reads bucket, one of the slots' buckets, of a file being
+// opened into *held.
+func loadSlots(w *walker, bucket []byte, held *map[int][]byte) error {
+	return w.bucket(bucket, false, func(k, v []byte) error {
 		if len(k) != 2 {
-			return fmt.Errorf("a key of the bucket %s is %d bytes, not 2", slotSeenBucket, len(k))
+			return fmt.Errorf("a key of the bucket %s is %d bytes, not 2", bucket, len(k))
 		}
-		if f.slotSeen == nil {
-			f.slotSeen = map[int][]byte{}
+		if *held == nil {
+			*held = map[int][]byte{}
 		}
-		f.slotSeen[int(binary.BigEndian.Uint16(k))] = append([]byte(nil), v...)
+		(*held)[int(binary.BigEndian.Uint16(k))] = append([]byte(nil), v...)
 		return nil
 	})
 }
